@@ -1,0 +1,404 @@
+//! Classic Bloom filter: one bit array, `k` probes anywhere in it.
+//!
+//! Bloom, "Space/time trade-offs in hash coding with allowable errors", CACM 13(7), 1970.
+//!
+//! * **FPR**: `p ≈ (1 - e^(-k·n/m))^k` ([`crate::math::bloom_fpr`]).
+//! * **Space**: `m = -n·ln p / ln² 2`, i.e. `1.44·log2(1/p)` bits per key (9.59 at 1%), with
+//!   `k = log2(1/p)` probes.
+//! * **Probes**: enhanced double hashing on the item's [`Digest`] (Kirsch & Mitzenmacher 2006,
+//!   Dillinger & Manolios 2004), reduced to `0..m` by a multiply-shift, so `m` is any number of bits
+//!   (no power-of-two rounding).
+//! * **Set algebra**: [`Bloom::union`] and [`Bloom::intersect`] of filters of the same shape, and
+//!   [`Bloom::estimated_items`] from the fill ratio (Swamidass & Baldi 2007).
+//! * **Limits**: every probe can miss the cache, so for filters much larger than the cache
+//!   [`crate::BlockedBloom`] is several times faster at a small cost in bits; use the batch methods
+//!   ([`Filter::contains_many`]) to overlap the misses.
+//!
+//! ```
+//! use sift::prelude::*;
+//! use sift::Bloom;
+//!
+//! let mut f = Bloom::new(10_000, 0.01)?;
+//! for i in 0..10_000u32 {
+//!     f.insert(i.to_le_bytes());
+//! }
+//! assert!((0..10_000u32).all(|i| f.contains(i.to_le_bytes())));
+//! // 100k non-members: the measured FPR stays within a 99.9% binomial bound of 1%.
+//! let fp = (10_000..110_000u32).filter(|i| f.contains(i.to_le_bytes())).count();
+//! assert!(fp < 1_100, "{fp} false positives");
+//! # Ok::<(), sift::Error>(())
+//! ```
+
+use crate::bits::{prefetch, BitVec};
+use crate::error::{check_fpr, check_items, Error, FormatError, Result};
+use crate::format::{decode_verified, Encoder, FilterKind, ParamWriter};
+use crate::hash::{fastrange, Digest, HashKind, Hasher};
+use crate::math;
+use crate::traits::{Filter, Insert, Persist, BATCH_AHEAD};
+
+/// Largest number of hash functions accepted.
+pub const MAX_HASHES: u32 = 64;
+
+/// A classic Bloom filter. See the [module documentation](self).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Bloom {
+    bits: BitVec,
+    k: u32,
+    hasher: Hasher,
+    items: u64,
+    capacity: u64,
+    target_fpr: f64,
+}
+
+/// Probe positions of one item: enhanced double hashing.
+#[derive(Clone, Copy)]
+struct Probes {
+    a: u64,
+    b: u64,
+    m: u64,
+}
+
+impl Probes {
+    #[inline(always)]
+    fn new(d: Digest, m: u64) -> Self {
+        Probes { a: d.h1, b: d.h2, m }
+    }
+    #[inline(always)]
+    fn next(&mut self, i: u32) -> u64 {
+        let x = fastrange(self.a, self.m);
+        self.a = self.a.wrapping_add(self.b);
+        self.b = self.b.wrapping_add(i as u64);
+        x
+    }
+}
+
+impl Bloom {
+    /// A filter sized for `expected_items` at false-positive rate `fpr`, with the optimal number
+    /// of bits and hashes and the default hash (XXH3, 128-bit only for astronomically large sets).
+    pub fn new(expected_items: usize, fpr: f64) -> Result<Self> {
+        check_items(expected_items)?;
+        check_fpr(fpr)?;
+        let kind = HashKind::for_target(expected_items as u64, fpr);
+        Self::with_hasher(expected_items, fpr, Hasher::new(kind, 0))
+    }
+
+    /// Like [`Bloom::new`], with a chosen hash function and seed.
+    pub fn with_hasher(expected_items: usize, fpr: f64, hasher: Hasher) -> Result<Self> {
+        check_items(expected_items)?;
+        check_fpr(fpr)?;
+        let n = expected_items as f64;
+        let m = math::bloom_optimal_bits(n, fpr).ceil().max(64.0);
+        if m > (crate::bits::MAX_BYTES * 8) as f64 {
+            return Err(Error::CapacityExceeded {
+                requested_bytes: (m / 8.0) as u128,
+                limit_bytes: crate::bits::MAX_BYTES,
+            });
+        }
+        let k = math::bloom_optimal_k(m, n).min(MAX_HASHES);
+        let mut f = Self::with_params(m as u64, k, hasher)?;
+        f.capacity = expected_items as u64;
+        f.target_fpr = fpr;
+        Ok(f)
+    }
+
+    /// A filter of exactly `bits` bits and `hashes` hash functions (1 to 64).
+    pub fn with_params(bits: u64, hashes: u32, hasher: Hasher) -> Result<Self> {
+        if bits == 0 {
+            return Err(Error::param("bits", bits, "at least 1"));
+        }
+        if hashes == 0 || hashes > MAX_HASHES {
+            return Err(Error::param("hashes", hashes, "between 1 and 64"));
+        }
+        let bits_vec = BitVec::zeroed(bits)?;
+        let capacity = math::bloom_capacity_with_k(bits as f64, hashes as f64, 0.5f64.powi(hashes as i32));
+        Ok(Bloom {
+            bits: bits_vec,
+            k: hashes,
+            hasher,
+            items: 0,
+            capacity: capacity.max(1.0) as u64,
+            target_fpr: math::bloom_fpr(bits as f64, capacity, hashes as f64).clamp(f64::MIN_POSITIVE, 0.5),
+        })
+    }
+
+    /// Number of bits `m`.
+    pub fn num_bits(&self) -> u64 {
+        self.bits.len()
+    }
+
+    /// Number of hash functions `k`.
+    pub fn num_hashes(&self) -> u32 {
+        self.k
+    }
+
+    /// The item count the filter was sized for.
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    /// The false-positive rate the filter was sized for (at [`Bloom::capacity`] items).
+    pub fn target_fpr(&self) -> f64 {
+        self.target_fpr
+    }
+
+    /// The bit array.
+    pub fn bits(&self) -> &BitVec {
+        &self.bits
+    }
+
+    /// Fraction of bits set.
+    pub fn fill_ratio(&self) -> f64 {
+        self.bits.count_ones() as f64 / self.bits.len() as f64
+    }
+
+    /// FPR measured from the fill ratio, `fill^k`: what the filter gives now, whatever was
+    /// inserted (duplicates, unions) — the number to monitor before rebuilding.
+    pub fn current_fpr(&self) -> f64 {
+        math::bloom_fpr_from_fill(self.fill_ratio(), self.k as f64)
+    }
+
+    /// Estimated number of distinct items from the number of set bits (Swamidass & Baldi 2007):
+    /// useful after [`Bloom::union`], where [`Filter::len`] no longer counts distinct items.
+    pub fn estimated_items(&self) -> f64 {
+        math::bloom_estimate_items(self.bits.len() as f64, self.k as f64, self.bits.count_ones() as f64)
+    }
+
+    fn check_same_shape(&self, other: &Bloom) -> Result<()> {
+        if self.bits.len() != other.bits.len() {
+            return Err(Error::Incompatible { reason: "different number of bits" });
+        }
+        if self.k != other.k {
+            return Err(Error::Incompatible { reason: "different number of hash functions" });
+        }
+        if self.hasher != other.hasher {
+            return Err(Error::Incompatible { reason: "different hash function or seed" });
+        }
+        Ok(())
+    }
+
+    /// Adds every item of `other` to `self` (bitwise OR). The result reports every member of
+    /// either filter. [`Filter::len`] becomes the estimate of [`Bloom::estimated_items`].
+    pub fn union(&mut self, other: &Bloom) -> Result<()> {
+        self.check_same_shape(other)?;
+        self.bits.or_assign(&other.bits);
+        self.items = self.estimated_items().min(u64::MAX as f64) as u64;
+        Ok(())
+    }
+
+    /// Keeps only what both filters report (bitwise AND). Every item inserted in both is still
+    /// reported; the FPR of the result is at most that of the fuller operand.
+    pub fn intersect(&mut self, other: &Bloom) -> Result<()> {
+        self.check_same_shape(other)?;
+        self.bits.and_assign(&other.bits);
+        self.items = self.estimated_items().min(u64::MAX as f64) as u64;
+        Ok(())
+    }
+
+    /// Removes every item.
+    pub fn clear(&mut self) {
+        self.bits.clear();
+        self.items = 0;
+    }
+
+    #[inline(always)]
+    fn prefetch_digest(&self, d: Digest) {
+        let mut p = Probes::new(d, self.bits.len());
+        let words = self.bits.words();
+        for i in 0..self.k {
+            let x = p.next(i);
+            prefetch(&words[(x >> 6) as usize]);
+        }
+    }
+}
+
+impl Filter for Bloom {
+    fn hasher(&self) -> Hasher {
+        self.hasher
+    }
+
+    #[inline]
+    fn contains_digest(&self, d: Digest) -> bool {
+        let mut p = Probes::new(d, self.bits.len());
+        let words = self.bits.words();
+        for i in 0..self.k {
+            let x = p.next(i);
+            if words[(x >> 6) as usize] & (1 << (x & 63)) == 0 {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn contains_digests(&self, digests: &[Digest], out: &mut [bool]) {
+        assert_eq!(digests.len(), out.len(), "one output slot per digest");
+        for d in digests.iter().take(BATCH_AHEAD) {
+            self.prefetch_digest(*d);
+        }
+        for i in 0..digests.len() {
+            if let Some(d) = digests.get(i + BATCH_AHEAD) {
+                self.prefetch_digest(*d);
+            }
+            out[i] = self.contains_digest(digests[i]);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.items as usize
+    }
+
+    fn size_in_bytes(&self) -> usize {
+        self.bits.size_in_bytes()
+    }
+
+    fn expected_fpr(&self) -> f64 {
+        math::bloom_fpr(self.bits.len() as f64, self.items as f64, self.k as f64)
+    }
+}
+
+impl Insert for Bloom {
+    #[inline]
+    fn insert_digest(&mut self, d: Digest) -> bool {
+        let mut p = Probes::new(d, self.bits.len());
+        let words = self.bits.words_mut();
+        let mut new = false;
+        for i in 0..self.k {
+            let x = p.next(i);
+            let w = &mut words[(x >> 6) as usize];
+            let mask = 1u64 << (x & 63);
+            new |= *w & mask == 0;
+            *w |= mask;
+        }
+        self.items += new as u64;
+        new
+    }
+
+    fn insert_digests(&mut self, digests: &[Digest]) -> usize {
+        for d in digests.iter().take(BATCH_AHEAD) {
+            self.prefetch_digest(*d);
+        }
+        let mut new = 0;
+        for i in 0..digests.len() {
+            if let Some(d) = digests.get(i + BATCH_AHEAD) {
+                self.prefetch_digest(*d);
+            }
+            new += self.insert_digest(digests[i]) as usize;
+        }
+        new
+    }
+}
+
+impl Persist for Bloom {
+    const KIND: FilterKind = FilterKind::Bloom;
+
+    /// Parameters: bits `u64`, hashes `u32`, reserved `u32`, items `u64`, capacity `u64`,
+    /// target FPR `f64`. Payload: the bit array, 8 bytes per 64 bits, little-endian.
+    fn to_bytes(&self) -> Vec<u8> {
+        let mut p = ParamWriter::new();
+        p.u64(self.bits.len()).u32(self.k).u32(0).u64(self.items).u64(self.capacity).f64(self.target_fpr);
+        let mut e = Encoder::new(Self::KIND, self.hasher, p.as_bytes(), self.bits.size_in_bytes() as u64);
+        self.bits.write_le(e.payload());
+        e.finish()
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let raw = decode_verified(bytes, Self::KIND)?;
+        let mut r = raw.param_reader();
+        let bits = r.u64("bits")?;
+        let k = r.u32("hashes")?;
+        let _reserved = r.u32("reserved")?;
+        let items = r.u64("items")?;
+        let capacity = r.u64("capacity")?;
+        let target_fpr = r.fpr("target fpr")?;
+        r.finish()?;
+        if bits == 0 || k == 0 || k > MAX_HASHES {
+            return Err(
+                FormatError::InvalidParams("bloom: bits and hashes must be positive, hashes ≤ 64").into()
+            );
+        }
+        let bits = BitVec::from_le_bytes(bits, raw.payload())?;
+        Ok(Bloom { bits, k, hasher: raw.hasher(), items, capacity, target_fpr })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_bad_parameters() {
+        assert!(matches!(Bloom::new(0, 0.01), Err(Error::InvalidParameter { name: "expected_items", .. })));
+        for p in [0.0, 1.0, -0.5, 2.0, f64::NAN, f64::INFINITY] {
+            assert!(matches!(Bloom::new(10, p), Err(Error::InvalidParameter { name: "fpr", .. })), "p = {p}");
+        }
+        assert!(matches!(Bloom::new(usize::MAX, 1e-9), Err(Error::CapacityExceeded { .. })));
+        assert!(Bloom::with_params(0, 3, Hasher::default()).is_err());
+        assert!(Bloom::with_params(64, 0, Hasher::default()).is_err());
+        assert!(Bloom::with_params(64, 65, Hasher::default()).is_err());
+    }
+
+    #[test]
+    fn sizing_matches_the_formulas() {
+        let f = Bloom::new(100_000_000, 0.01).unwrap();
+        assert_eq!(f.num_hashes(), 7);
+        assert_eq!(f.num_bits(), 958_505_838);
+    }
+
+    #[test]
+    fn insert_reports_new_and_len_counts() {
+        let mut f = Bloom::new(1000, 0.01).unwrap();
+        assert!(f.insert("a"));
+        assert!(!f.insert("a"));
+        assert_eq!(f.len(), 1);
+        assert!(f.contains("a"));
+        assert!(f.contains_hash(f.hasher().hash64(b"a")));
+    }
+
+    #[test]
+    fn union_and_intersection() {
+        let mut a = Bloom::new(10_000, 0.01).unwrap();
+        let mut b = Bloom::new(10_000, 0.01).unwrap();
+        for i in 0..3000u32 {
+            a.insert(i.to_le_bytes());
+        }
+        for i in 2000..5000u32 {
+            b.insert(i.to_le_bytes());
+        }
+        let mut u = a.clone();
+        u.union(&b).unwrap();
+        assert!((0..5000u32).all(|i| u.contains(i.to_le_bytes())));
+        let est = u.estimated_items();
+        assert!((est - 5000.0).abs() < 150.0, "estimate {est}");
+        let mut x = a.clone();
+        x.intersect(&b).unwrap();
+        assert!((2000..3000u32).all(|i| x.contains(i.to_le_bytes())));
+        let other = Bloom::new(20_000, 0.01).unwrap();
+        assert!(matches!(a.union(&other), Err(Error::Incompatible { .. })));
+    }
+
+    #[test]
+    fn batch_agrees_with_single() {
+        let mut f = Bloom::new(50_000, 0.01).unwrap();
+        let items: Vec<[u8; 8]> = (0..50_000u64).map(|i| (i * 7).to_le_bytes()).collect();
+        assert_eq!(f.insert_many(&items), f.len());
+        let probes: Vec<[u8; 8]> = (0..100_000u64).map(|i| i.to_le_bytes()).collect();
+        let batch = f.contains_many(&probes);
+        for (p, b) in probes.iter().zip(batch) {
+            assert_eq!(f.contains(p), b);
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let mut f = Bloom::new(1000, 0.001).unwrap();
+        for i in 0..700u32 {
+            f.insert(i.to_string());
+        }
+        let bytes = f.to_bytes();
+        let g = Bloom::from_bytes(&bytes).unwrap();
+        assert_eq!(f, g);
+        let mut bad = bytes.clone();
+        let n = bad.len();
+        bad[n / 2] ^= 0x10;
+        assert!(matches!(Bloom::from_bytes(&bad), Err(Error::Format(FormatError::ChecksumMismatch { .. }))));
+    }
+}

@@ -1,0 +1,3 @@
+//! The filter families, one file each.
+
+pub mod bloom;

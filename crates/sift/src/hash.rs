@@ -1,0 +1,295 @@
+//! Named, stable hash functions.
+//!
+//! Every hash that decides where bits land in a persisted filter is one of the functions here,
+//! identified by a [`HashKind`] id and a 64-bit seed that the file header records. None of them
+//! depends on the platform, the process or the Rust version: the same bytes hash to the same value
+//! everywhere, forever. (`std`'s `DefaultHasher`, `ahash` and random seeds are never used for
+//! anything that reaches disk.)
+//!
+//! Filters work on a [`Digest`]: two 64-bit words `h1`, `h2` from which they derive their `k`
+//! probe positions by enhanced double hashing (Kirsch & Mitzenmacher, "Less hashing, same
+//! performance", 2006; Dillinger & Manolios, "Bloom filters in probabilistic verification", 2004).
+//! With a 64-bit hash `h2` is a bijective remix of `h1`, so the filter sees at most 2^64 distinct
+//! items; with the 128-bit hash the two words are independent. [`HashKind::for_target`] picks the
+//! 128-bit hash when `n / 2^64` would be a noticeable fraction of the target false-positive rate.
+
+use crate::error::FormatError;
+
+/// The hash functions `sift` knows, by their stable on-disk id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+#[non_exhaustive]
+pub enum HashKind {
+    /// XXH3 64-bit (`xxh3_64_with_seed`); the default of every native filter.
+    Xxh3_64 = 1,
+    /// XXH3 128-bit (`xxh3_128_with_seed`); low word is `h1`, high word `h2`.
+    Xxh3_128 = 2,
+    /// XXH64 (`xxh64` with seed); the hash Apache Parquet's split-block Bloom filter specifies.
+    Xxh64 = 3,
+    /// Austin Appleby's MurmurHash64A, as RedisBloom chains it: `h1 = M(item, 0xc6a4a7935bd1e995)`
+    /// (the seed field is ignored), `h2 = M(item, h1)`.
+    Murmur64A = 4,
+}
+
+impl HashKind {
+    /// The id stored in file headers.
+    pub const fn id(self) -> u8 {
+        self as u8
+    }
+
+    /// Looks a header id up.
+    pub fn from_id(id: u8) -> Result<Self, FormatError> {
+        Ok(match id {
+            1 => HashKind::Xxh3_64,
+            2 => HashKind::Xxh3_128,
+            3 => HashKind::Xxh64,
+            4 => HashKind::Murmur64A,
+            other => return Err(FormatError::UnknownHash(other)),
+        })
+    }
+
+    /// A short, stable name (used by `sift inspect`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            HashKind::Xxh3_64 => "xxh3-64",
+            HashKind::Xxh3_128 => "xxh3-128",
+            HashKind::Xxh64 => "xxh64",
+            HashKind::Murmur64A => "murmur64a",
+        }
+    }
+
+    /// The native hash for a filter of `n` items at false-positive rate `fpr`.
+    ///
+    /// With a 64-bit hash, two distinct items collide with probability 2^-64, so a non-member
+    /// collides with one of `n` members with probability about `n / 2^64`: a floor under the FPR no
+    /// matter how many bits the filter has. When that floor exceeds 1% of the target, XXH3-128 is
+    /// used instead, making the floor `n / 2^128`.
+    pub fn for_target(n: u64, fpr: f64) -> HashKind {
+        let floor = n as f64 / 18_446_744_073_709_551_616.0;
+        if floor > fpr * 0.01 {
+            HashKind::Xxh3_128
+        } else {
+            HashKind::Xxh3_64
+        }
+    }
+}
+
+/// Seed of the first RedisBloom Bloom hash (`MurmurHash64A(item, 0xc6a4a7935bd1e995)`).
+pub const REDISBLOOM_SEED: u64 = 0xc6a4_a793_5bd1_e995;
+
+/// A hash function together with its seed: everything needed to reproduce a filter's hashing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Hasher {
+    kind: HashKind,
+    seed: u64,
+}
+
+impl Default for Hasher {
+    fn default() -> Self {
+        Hasher::new(HashKind::Xxh3_64, 0)
+    }
+}
+
+impl Hasher {
+    /// A hasher of the given kind and seed.
+    pub const fn new(kind: HashKind, seed: u64) -> Self {
+        Hasher { kind, seed }
+    }
+
+    /// The hash function.
+    pub const fn kind(&self) -> HashKind {
+        self.kind
+    }
+
+    /// The seed recorded in the file header.
+    pub const fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// The 64-bit hash of `bytes`: what [`crate::Filter::contains_hash`] expects for the same item.
+    #[inline]
+    pub fn hash64(&self, bytes: &[u8]) -> u64 {
+        self.digest(bytes).h1
+    }
+
+    /// The digest of `bytes` from which a filter derives its probe positions.
+    #[inline]
+    pub fn digest(&self, bytes: &[u8]) -> Digest {
+        match self.kind {
+            HashKind::Xxh3_64 => Digest::from_u64(xxhash_rust::xxh3::xxh3_64_with_seed(bytes, self.seed)),
+            HashKind::Xxh3_128 => {
+                let h = xxhash_rust::xxh3::xxh3_128_with_seed(bytes, self.seed);
+                Digest { h1: h as u64, h2: (h >> 64) as u64 }
+            }
+            HashKind::Xxh64 => Digest::from_u64(xxhash_rust::xxh64::xxh64(bytes, self.seed)),
+            HashKind::Murmur64A => {
+                let a = murmur64a(bytes, REDISBLOOM_SEED);
+                Digest { h1: a, h2: murmur64a(bytes, a) }
+            }
+        }
+    }
+}
+
+/// Two 64-bit hash words from which a filter derives its probe positions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Digest {
+    /// First word: selects the block (blocked filters) or the first probe (classic Bloom).
+    pub h1: u64,
+    /// Second word: the step of double hashing, or the in-block positions.
+    pub h2: u64,
+}
+
+impl Digest {
+    /// Expands a caller-supplied 64-bit hash into a digest.
+    ///
+    /// `h2` is a bijective remix of `h1` (rotate, multiply by an odd constant, xor-shift), so
+    /// well-distributed 64-bit hashes give well-distributed, practically uncorrelated words.
+    #[inline]
+    pub const fn from_u64(h: u64) -> Digest {
+        let mut x = h.rotate_left(32).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        x ^= x >> 29;
+        Digest { h1: h, h2: x }
+    }
+}
+
+/// Maps a uniform 64-bit value to `0..n` without division (Lemire, "Fast random integer
+/// generation in an interval", 2019).
+#[inline(always)]
+pub const fn fastrange(x: u64, n: u64) -> u64 {
+    ((x as u128 * n as u128) >> 64) as u64
+}
+
+/// Austin Appleby's MurmurHash64A (see `shared/spec/redisbloom.md` §4.1).
+pub fn murmur64a(key: &[u8], seed: u64) -> u64 {
+    const M: u64 = 0xc6a4_a793_5bd1_e995;
+    const R: u32 = 47;
+    let mut h = seed ^ (key.len() as u64).wrapping_mul(M);
+    let mut blocks = key.chunks_exact(8);
+    for block in &mut blocks {
+        let mut k = u64::from_le_bytes(block.try_into().expect("chunks_exact(8) yields 8 bytes"));
+        k = k.wrapping_mul(M);
+        k ^= k >> R;
+        k = k.wrapping_mul(M);
+        h ^= k;
+        h = h.wrapping_mul(M);
+    }
+    let tail = blocks.remainder();
+    if !tail.is_empty() {
+        for (j, &b) in tail.iter().enumerate() {
+            h ^= (b as u64) << (8 * j);
+        }
+        h = h.wrapping_mul(M);
+    }
+    h ^= h >> R;
+    h = h.wrapping_mul(M);
+    h ^= h >> R;
+    h
+}
+
+/// Austin Appleby's 32-bit MurmurHash2, used only by legacy RedisBloom filters (spec §4.2).
+pub fn murmur2_32(key: &[u8], seed: u32) -> u32 {
+    const M: u32 = 0x5bd1_e995;
+    const R: u32 = 24;
+    let mut h = seed ^ key.len() as u32;
+    let mut blocks = key.chunks_exact(4);
+    for block in &mut blocks {
+        let mut k = u32::from_le_bytes(block.try_into().expect("chunks_exact(4) yields 4 bytes"));
+        k = k.wrapping_mul(M);
+        k ^= k >> R;
+        k = k.wrapping_mul(M);
+        h = h.wrapping_mul(M);
+        h ^= k;
+    }
+    let tail = blocks.remainder();
+    if !tail.is_empty() {
+        if tail.len() >= 3 {
+            h ^= (tail[2] as u32) << 16;
+        }
+        if tail.len() >= 2 {
+            h ^= (tail[1] as u32) << 8;
+        }
+        h ^= tail[0] as u32;
+        h = h.wrapping_mul(M);
+    }
+    h ^= h >> 13;
+    h = h.wrapping_mul(M);
+    h ^= h >> 15;
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn murmur64a_empty_is_zero() {
+        assert_eq!(murmur64a(b"", 0), 0);
+    }
+
+    #[test]
+    fn murmur64a_matches_redisbloom_fixtures() {
+        // Vectors from shared/spec/fixtures/murmur64a.json (captured from RedisBloom).
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/spec/fixtures/murmur64a.json");
+        let Ok(text) = std::fs::read_to_string(path) else {
+            // The spec folder sits beside the repository in the workplace and in CI; a crate
+            // published alone does not have it. The in-repo vectors below still run.
+            return;
+        };
+        let mut checked = 0;
+        for entry in text.split("\"input_hex\"").skip(1) {
+            let field = |name: &str| -> Option<String> {
+                let at = entry.find(&format!("\"{name}\""))?;
+                let rest = &entry[at + name.len() + 2..];
+                let start = rest.find('"')? + 1;
+                let end = start + rest[start..].find('"')?;
+                Some(rest[start..end].to_string())
+            };
+            let start = entry.find('"').unwrap() + 1;
+            let end = start + entry[start..].find('"').unwrap();
+            let hex = &entry[start..end];
+            let bytes: Vec<u8> =
+                (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
+            let parse = |s: String| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+            let h0 = parse(field("murmur64a_seed_0").unwrap());
+            let a = parse(field("murmur64a_seed_c6a4a7935bd1e995").unwrap());
+            let b = parse(field("bloom_b").unwrap());
+            assert_eq!(murmur64a(&bytes, 0), h0, "seed 0, input {hex}");
+            assert_eq!(murmur64a(&bytes, REDISBLOOM_SEED), a, "bloom a, input {hex}");
+            let d = Hasher::new(HashKind::Murmur64A, 0).digest(&bytes);
+            assert_eq!((d.h1, d.h2), (a, b), "bloom chain, input {hex}");
+            checked += 1;
+        }
+        assert_eq!(checked, 28, "fixture file should hold 28 vectors");
+    }
+
+    #[test]
+    fn xxh3_is_stable() {
+        // Pinned values: a change here breaks every file on disk.
+        assert_eq!(Hasher::default().hash64(b""), 0x2d06_8005_38d3_94c2);
+        assert_eq!(Hasher::default().hash64(b"hello"), xxhash_rust::xxh3::xxh3_64(b"hello"));
+    }
+
+    #[test]
+    fn hash_ids_round_trip() {
+        for k in [HashKind::Xxh3_64, HashKind::Xxh3_128, HashKind::Xxh64, HashKind::Murmur64A] {
+            assert_eq!(HashKind::from_id(k.id()).unwrap(), k);
+        }
+        assert_eq!(HashKind::from_id(0), Err(FormatError::UnknownHash(0)));
+        assert_eq!(HashKind::from_id(200), Err(FormatError::UnknownHash(200)));
+    }
+
+    #[test]
+    fn auto_128_bit_only_for_huge_sets() {
+        assert_eq!(HashKind::for_target(1_000_000_000, 0.01), HashKind::Xxh3_64);
+        assert_eq!(HashKind::for_target(1 << 40, 1e-9), HashKind::Xxh3_128);
+    }
+
+    #[test]
+    fn fastrange_stays_in_range() {
+        for n in [1u64, 2, 3, 1000, u64::MAX] {
+            for x in [0u64, 1, u64::MAX / 2, u64::MAX] {
+                assert!(fastrange(x, n) < n);
+            }
+        }
+    }
+}

@@ -1,0 +1,268 @@
+//! Formulas for sizing filters, kept apart from the storage and algorithms (as RocksDB keeps
+//! `BloomMath` apart from its filter implementations).
+//!
+//! Notation: `n` items, `m` bits, `k` hash functions, `p` false-positive rate (FPR).
+//! All functions work in `f64` and never panic; callers validate their inputs.
+
+use core::f64::consts::LN_2;
+
+/// `ln(2)^2`.
+pub const LN2_SQUARED: f64 = LN_2 * LN_2;
+
+/// Expected FPR of a classic Bloom filter: `p = (1 - e^(-k·n/m))^k`.
+///
+/// Bloom, "Space/time trade-offs in hash coding with allowable errors", CACM 1970; the
+/// exponential form is the standard approximation of `(1 - (1 - 1/m)^(k·n))^k`, accurate for
+/// `m` larger than a few hundred bits (Broder & Mitzenmacher, "Network applications of Bloom
+/// filters: a survey", 2004, §2.1).
+pub fn bloom_fpr(m: f64, n: f64, k: f64) -> f64 {
+    if n <= 0.0 {
+        return 0.0;
+    }
+    if m <= 0.0 {
+        return 1.0;
+    }
+    (1.0 - (-k * n / m).exp()).powf(k)
+}
+
+/// Bits that minimise memory for `n` items at FPR `p`: `m = -n·ln(p) / ln(2)^2`.
+///
+/// At this `m` and the optimal `k`, half of the bits are set and `p = 2^-k`
+/// (Broder & Mitzenmacher 2004, §2.2). Seed 002's worked example: `n = 1e8, p = 0.01` gives
+/// `m ≈ 958,505,838` bits (≈ 114 MiB) and `k = 7`.
+pub fn bloom_optimal_bits(n: f64, p: f64) -> f64 {
+    -n * p.ln() / LN2_SQUARED
+}
+
+/// Bits per key of an optimally sized classic Bloom filter: `-ln(p) / ln(2)^2 ≈ 1.44·log2(1/p)`.
+pub fn bloom_bits_per_key(p: f64) -> f64 {
+    -p.ln() / LN2_SQUARED
+}
+
+/// The `k` that minimises the FPR for `m` bits and `n` items: `k = (m/n)·ln 2`, rounded to the
+/// better of the two neighbouring integers, at least 1.
+pub fn bloom_optimal_k(m: f64, n: f64) -> u32 {
+    if n <= 0.0 || m <= 0.0 {
+        return 1;
+    }
+    let real = (m / n) * LN_2;
+    let lo = real.floor().max(1.0);
+    let hi = lo + 1.0;
+    let k = if bloom_fpr(m, n, hi) < bloom_fpr(m, n, lo) { hi } else { lo };
+    k.min(64.0) as u32
+}
+
+/// The `k` for a target FPR when `m` is chosen optimally: `k = log2(1/p)` rounded up.
+pub fn bloom_k_for_fpr(p: f64) -> u32 {
+    (-p.log2()).ceil().clamp(1.0, 64.0) as u32
+}
+
+/// Items an `m`-bit classic Bloom filter holds at FPR `p` with optimal `k`:
+/// `n = -m·ln(2)^2 / ln(p)` (the inverse of [`bloom_optimal_bits`]).
+pub fn bloom_capacity(m: f64, p: f64) -> f64 {
+    -m * LN2_SQUARED / p.ln()
+}
+
+/// Items an `m`-bit Bloom filter with `k` hashes holds before its FPR reaches `p`:
+/// `n = -(m/k)·ln(1 - p^(1/k))`, the inverse of [`bloom_fpr`] in `n`.
+pub fn bloom_capacity_with_k(m: f64, k: f64, p: f64) -> f64 {
+    -(m / k) * (1.0 - p.powf(1.0 / k)).ln()
+}
+
+/// Estimated number of distinct items in a Bloom filter with `set` of its `m` bits set:
+/// `n* = -(m/k)·ln(1 - X/m)`.
+///
+/// Swamidass & Baldi, "Mathematical correction for fingerprint similarity measures to improve
+/// chemical retrieval", J. Chem. Inf. Model. 2007. Returns `f64::INFINITY` for a full filter.
+pub fn bloom_estimate_items(m: f64, k: f64, set: f64) -> f64 {
+    if set >= m {
+        return f64::INFINITY;
+    }
+    -(m / k) * (1.0 - set / m).ln()
+}
+
+/// FPR of a Bloom filter whose fraction `fill` of bits is set: `fill^k` (what `inspect` reports as
+/// the current FPR, measured rather than predicted).
+pub fn bloom_fpr_from_fill(fill: f64, k: f64) -> f64 {
+    fill.powf(k)
+}
+
+/// Expected FPR of a blocked Bloom filter: `n` items, `m` bits in blocks of `block_bits`, `k`
+/// probes inside one block per item.
+///
+/// The number of items landing in a given block is Binomial(n, B/m) ≈ Poisson(λ = n·B/m), and a
+/// block holding `i` items behaves as a classic `B`-bit filter with `i` items, so
+/// `p = Σ_i Poisson(i; λ) · (1 - e^(-k·i/B))^k` (Putze, Sanders & Singler, "Cache-, hash- and
+/// space-efficient Bloom filters", JEA 2009, §3). The sum is taken over `λ ± 12σ`.
+pub fn blocked_fpr(m: f64, n: f64, k: f64, block_bits: f64) -> f64 {
+    if n <= 0.0 {
+        return 0.0;
+    }
+    if m < block_bits {
+        return 1.0;
+    }
+    let lambda = n * block_bits / m;
+    let sigma = lambda.sqrt();
+    let lo = (lambda - 12.0 * sigma - 2.0).floor().max(0.0) as u64;
+    let hi = (lambda + 12.0 * sigma + 12.0).ceil() as u64;
+    let ln_lambda = lambda.ln();
+    let mut total = 0.0;
+    let mut weight = 0.0;
+    for i in lo..=hi {
+        let x = i as f64;
+        // ln Poisson(i; λ) = i·ln λ - λ - ln Γ(i + 1)
+        let lp = x * ln_lambda - lambda - ln_gamma(x + 1.0);
+        let w = lp.exp();
+        weight += w;
+        total += w * bloom_fpr(block_bits, x, k);
+    }
+    if weight > 0.0 {
+        total / weight
+    } else {
+        bloom_fpr(m, n, k)
+    }
+}
+
+/// `ln Γ(x)` for `x ≥ 1` (Stirling series with five correction terms; error below 1e-12 for
+/// `x ≥ 7`, exact recurrence below that).
+pub fn ln_gamma(x: f64) -> f64 {
+    if x < 7.0 {
+        // Γ(x) = Γ(x + j) / (x (x+1) ... (x+j-1))
+        let mut shift = 0.0;
+        let mut y = x;
+        while y < 7.0 {
+            shift += y.ln();
+            y += 1.0;
+        }
+        return ln_gamma(y) - shift;
+    }
+    let inv = 1.0 / x;
+    let inv2 = inv * inv;
+    (x - 0.5) * x.ln() - x
+        + 0.5 * (2.0 * core::f64::consts::PI).ln()
+        + inv * (1.0 / 12.0 - inv2 * (1.0 / 360.0 - inv2 * (1.0 / 1260.0 - inv2 * (1.0 / 1680.0))))
+}
+
+/// Smallest number of `block_bits` blocks (and the best `k ≤ max_k`) for which a blocked Bloom
+/// filter of `n` items meets FPR `p`. Returns `(blocks, k)`.
+///
+/// A blocked filter needs more bits than a classic one for the same FPR because block loads vary
+/// (the Poisson term in [`blocked_fpr`]); this searches `m` by bisection for each `k`.
+pub fn blocked_plan(n: f64, p: f64, block_bits: f64, max_k: u32) -> (u64, u32) {
+    let classic = bloom_optimal_bits(n, p).max(block_bits);
+    let mut best: Option<(u64, u32)> = None;
+    for k in 1..=max_k {
+        // Upper bound: grow until the target is met (at most ~8x the classic size).
+        let mut hi = (classic / block_bits).ceil().max(1.0);
+        let mut tries = 0;
+        while blocked_fpr(hi * block_bits, n, k as f64, block_bits) > p && tries < 12 {
+            hi *= 1.5;
+            tries += 1;
+        }
+        if blocked_fpr(hi * block_bits, n, k as f64, block_bits) > p {
+            continue;
+        }
+        let mut lo = 1.0f64;
+        while hi - lo > 1.0 && hi / lo > 1.0 + 1e-4 {
+            let mid = ((lo + hi) / 2.0).floor();
+            if blocked_fpr(mid * block_bits, n, k as f64, block_bits) <= p {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        let blocks = hi as u64;
+        if best.is_none_or(|(b, _)| blocks < b) {
+            best = Some((blocks, k));
+        }
+    }
+    best.unwrap_or(((classic * 8.0 / block_bits).ceil() as u64, max_k))
+}
+
+/// Compound FPR bound of a scalable Bloom filter whose first layer has FPR `p0` and each next one
+/// `r` times the previous: `P ≤ Σ p0·r^i = p0 / (1 - r)`.
+///
+/// Almeida, Baquero, Preguiça & Hutchison, "Scalable Bloom filters", IPL 2007, §4. To keep the
+/// compound FPR ≤ `p` for every number of layers, the first layer gets `p0 = p·(1 - r)`.
+pub fn scalable_first_layer_fpr(p: f64, tightening: f64) -> f64 {
+    p * (1.0 - tightening)
+}
+
+/// Compound FPR of independent layers with FPRs `ps`: `1 - Π(1 - p_i)`.
+pub fn compound_fpr(ps: impl IntoIterator<Item = f64>) -> f64 {
+    1.0 - ps.into_iter().fold(1.0, |acc, p| acc * (1.0 - p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_002_worked_example() {
+        let m = bloom_optimal_bits(1e8, 0.01);
+        // The seed prints 958,505,832 (rounded ln values); the exact value is 958,505,837.7.
+        assert!((m - 958_505_837.74).abs() < 0.01, "m = {m}");
+        assert!((m / 8.0 / 1024.0 / 1024.0 - 114.26).abs() < 0.01);
+        assert_eq!(bloom_optimal_k(m, 1e8), 7);
+        assert_eq!(bloom_k_for_fpr(0.01), 7);
+    }
+
+    #[test]
+    fn fpr_and_capacity_are_inverse() {
+        for p in [0.1, 0.01, 0.001, 1e-6] {
+            let m = bloom_optimal_bits(1e6, p);
+            let n = bloom_capacity(m, p);
+            assert!((n - 1e6).abs() < 1.0);
+            let k = (m / 1e6) * LN_2;
+            assert!((bloom_fpr(m, 1e6, k) - p).abs() / p < 1e-9);
+            let n2 = bloom_capacity_with_k(m, k, p);
+            assert!((n2 - 1e6).abs() / 1e6 < 1e-9);
+        }
+    }
+
+    #[test]
+    fn swamidass_baldi_inverts_expected_fill() {
+        let (m, k, n): (f64, f64, f64) = (1e6, 7.0, 1e5);
+        let expected_set = m * (1.0 - (-k * n / m).exp());
+        assert!((bloom_estimate_items(m, k, expected_set) - n).abs() < 1e-6 * n);
+        assert!(bloom_estimate_items(m, k, m).is_infinite());
+    }
+
+    #[test]
+    fn ln_gamma_matches_factorials() {
+        let mut fact = 1.0f64;
+        for i in 1..30u32 {
+            fact *= i as f64;
+            assert!((ln_gamma(i as f64 + 1.0) - fact.ln()).abs() < 1e-9, "i = {i}");
+        }
+    }
+
+    #[test]
+    fn blocked_needs_more_bits_than_classic() {
+        let n = 1e6;
+        for p in [0.1, 0.01, 0.001] {
+            let (blocks, k) = blocked_plan(n, p, 512.0, 16);
+            let m = blocks as f64 * 512.0;
+            assert!(blocked_fpr(m, n, k as f64, 512.0) <= p);
+            assert!(blocked_fpr((blocks - 1) as f64 * 512.0, n, k as f64, 512.0) > p * 0.999);
+            assert!(m > bloom_optimal_bits(n, p));
+            assert!(m < 1.6 * bloom_optimal_bits(n, p), "p = {p}, bits/key {}", m / n);
+        }
+    }
+
+    #[test]
+    fn blocked_converges_to_classic_for_huge_blocks() {
+        let (m, n, k) = (1e6, 1e5, 7.0);
+        let a = blocked_fpr(m, n, k, 1e6);
+        let b = bloom_fpr(m, n, k);
+        // Only the Poisson spread of the load separates them: well under 1%.
+        assert!((a - b).abs() / b < 1e-2, "{a} vs {b}");
+    }
+
+    #[test]
+    fn scalable_bound() {
+        let p0 = scalable_first_layer_fpr(0.01, 0.5);
+        let total = compound_fpr((0..60).map(|i| p0 * 0.5f64.powi(i)));
+        assert!(total <= 0.01);
+    }
+}
