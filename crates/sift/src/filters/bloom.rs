@@ -220,13 +220,14 @@ impl Filter for Bloom {
     fn contains_digest(&self, d: Digest) -> bool {
         let mut p = Probes::new(d, self.bits.len());
         let words = self.bits.words();
+        // Branch-free: all k loads are issued together (their cache misses overlap) and a
+        // non-member costs no mispredicted early exit.
+        let mut all = 1u64;
         for i in 0..self.k {
             let x = p.next(i);
-            if words[(x >> 6) as usize] & (1 << (x & 63)) == 0 {
-                return false;
-            }
+            all &= words[(x >> 6) as usize] >> (x & 63);
         }
-        true
+        all & 1 == 1
     }
 
     fn contains_digests(&self, digests: &[Digest], out: &mut [bool]) {
