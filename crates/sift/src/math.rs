@@ -39,6 +39,13 @@ pub fn bloom_bits_per_key(p: f64) -> f64 {
     -p.ln() / LN2_SQUARED
 }
 
+/// Bits for which `n` items with exactly `k` hashes give FPR `p`: `m = -k·n / ln(1 - p^(1/k))`
+/// (solve [`bloom_fpr`] for `m`). Minimised over integer `k`, this is the exact sizing when `k`
+/// must be an integer.
+pub fn bloom_bits_for_k(n: f64, p: f64, k: f64) -> f64 {
+    -k * n / (1.0 - p.powf(1.0 / k)).ln()
+}
+
 /// The `k` that minimises the FPR for `m` bits and `n` items: `k = (m/n)·ln 2`, rounded to the
 /// better of the two neighbouring integers, at least 1.
 pub fn bloom_optimal_k(m: f64, n: f64) -> u32 {

@@ -46,6 +46,8 @@ pub struct Bloom {
     k: u32,
     hasher: Hasher,
     items: u64,
+    /// Set bits, maintained on insert so the fill ratio and the FPR it implies cost nothing.
+    ones: u64,
     capacity: u64,
     target_fpr: f64,
 }
@@ -87,14 +89,20 @@ impl Bloom {
         check_items(expected_items)?;
         check_fpr(fpr)?;
         let n = expected_items as f64;
-        let m = math::bloom_optimal_bits(n, fpr).ceil().max(64.0);
-        if m > (crate::bits::MAX_BYTES * 8) as f64 {
+        // k must be an integer, so the textbook m (which assumes the real-valued optimum k) can
+        // miss the target slightly (1% at p = 0.1). Take, over the integers k near the optimum,
+        // the smallest m for which (1 - e^(-kn/m))^k <= p, i.e. m_k = -k·n / ln(1 - p^(1/k)).
+        let k0 = math::bloom_k_for_fpr(fpr);
+        let (k, m) = (k0.saturating_sub(2).max(1)..=(k0 + 2).min(MAX_HASHES))
+            .map(|k| (k, math::bloom_bits_for_k(n, fpr, k as f64).ceil().max(64.0)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .expect("non-empty range of k");
+        if !(m <= (crate::bits::MAX_BYTES * 8) as f64) {
             return Err(Error::CapacityExceeded {
-                requested_bytes: (m / 8.0) as u128,
+                requested_bytes: (m / 8.0).min(u128::MAX as f64) as u128,
                 limit_bytes: crate::bits::MAX_BYTES,
             });
         }
-        let k = math::bloom_optimal_k(m, n).min(MAX_HASHES);
         let mut f = Self::with_params(m as u64, k, hasher)?;
         f.capacity = expected_items as u64;
         f.target_fpr = fpr;
@@ -116,6 +124,7 @@ impl Bloom {
             k: hashes,
             hasher,
             items: 0,
+            ones: 0,
             capacity: capacity.max(1.0) as u64,
             target_fpr: math::bloom_fpr(bits as f64, capacity, hashes as f64).clamp(f64::MIN_POSITIVE, 0.5),
         })
@@ -148,7 +157,7 @@ impl Bloom {
 
     /// Fraction of bits set.
     pub fn fill_ratio(&self) -> f64 {
-        self.bits.count_ones() as f64 / self.bits.len() as f64
+        self.ones as f64 / self.bits.len() as f64
     }
 
     /// FPR measured from the fill ratio, `fill^k`: what the filter gives now, whatever was
@@ -160,7 +169,7 @@ impl Bloom {
     /// Estimated number of distinct items from the number of set bits (Swamidass & Baldi 2007):
     /// useful after [`Bloom::union`], where [`Filter::len`] no longer counts distinct items.
     pub fn estimated_items(&self) -> f64 {
-        math::bloom_estimate_items(self.bits.len() as f64, self.k as f64, self.bits.count_ones() as f64)
+        math::bloom_estimate_items(self.bits.len() as f64, self.k as f64, self.ones as f64)
     }
 
     fn check_same_shape(&self, other: &Bloom) -> Result<()> {
@@ -181,6 +190,7 @@ impl Bloom {
     pub fn union(&mut self, other: &Bloom) -> Result<()> {
         self.check_same_shape(other)?;
         self.bits.or_assign(&other.bits);
+        self.ones = self.bits.count_ones();
         self.items = self.estimated_items().min(u64::MAX as f64) as u64;
         Ok(())
     }
@@ -190,6 +200,7 @@ impl Bloom {
     pub fn intersect(&mut self, other: &Bloom) -> Result<()> {
         self.check_same_shape(other)?;
         self.bits.and_assign(&other.bits);
+        self.ones = self.bits.count_ones();
         self.items = self.estimated_items().min(u64::MAX as f64) as u64;
         Ok(())
     }
@@ -198,6 +209,7 @@ impl Bloom {
     pub fn clear(&mut self) {
         self.bits.clear();
         self.items = 0;
+        self.ones = 0;
     }
 
     #[inline(always)]
@@ -251,8 +263,11 @@ impl Filter for Bloom {
         self.bits.size_in_bytes()
     }
 
+    /// The FPR of this filter as it is: `(set bits / m)^k`. Exact for a random non-member (up to
+    /// the independence of its k probes), whatever was inserted — duplicates, false positives at
+    /// insertion, unions.
     fn expected_fpr(&self) -> f64 {
-        math::bloom_fpr(self.bits.len() as f64, self.items as f64, self.k as f64)
+        self.current_fpr()
     }
 }
 
@@ -261,14 +276,16 @@ impl Insert for Bloom {
     fn insert_digest(&mut self, d: Digest) -> bool {
         let mut p = Probes::new(d, self.bits.len());
         let words = self.bits.words_mut();
-        let mut new = false;
+        let mut flipped = 0;
         for i in 0..self.k {
             let x = p.next(i);
             let w = &mut words[(x >> 6) as usize];
             let mask = 1u64 << (x & 63);
-            new |= *w & mask == 0;
+            flipped += (*w & mask == 0) as u64;
             *w |= mask;
         }
+        self.ones += flipped;
+        let new = flipped != 0;
         self.items += new as u64;
         new
     }
@@ -306,18 +323,22 @@ impl Persist for Bloom {
         let mut r = raw.param_reader();
         let bits = r.u64("bits")?;
         let k = r.u32("hashes")?;
-        let _reserved = r.u32("reserved")?;
+        let reserved = r.u32("reserved")?;
         let items = r.u64("items")?;
         let capacity = r.u64("capacity")?;
         let target_fpr = r.fpr("target fpr")?;
         r.finish()?;
+        if reserved != 0 {
+            return Err(FormatError::InvalidParams("bloom: reserved field is not zero").into());
+        }
         if bits == 0 || k == 0 || k > MAX_HASHES {
             return Err(
                 FormatError::InvalidParams("bloom: bits and hashes must be positive, hashes ≤ 64").into()
             );
         }
         let bits = BitVec::from_le_bytes(bits, raw.payload())?;
-        Ok(Bloom { bits, k, hasher: raw.hasher(), items, capacity, target_fpr })
+        let ones = bits.count_ones();
+        Ok(Bloom { bits, k, hasher: raw.hasher(), items, ones, capacity, target_fpr })
     }
 }
 
@@ -341,7 +362,18 @@ mod tests {
     fn sizing_matches_the_formulas() {
         let f = Bloom::new(100_000_000, 0.01).unwrap();
         assert_eq!(f.num_hashes(), 7);
-        assert_eq!(f.num_bits(), 958_505_838);
+        // Seed 002: ≈ 958.5 million bits. With k held to the integer 7, the exact size is 0.07%
+        // larger, and it meets the target where the textbook size (for k = 6.64) misses it.
+        let m = f.num_bits() as f64;
+        assert!((m / 958_505_838.0 - 1.0).abs() < 1e-3, "m = {m}");
+        assert!(math::bloom_fpr(m, 1e8, 7.0) <= 0.01);
+        assert!(math::bloom_fpr(958_505_838.0, 1e8, 7.0) > 0.01);
+        for p in [0.5, 0.1, 0.01, 0.001, 1e-6] {
+            let f = Bloom::new(12_345, p).unwrap();
+            let at_capacity = math::bloom_fpr(f.num_bits() as f64, 12_345.0, f.num_hashes() as f64);
+            assert!(at_capacity <= p, "p = {p}: {at_capacity}");
+            assert!(at_capacity > p * 0.99, "p = {p}: oversized, {at_capacity}");
+        }
     }
 
     #[test]
