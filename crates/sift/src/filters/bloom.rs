@@ -97,7 +97,7 @@ impl Bloom {
             .map(|k| (k, math::bloom_bits_for_k(n, fpr, k as f64).ceil().max(64.0)))
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .expect("non-empty range of k");
-        if !(m <= (crate::bits::MAX_BYTES * 8) as f64) {
+        if m.is_nan() || m > (crate::bits::MAX_BYTES * 8) as f64 {
             return Err(Error::CapacityExceeded {
                 requested_bytes: (m / 8.0).min(u128::MAX as f64) as u128,
                 limit_bytes: crate::bits::MAX_BYTES,
