@@ -610,14 +610,23 @@ mod tests {
     fn rejects_bad_parameters() {
         assert!(matches!(Cuckoo::new(0, 0.01), Err(Error::InvalidParameter { name: "expected_items", .. })));
         for p in [0.0, 1.0, -0.5, 2.0, f64::NAN, f64::INFINITY, 1e-5] {
-            assert!(matches!(Cuckoo::new(10, p), Err(Error::InvalidParameter { name: "fpr", .. })), "p = {p}");
+            assert!(
+                matches!(Cuckoo::new(10, p), Err(Error::InvalidParameter { name: "fpr", .. })),
+                "p = {p}"
+            );
         }
         assert!(matches!(Cuckoo::new(usize::MAX, 0.01), Err(Error::CapacityExceeded { .. })));
         let h = Hasher::default();
-        assert!(matches!(Cuckoo::with_params(0, 12, h), Err(Error::InvalidParameter { name: "buckets", .. })));
+        assert!(matches!(
+            Cuckoo::with_params(0, 12, h),
+            Err(Error::InvalidParameter { name: "buckets", .. })
+        ));
         for bits in [0, 4, 7, 9, 10, 13, 15, 17, 32] {
             assert!(
-                matches!(Cuckoo::with_params(10, bits, h), Err(Error::InvalidParameter { name: "fp_bits", .. })),
+                matches!(
+                    Cuckoo::with_params(10, bits, h),
+                    Err(Error::InvalidParameter { name: "fp_bits", .. })
+                ),
                 "bits = {bits}"
             );
         }
@@ -631,7 +640,7 @@ mod tests {
         assert_eq!(Cuckoo::new(1000, 0.001).unwrap().fingerprint_bits(), 16);
         let f = Cuckoo::new(1_000_000, 0.01).unwrap();
         assert_eq!(f.num_buckets(), 263_158); // ⌈1e6 / 3.8⌉, not a power of two
-        // 12-bit buckets are 48 bits: 263,158 · 6 bytes, plus the guard word.
+                                              // 12-bit buckets are 48 bits: 263,158 · 6 bytes, plus the guard word.
         assert_eq!(f.words.len(), (263_158 * 48usize).div_ceil(64) + 1);
     }
 
@@ -792,7 +801,8 @@ mod tests {
         let forge = |buckets: u64, bits: u32, slots: u32, items: u64, stash: u32, payload: &[u8]| {
             let mut p = ParamWriter::new();
             p.u64(buckets).u32(bits).u32(slots).u64(items).u64(1).f64(0.01).u32(stash).u32(0);
-            let mut e = Encoder::new(FilterKind::Cuckoo, Hasher::default(), p.as_bytes(), payload.len() as u64);
+            let mut e =
+                Encoder::new(FilterKind::Cuckoo, Hasher::default(), p.as_bytes(), payload.len() as u64);
             e.payload().extend_from_slice(payload);
             Cuckoo::from_bytes(&e.finish())
         };
