@@ -21,6 +21,8 @@
 //! | family | bits/key at 1% | insert | delete | grows | best for |
 //! |---|---|---|---|---|---|
 //! | [`Bloom`] | 9.6 | yes | no | no | simple, set algebra (union, intersect) |
+//! | [`Cuckoo`] | 12.6 | yes | yes | no | deletes and duplicate counts, fast lookups (2 buckets) |
+//! | [`Quotient`] | 10.6 | yes | yes | ×2 | deletes, counts, merge and resize from stored hashes |
 //!
 //! ## Traits
 //! [`Filter`] (queries), [`Insert`], [`Remove`] and [`Persist`] (the file format); bring them in
@@ -39,6 +41,8 @@ mod traits;
 
 pub use error::{Error, FormatError, Result};
 pub use filters::bloom::Bloom;
+pub use filters::cuckoo::Cuckoo;
+pub use filters::quotient::Quotient;
 pub use hash::{Digest, HashKind, Hasher};
 pub use traits::{Filter, Insert, Persist, Remove};
 

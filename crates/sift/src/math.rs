@@ -200,6 +200,36 @@ pub fn compound_fpr(ps: impl IntoIterator<Item = f64>) -> f64 {
     1.0 - ps.into_iter().fold(1.0, |acc, p| acc * (1.0 - p))
 }
 
+/// Expected FPR of a cuckoo filter with `fp_bits`-bit fingerprints (zero reserved for "empty", so
+/// `2^f - 1` values), buckets of `bucket_slots` slots and a fraction `load` of its slots used:
+/// `p = 1 - (1 - 1/(2^f - 1))^(2·b·load)`.
+///
+/// A query compares its fingerprint with the `2·b` slots of its two buckets, each of which holds a
+/// uniformly random non-zero fingerprint with probability `load` (Fan, Andersen, Kaminsky &
+/// Mitzenmacher, "Cuckoo filter: practically better than Bloom", CoNEXT 2014, §5.1, whose upper
+/// bound is `2b/2^f`).
+pub fn cuckoo_fpr(fp_bits: u32, bucket_slots: f64, load: f64) -> f64 {
+    if load <= 0.0 {
+        return 0.0;
+    }
+    let values = (2.0f64).powi(fp_bits as i32) - 1.0;
+    1.0 - (1.0 - 1.0 / values).powf(2.0 * bucket_slots * load)
+}
+
+/// Expected FPR of a quotient filter with `remainder_bits`-bit remainders and `load` items per
+/// quotient: `p = 1 - e^(-load / 2^r) ≈ load · 2^-r`.
+///
+/// The number of stored items sharing the query's quotient is Poisson(`load`), and each matches
+/// the query's remainder with probability `2^-r` (Bender et al., "Don't thrash: how to cache your
+/// hash on flash", VLDB 2012, §2; Pandey, Bender, Johnson & Patro, "A general-purpose counting
+/// filter: making every bit count", SIGMOD 2017, §3).
+pub fn quotient_fpr(remainder_bits: u32, load: f64) -> f64 {
+    if load <= 0.0 {
+        return 0.0;
+    }
+    1.0 - (-load * (0.5f64).powi(remainder_bits as i32)).exp()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

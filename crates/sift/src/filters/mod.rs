@@ -1,3 +1,5 @@
 //! The filter families, one file each.
 
 pub mod bloom;
+pub mod cuckoo;
+pub mod quotient;
