@@ -52,8 +52,8 @@ fn decode_all(data: &[u8]) {
     // try_decode::<sift::SplitBlockBloom>(data);
     // try_decode::<sift::CountingBloom>(data);
     // try_decode::<sift::ScalableBloom>(data);
-    // try_decode::<sift::Cuckoo>(data);
-    // try_decode::<sift::Quotient>(data);
+    try_decode::<sift::Cuckoo>(data);
+    try_decode::<sift::Quotient>(data);
     // try_decode::<sift::Xor8>(data);
     // try_decode::<sift::BinaryFuse8>(data);
     // try_decode::<sift::BinaryFuse16>(data);

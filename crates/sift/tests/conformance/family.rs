@@ -66,6 +66,11 @@ pub struct Family<F> {
     /// The measured rate after `n` inserts must be at least this fraction of the target `p`: a
     /// filter much better than asked for is oversized.
     pub sizing_floor: f64,
+    /// Capacity asked for, per insert, in the random-sequence test. Families that store every
+    /// copy of a repeated item in that item's own two buckets (cuckoo) reach a lower load with
+    /// repeats than with distinct items, so they are sized with headroom there; their capacity
+    /// for distinct items is checked at load by the FPR tests.
+    pub repeat_headroom: f64,
 }
 
 impl<F: Filter + Persist + Debug> Family<F> {
@@ -83,6 +88,7 @@ impl<F: Filter + Persist + Debug> Family<F> {
             exact_error: 0.03,
             target_slack: 0.02,
             sizing_floor: 0.5,
+            repeat_headroom: 1.0,
         }
     }
 
@@ -164,6 +170,12 @@ impl<F: Filter + Persist + Debug> Family<F> {
     /// Replaces the allowed model error of the reference rate (default 10 %).
     pub fn model_error(mut self, e: f64) -> Self {
         self.model_error = e;
+        self
+    }
+
+    /// Sizes the random-sequence test's filter at `factor` × its number of inserts (default 1).
+    pub fn repeat_headroom(mut self, factor: f64) -> Self {
+        self.repeat_headroom = factor;
         self
     }
 

@@ -74,10 +74,13 @@ pub fn no_false_negatives<F: Filter + Persist + Debug>(fam: &Family<F>) {
 pub fn operations<F: Filter + Persist + Debug>(fam: &Family<F>) {
     let pool = keys::members(7, 1024);
     if fam.is_dynamic() {
-        // Any sequence of inserts (with repeats): everything inserted so far is present.
+        // Any sequence of inserts (with repeats): everything inserted so far is present. The
+        // filter is sized for the number of inserts, repeats included: fixed-capacity families
+        // (cuckoo, quotient) store a repeat in a slot of its own.
         runner(64)
             .run(&prop::collection::vec(0..pool.len(), 1..300), |seq| {
-                let mut f = fam.build(256, 0.01, &[]).expect("valid parameters");
+                let capacity = (seq.len() as f64 * fam.repeat_headroom).ceil() as usize;
+                let mut f = fam.build(capacity, 0.01, &[]).expect("valid parameters");
                 let mut inserted: Vec<Key> = Vec::new();
                 for &i in &seq {
                     fam.insert(&mut f, &pool[i]);
