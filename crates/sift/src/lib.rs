@@ -21,6 +21,7 @@
 //! | family | bits/key at 1% | insert | delete | grows | best for |
 //! |---|---|---|---|---|---|
 //! | [`Bloom`] | 9.6 | yes | no | no | simple, set algebra (union, intersect) |
+//! | [`CountingBloom`] | 38.3 (4-bit counters) | yes | yes | no | deletions with Bloom probing; count-min estimates |
 //!
 //! ## Traits
 //! [`Filter`] (queries), [`Insert`], [`Remove`] and [`Persist`] (the file format); bring them in
@@ -39,6 +40,7 @@ mod traits;
 
 pub use error::{Error, FormatError, Result};
 pub use filters::bloom::Bloom;
+pub use filters::counting_bloom::CountingBloom;
 pub use hash::{Digest, HashKind, Hasher};
 pub use traits::{Filter, Insert, Persist, Remove};
 

@@ -50,9 +50,10 @@ pub struct Bloom {
     target_fpr: f64,
 }
 
-/// Probe positions of one item: enhanced double hashing.
+/// Probe positions of one item: enhanced double hashing. Shared with [`crate::CountingBloom`],
+/// which must probe exactly the same positions.
 #[derive(Clone, Copy)]
-struct Probes {
+pub(crate) struct Probes {
     a: u64,
     b: u64,
     m: u64,
@@ -60,11 +61,12 @@ struct Probes {
 
 impl Probes {
     #[inline(always)]
-    fn new(d: Digest, m: u64) -> Self {
+    pub(crate) fn new(d: Digest, m: u64) -> Self {
         Probes { a: d.h1, b: d.h2, m }
     }
+    /// The `i`-th probe position (call with `i = 0, 1, 2, ...` in order).
     #[inline(always)]
-    fn next(&mut self, i: u32) -> u64 {
+    pub(crate) fn next(&mut self, i: u32) -> u64 {
         let x = fastrange(self.a, self.m);
         self.a = self.a.wrapping_add(self.b);
         self.b = self.b.wrapping_add(i as u64);

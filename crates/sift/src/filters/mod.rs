@@ -1,3 +1,4 @@
 //! The filter families, one file each.
 
 pub mod bloom;
+pub mod counting_bloom;
