@@ -2,3 +2,4 @@
 
 pub mod bloom;
 pub mod counting_bloom;
+pub mod split_block;
