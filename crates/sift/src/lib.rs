@@ -37,6 +37,7 @@ pub mod filters;
 pub mod format;
 pub mod hash;
 pub mod math;
+pub mod plan;
 mod traits;
 
 pub use error::{Error, FormatError, Result};
