@@ -23,6 +23,8 @@
 //! | [`Bloom`] | 9.6 | yes | no | no | simple, set algebra (union, intersect) |
 //! | [`Cuckoo`] | 12.6 | yes | yes | no | deletes and duplicate counts, fast lookups (2 buckets) |
 //! | [`Quotient`] | 10.6 | yes | yes | ×2 | deletes, counts, merge and resize from stored hashes |
+//! | [`CountingBloom`] | 38.3 (4-bit counters) | yes | yes | no | deletions with Bloom probing; count-min estimates |
+//! | [`SplitBlockBloom`] | 10.5 (9.7 to 19.4 in Parquet's power-of-two sizes) | yes | no | no | Apache Parquet column filters, bit-compatible |
 //!
 //! ## Traits
 //! [`Filter`] (queries), [`Insert`], [`Remove`] and [`Persist`] (the file format); bring them in
@@ -37,12 +39,15 @@ pub mod filters;
 pub mod format;
 pub mod hash;
 pub mod math;
+pub mod plan;
 mod traits;
 
 pub use error::{Error, FormatError, Result};
 pub use filters::bloom::Bloom;
+pub use filters::counting_bloom::CountingBloom;
 pub use filters::cuckoo::Cuckoo;
 pub use filters::quotient::Quotient;
+pub use filters::split_block::SplitBlockBloom;
 pub use hash::{Digest, HashKind, Hasher};
 pub use traits::{Filter, Insert, Persist, Remove};
 

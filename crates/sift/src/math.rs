@@ -39,13 +39,6 @@ pub fn bloom_bits_per_key(p: f64) -> f64 {
     -p.ln() / LN2_SQUARED
 }
 
-/// Bits for which `n` items with exactly `k` hashes give FPR `p`: `m = -k·n / ln(1 - p^(1/k))`
-/// (solve [`bloom_fpr`] for `m`). Minimised over integer `k`, this is the exact sizing when `k`
-/// must be an integer.
-pub fn bloom_bits_for_k(n: f64, p: f64, k: f64) -> f64 {
-    -k * n / (1.0 - p.powf(1.0 / k)).ln()
-}
-
 /// The `k` that minimises the FPR for `m` bits and `n` items: `k = (m/n)·ln 2`, rounded to the
 /// better of the two neighbouring integers, at least 1.
 pub fn bloom_optimal_k(m: f64, n: f64) -> u32 {
@@ -230,6 +223,81 @@ pub fn quotient_fpr(remainder_bits: u32, load: f64) -> f64 {
     1.0 - (-load * (0.5f64).powi(remainder_bits as i32)).exp()
 }
 
+/// Expected FPR of a split-block Bloom filter (Apache Parquet's SBBF): `n` items in `blocks`
+/// blocks of eight 32-bit words, each item setting one bit in each word of one block.
+///
+/// The block Bloom filter of Putze, Sanders & Singler ("Cache-, hash- and space-efficient Bloom
+/// filters", JEA 2009, §3) with the "split" layout inside the block (one bit per 32-bit lane,
+/// Broder & Mitzenmacher 2004, §2.1), as the Parquet format's `BloomFilter.md` specifies. A block
+/// holding `i` items answers a non-member with probability `(1 - (31/32)^i)^8`, and block loads
+/// are Poisson(λ = n / blocks), so `p = Σ_i Poisson(i; λ) · (1 - (31/32)^i)^8`, summed over
+/// `λ ± 12σ`. (The spec's sizing formula below ignores both the lanes and the load spread and so
+/// underestimates this FPR.)
+pub fn split_block_fpr(blocks: f64, n: f64) -> f64 {
+    if n <= 0.0 {
+        return 0.0;
+    }
+    if blocks < 1.0 {
+        return 1.0;
+    }
+    let lambda = n / blocks;
+    let sigma = lambda.sqrt();
+    let lo = (lambda - 12.0 * sigma - 2.0).floor().max(0.0) as u64;
+    let hi = (lambda + 12.0 * sigma + 12.0).ceil() as u64;
+    let ln_lambda = lambda.ln();
+    let ln_keep = (31.0f64 / 32.0).ln();
+    let mut total = 0.0;
+    let mut weight = 0.0;
+    for i in lo..=hi {
+        let x = i as f64;
+        let w = (x * ln_lambda - lambda - ln_gamma(x + 1.0)).exp();
+        weight += w;
+        total += w * (1.0 - (x * ln_keep).exp()).powi(8);
+    }
+    if weight > 0.0 {
+        total / weight
+    } else {
+        (1.0 - (lambda * ln_keep).exp()).powi(8)
+    }
+}
+
+/// Bits per distinct value that the Parquet format specifies for a split-block Bloom filter at
+/// FPR `p`: `c = -8 / ln(1 - p^(1/8))` (parquet-format `BloomFilter.md`, "Build a Bloom filter";
+/// the classic Bloom formula with `k = 8`).
+pub fn parquet_sbbf_bits_per_value(p: f64) -> f64 {
+    -8.0 / (1.0 - p.powf(0.125)).ln()
+}
+
+/// The bitset size in bytes that Parquet writers (parquet-mr, arrow-rs) choose for `ndv` distinct
+/// values at FPR `fpp`: `floor(ndv · c) / 8` bytes with `c` from [`parquet_sbbf_bits_per_value`],
+/// clamped to `[32 B, 128 MiB]`, then rounded up to a power of two.
+pub fn parquet_sbbf_bytes(ndv: f64, fpp: f64) -> u64 {
+    let bits = (ndv * parquet_sbbf_bits_per_value(fpp)).min(u64::MAX as f64) as u64;
+    (bits / 8).clamp(32, 128 << 20).next_power_of_two()
+}
+
+/// Smallest number of blocks for which a split-block Bloom filter of `n` items has FPR ≤ `p`
+/// by [`split_block_fpr`] (bisection; the FPR decreases with the block count).
+pub fn split_block_blocks_for(n: f64, p: f64) -> u64 {
+    let mut hi = (n * parquet_sbbf_bits_per_value(p) / 256.0).ceil().max(1.0);
+    let mut tries = 0;
+    while split_block_fpr(hi, n) > p && tries < 200 {
+        // Whole blocks only, or the bisection below could stall between two integers.
+        hi = (hi * 1.5).ceil();
+        tries += 1;
+    }
+    let mut lo = 0.0f64; // FPR(0 blocks) = 1 > p
+    while hi - lo > 1.0 {
+        let mid = ((lo + hi) / 2.0).floor();
+        if split_block_fpr(mid, n) <= p {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,5 +369,36 @@ mod tests {
         let p0 = scalable_first_layer_fpr(0.01, 0.5);
         let total = compound_fpr((0..60).map(|i| p0 * 0.5f64.powi(i)));
         assert!(total <= 0.01);
+    }
+
+    #[test]
+    fn split_block_formulas() {
+        // One item per block on average: (1 - (31/32))^8 dominated by the loaded blocks.
+        assert!(split_block_fpr(1000.0, 0.0) == 0.0);
+        assert!(split_block_fpr(0.0, 10.0) == 1.0);
+        // The spec's "about 11.54 bits per value at about 0.5%" is where k = 8 is optimal for the
+        // classic formula: m/n = 8 / ln 2, p = 2^-8 ≈ 0.39%.
+        assert!((parquet_sbbf_bits_per_value(0.5f64.powi(8)) - 8.0 / core::f64::consts::LN_2).abs() < 1e-9);
+        assert!((parquet_sbbf_bits_per_value(0.01) - 9.6815).abs() < 1e-4);
+        // arrow-rs/parquet-mr sizes (n, p) -> bytes.
+        assert_eq!(parquet_sbbf_bytes(10_000.0, 0.01), 16 * 1024);
+        assert_eq!(parquet_sbbf_bytes(1_000_000.0, 0.01), 2 * 1024 * 1024);
+        assert_eq!(parquet_sbbf_bytes(1.0, 0.5), 32);
+        assert_eq!(parquet_sbbf_bytes(1e12, 0.01), 128 << 20);
+        // The real FPR at the spec's unrounded size is above the target (the formula ignores
+        // the lanes and the block-load spread); the tight size needs more blocks.
+        let n = 1e6;
+        let spec_blocks = n * parquet_sbbf_bits_per_value(0.01) / 256.0;
+        assert!(split_block_fpr(spec_blocks, n) > 0.01);
+        let b = split_block_blocks_for(n, 0.01);
+        assert!(split_block_fpr(b as f64, n) <= 0.01);
+        assert!(split_block_fpr(b as f64 - 1.0, n) > 0.01);
+        assert!(b as f64 > spec_blocks);
+        // Tiny sets, where the growth loop starts from a single block.
+        for (n, p) in [(1.0, 0.5), (10.0, 1e-4), (3.0, 1e-9)] {
+            let b = split_block_blocks_for(n, p);
+            assert!(split_block_fpr(b as f64, n) <= p);
+            assert!(b == 1 || split_block_fpr(b as f64 - 1.0, n) > p);
+        }
     }
 }
