@@ -21,6 +21,7 @@
 //! | family | bits/key at 1% | insert | delete | grows | best for |
 //! |---|---|---|---|---|---|
 //! | [`Bloom`] | 9.6 | yes | no | no | simple, set algebra (union, intersect) |
+//! | [`BlockedBloom`] | 9.9 | yes | no | no | fastest queries (one cache line, AVX2), set algebra |
 //!
 //! ## Traits
 //! [`Filter`] (queries), [`Insert`], [`Remove`] and [`Persist`] (the file format); bring them in
@@ -35,9 +36,11 @@ pub mod filters;
 pub mod format;
 pub mod hash;
 pub mod math;
+mod simd;
 mod traits;
 
 pub use error::{Error, FormatError, Result};
+pub use filters::blocked_bloom::BlockedBloom;
 pub use filters::bloom::Bloom;
 pub use hash::{Digest, HashKind, Hasher};
 pub use traits::{Filter, Insert, Persist, Remove};
