@@ -22,6 +22,7 @@
 //! |---|---|---|---|---|---|
 //! | [`Bloom`] | 9.6 | yes | no | no | simple, set algebra (union, intersect) |
 //! | [`BlockedBloom`] | 9.9 | yes | no | no | fastest queries (one cache line, AVX2), set algebra |
+//! | [`AtomicBloom`] | 9.9 | yes, from many threads | no | no | concurrent inserts without locks (same bits and file as `BlockedBloom`) |
 //!
 //! ## Traits
 //! [`Filter`] (queries), [`Insert`], [`Remove`] and [`Persist`] (the file format); bring them in
@@ -40,6 +41,7 @@ mod simd;
 mod traits;
 
 pub use error::{Error, FormatError, Result};
+pub use filters::atomic_bloom::AtomicBloom;
 pub use filters::blocked_bloom::BlockedBloom;
 pub use filters::bloom::Bloom;
 pub use hash::{Digest, HashKind, Hasher};

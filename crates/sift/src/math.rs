@@ -358,11 +358,12 @@ fn blocked_words_compute_terms(k: u32) -> Vec<(f64, f64)> {
     ) {
         if w == 8 {
             // 1 - q = E_start[1 - Π ((64-d_w)/64)^c_w], computed as -expm1(Σ c_w·ln(1 - d_w/64))
-            // so that small values keep their relative precision.
+            // so that small values keep their relative precision; LN[d] = ln(1 - d/64).
             let miss: f64 = cover
                 .iter()
                 .map(|c| {
-                    let l: f64 = (0..8).map(|i| c[i] as f64 * (-(d[i] as f64) / 64.0).ln_1p()).sum();
+                    const LN: [f64; 3] = [0.0, -0.015748356968139168, -0.0317486983145803];
+                    let l: f64 = (0..8).map(|i| c[i] as f64 * LN[d[i] as usize]).sum();
                     -l.exp_m1()
                 })
                 .sum::<f64>()

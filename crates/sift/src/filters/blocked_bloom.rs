@@ -123,6 +123,42 @@ pub(crate) struct Shape {
 }
 
 impl Shape {
+    /// The shape [`BlockedBloom::with_params`] builds (parameters validated).
+    pub(crate) fn for_params(blocks: u64, hashes: u32, hasher: Hasher) -> Result<Shape> {
+        if blocks == 0 {
+            return Err(Error::param("blocks", blocks, "at least 1"));
+        }
+        if hashes == 0 || hashes > MAX_HASHES {
+            return Err(Error::param("hashes", hashes, "between 1 and 16"));
+        }
+        let bytes = blocks as u128 * 64;
+        if bytes > MAX_BYTES {
+            return Err(Error::CapacityExceeded { requested_bytes: bytes, limit_bytes: MAX_BYTES });
+        }
+        let m = blocks as f64 * BLOCK_BITS as f64;
+        let capacity = (m * core::f64::consts::LN_2 / hashes as f64).max(1.0);
+        Ok(Shape {
+            blocks,
+            k: hashes,
+            hasher,
+            items: 0,
+            capacity: capacity as u64,
+            target_fpr: math::blocked_words_fpr(m, capacity, hashes).clamp(f64::MIN_POSITIVE, 0.5),
+        })
+    }
+
+    /// The shape [`BlockedBloom::with_hasher`] builds: the fewest blocks (and their best `k`)
+    /// for `expected_items` at `fpr`.
+    pub(crate) fn for_target(expected_items: usize, fpr: f64, hasher: Hasher) -> Result<Shape> {
+        check_items(expected_items)?;
+        check_fpr(fpr)?;
+        let (blocks, k) = math::blocked_words_plan(expected_items as f64, fpr, MAX_HASHES);
+        let mut shape = Shape::for_params(blocks, k, hasher)?;
+        shape.capacity = expected_items as u64;
+        shape.target_fpr = fpr;
+        Ok(shape)
+    }
+
     /// Encodes a file of this shape whose payload is `words` (exactly `8·blocks` of them).
     pub(crate) fn encode(&self, words: impl Iterator<Item = u64>) -> Vec<u8> {
         let mut p = ParamWriter::new();
@@ -177,13 +213,7 @@ impl BlockedBloom {
 
     /// Like [`BlockedBloom::new`], with a chosen hash function and seed.
     pub fn with_hasher(expected_items: usize, fpr: f64, hasher: Hasher) -> Result<Self> {
-        check_items(expected_items)?;
-        check_fpr(fpr)?;
-        let (blocks, k) = math::blocked_words_plan(expected_items as f64, fpr, MAX_HASHES);
-        let mut f = Self::with_params(blocks, k, hasher)?;
-        f.capacity = expected_items as u64;
-        f.target_fpr = fpr;
-        Ok(f)
+        Self::from_shape(Shape::for_target(expected_items, fpr, hasher)?, None::<core::iter::Empty<u64>>)
     }
 
     /// A filter of exactly `blocks` 512-bit blocks setting `hashes` bits per item (1 to 16).
@@ -192,24 +222,7 @@ impl BlockedBloom {
     /// filter of the same size and `k` would be half full, and its
     /// [`target_fpr`](BlockedBloom::target_fpr) the FPR of this filter at that count.
     pub fn with_params(blocks: u64, hashes: u32, hasher: Hasher) -> Result<Self> {
-        if blocks == 0 {
-            return Err(Error::param("blocks", blocks, "at least 1"));
-        }
-        if hashes == 0 || hashes > MAX_HASHES {
-            return Err(Error::param("hashes", hashes, "between 1 and 16"));
-        }
-        let storage = alloc_blocks(blocks)?;
-        let m = blocks as f64 * BLOCK_BITS as f64;
-        let capacity = (m * core::f64::consts::LN_2 / hashes as f64).max(1.0);
-        Ok(BlockedBloom {
-            blocks: storage,
-            k: hashes,
-            hasher,
-            items: 0,
-            capacity: capacity as u64,
-            target_fpr: math::blocked_words_fpr(m, capacity, hashes).clamp(f64::MIN_POSITIVE, 0.5),
-            kernel: Kernel::detect(),
-        })
+        Self::from_shape(Shape::for_params(blocks, hashes, hasher)?, None::<core::iter::Empty<u64>>)
     }
 
     /// Switches this filter to the portable kernel (the tests use it to cover both kernels; the
@@ -356,13 +369,15 @@ impl BlockedBloom {
         }
     }
 
-    /// Rebuilds a filter from a shape and its words (8 per block, `shape.blocks` blocks).
-    pub(crate) fn from_shape(shape: Shape, words: impl Iterator<Item = u64>) -> Result<Self> {
+    /// Builds a filter of `shape`, empty or with the given words (8 per block, `shape.blocks`
+    /// blocks; missing words are zero).
+    pub(crate) fn from_shape<I: Iterator<Item = u64>>(shape: Shape, words: Option<I>) -> Result<Self> {
         let mut blocks = alloc_blocks(shape.blocks)?;
-        let mut words = words;
-        for b in blocks.as_mut_slice() {
-            for w in b.0.iter_mut() {
-                *w = words.next().unwrap_or(0);
+        if let Some(mut words) = words {
+            for b in blocks.as_mut_slice() {
+                for w in b.0.iter_mut() {
+                    *w = words.next().unwrap_or(0);
+                }
             }
         }
         Ok(BlockedBloom {
@@ -433,7 +448,7 @@ impl Persist for BlockedBloom {
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
         let (shape, payload) = Shape::decode(bytes)?;
         let words = payload.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")));
-        Self::from_shape(shape, words)
+        Self::from_shape(shape, Some(words))
     }
 }
 

@@ -1,4 +1,5 @@
 //! The filter families, one file each.
 
+pub mod atomic_bloom;
 pub mod blocked_bloom;
 pub mod bloom;
