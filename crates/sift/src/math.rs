@@ -239,7 +239,7 @@ pub fn blocked_words_fpr(m: f64, n: f64, k: u32) -> f64 {
 /// [`blocked_words_fpr_at_load`] with `k` bits keeps its FPR ≤ `p` (bisection; the FPR grows
 /// with `λ`).
 pub fn blocked_words_max_load(k: u32, p: f64) -> f64 {
-    if !(p > 0.0) {
+    if p.is_nan() || p <= 0.0 {
         return 0.0;
     }
     if p >= 1.0 {
@@ -269,7 +269,7 @@ pub fn blocked_words_plan(n: f64, p: f64, max_k: u32) -> (u64, u32) {
     let mut best: Option<(u64, u32)> = None;
     for k in 1..=max_k.clamp(1, 16) {
         let load = blocked_words_max_load(k, p);
-        if !(load > 0.0) {
+        if load.is_nan() || load <= 0.0 {
             continue;
         }
         let mut blocks = (n / load).ceil().max(1.0);

@@ -3,3 +3,4 @@
 pub mod atomic_bloom;
 pub mod blocked_bloom;
 pub mod bloom;
+pub mod scalable_bloom;
