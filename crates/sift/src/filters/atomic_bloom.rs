@@ -13,6 +13,11 @@
 //! * **Files**: [`Persist::to_bytes`] writes a [`BlockedBloom`] file, byte for byte the one the
 //!   equivalent [`BlockedBloom`] writes; `from_bytes` reads one. [`From<BlockedBloom>`] and
 //!   [`AtomicBloom::into_blocked`] convert in memory.
+//! * **Cost**: a query is plain loads. Inserting a *new* item does one locked `fetch_or` per
+//!   word that misses one of its bits (up to `min(k, 8)` words), each a serialising read-modify-
+//!   write of ~20 cycles on x86: single-threaded, about 5× [`BlockedBloom`]'s insert on a filter
+//!   being filled (a throwaway timing loop, 2M items at 1%); re-inserting present items costs
+//!   only the loads.
 //! * **Limits**: [`Filter::len`] counts inserts that set a bit; two threads inserting the same
 //!   new item at the same moment may both count it. No deletion.
 //!

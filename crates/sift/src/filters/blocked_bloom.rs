@@ -582,9 +582,9 @@ pub(crate) mod tests {
 
     #[test]
     fn measured_fpr_matches_the_formula() {
-        // n = 1e6 at p = 0.01 with 2M probes, and smaller runs at 0.1 and 0.001.
+        // n = 1e6 at p = 0.1, 0.01 and 0.001, with 2M, 2M and 4M non-member probes.
         for (n, p, probes) in
-            [(1_000_000, 0.01, 2_000_000), (200_000, 0.1, 1_000_000), (200_000, 0.001, 2_000_000)]
+            [(1_000_000, 0.1, 2_000_000), (1_000_000, 0.01, 2_000_000), (1_000_000, 0.001, 4_000_000)]
         {
             let (bpk, measured, formula) = measure(n, p, probes, 7);
             assert!(formula <= p, "formula {formula} above target {p}");
