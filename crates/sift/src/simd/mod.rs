@@ -204,9 +204,10 @@ impl Kernel {
     }
 }
 
-/// How many digests the batch loops run ahead with their prefetches. Tuned with a timing loop
-/// over a 64 MiB filter (random queries, 2.8 GHz Xeon): 8 and 16 are within noise of each other,
-/// 4 is slower (too few misses in flight), 32 no faster.
+/// How many digests the batch loops run ahead with their prefetches: enough to keep about eight
+/// cache misses in flight (a block probe is a few ns, a DRAM miss ~100 ns). Not yet tuned by
+/// measurement: the shared machine was too loaded for stable timings; the benches should pick
+/// between 8 and 16.
 pub(crate) const PREFETCH_AHEAD: usize = 8;
 
 /// The batch query loop shared by both kernels: prefetch `PREFETCH_AHEAD` blocks ahead, probe.
