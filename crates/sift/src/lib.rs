@@ -25,6 +25,9 @@
 //! | [`Quotient`] | 10.6 | yes | yes | ×2 | deletes, counts, merge and resize from stored hashes |
 //! | [`CountingBloom`] | 38.3 (4-bit counters) | yes | yes | no | deletions with Bloom probing; count-min estimates |
 //! | [`SplitBlockBloom`] | 10.5 (9.7 to 19.4 in Parquet's power-of-two sizes) | yes | no | no | Apache Parquet column filters, bit-compatible |
+//! | [`BlockedBloom`] | 9.9 | yes | no | no | fastest queries (one cache line, AVX2), set algebra |
+//! | [`AtomicBloom`] | 9.9 | yes, from many threads | no | no | concurrent inserts without locks (same bits and file as `BlockedBloom`) |
+//! | [`ScalableBloom`] | 11.6 (23.4 at 10×, 26.8 at 100× growth) | yes | no | yes | unknown set size, FPR bound kept while growing |
 //!
 //! ## Traits
 //! [`Filter`] (queries), [`Insert`], [`Remove`] and [`Persist`] (the file format); bring them in
@@ -40,13 +43,17 @@ pub mod format;
 pub mod hash;
 pub mod math;
 pub mod plan;
+mod simd;
 mod traits;
 
 pub use error::{Error, FormatError, Result};
+pub use filters::atomic_bloom::AtomicBloom;
+pub use filters::blocked_bloom::BlockedBloom;
 pub use filters::bloom::Bloom;
 pub use filters::counting_bloom::CountingBloom;
 pub use filters::cuckoo::Cuckoo;
 pub use filters::quotient::Quotient;
+pub use filters::scalable_bloom::ScalableBloom;
 pub use filters::split_block::SplitBlockBloom;
 pub use hash::{Digest, HashKind, Hasher};
 pub use traits::{Filter, Insert, Persist, Remove};

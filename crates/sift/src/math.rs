@@ -298,6 +298,203 @@ pub fn split_block_blocks_for(n: f64, p: f64) -> u64 {
     hi as u64
 }
 
+/// Expected FPR of `sift`'s blocked layout ([`crate::BlockedBloom`]) when the block a query lands
+/// in holds Poisson(`lambda`) items: 512-bit blocks of eight 64-bit words, an item sets one bit in
+/// each of `min(k, 8)` consecutive words (cyclically, from a uniform start word) and, if `k > 8`,
+/// one more bit in each of `k - 8` consecutive words from a second uniform start.
+///
+/// Exact for this layout, not an approximation by independent bits. As in Putze, Sanders &
+/// Singler ("Cache-, hash- and space-efficient Bloom filters", JEA 2009, §3) the load of the
+/// block is Poisson(λ) with `λ = n / blocks`. By inclusion–exclusion over the subsets `S` of the
+/// query's bits, `P(all set | i items) = Σ_S (-1)^|S| q_S^i`, where `q_S` is the probability that
+/// one random item misses every bit of `S`; averaging over `i ~ Poisson(λ)` turns `q_S^i` into
+/// `e^(-λ(1 - q_S))`, so
+///
+/// `p = Σ_S (-1)^|S| · exp(-λ·(1 - q_S))`,  `q_S = E_start[ Π_w ((64 - d_w)/64)^(c_w) ]`,
+///
+/// with `d_w` the bits of `S` in word `w` and `c_w` the bits a random item puts in word `w` (which
+/// depend on its start words). `q_S` depends only on the vector `d`, so the sum runs over at most
+/// 3^8 vectors; a query's two bits in one word (k > 8) coincide with probability 1/64, which the
+/// coefficients average over. For `k = 1` it reduces to `1 - e^(-λ/512)`. The terms are computed
+/// once per `k` and cached; absolute rounding error is below 1e-13.
+pub fn blocked_words_fpr_at_load(lambda: f64, k: u32) -> f64 {
+    if lambda <= 0.0 {
+        return 0.0;
+    }
+    if !(1..=16).contains(&k) {
+        return 1.0;
+    }
+    let terms = blocked_words_terms(k);
+    let p: f64 = terms.iter().map(|&(coef, miss)| coef * (-lambda * miss).exp()).sum();
+    p.clamp(0.0, 1.0)
+}
+
+/// [`blocked_words_fpr_at_load`] for `n` items in `m` bits (`m / 512` blocks).
+pub fn blocked_words_fpr(m: f64, n: f64, k: u32) -> f64 {
+    if n <= 0.0 {
+        return 0.0;
+    }
+    if m < 512.0 {
+        return 1.0;
+    }
+    blocked_words_fpr_at_load(n * 512.0 / m, k)
+}
+
+/// The largest block load `λ` (items per block) at which the layout of
+/// [`blocked_words_fpr_at_load`] with `k` bits keeps its FPR ≤ `p` (bisection; the FPR grows
+/// with `λ`).
+pub fn blocked_words_max_load(k: u32, p: f64) -> f64 {
+    if p.is_nan() || p <= 0.0 {
+        return 0.0;
+    }
+    if p >= 1.0 {
+        return f64::INFINITY;
+    }
+    let mut hi = 1.0f64;
+    while blocked_words_fpr_at_load(hi, k) <= p && hi < 1e6 {
+        hi *= 2.0;
+    }
+    let mut lo = 0.0f64;
+    for _ in 0..80 {
+        let mid = 0.5 * (lo + hi);
+        if blocked_words_fpr_at_load(mid, k) <= p {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// Smallest number of 512-bit blocks (and the `k ≤ max_k`, at most 16, achieving it) for which
+/// `sift`'s blocked layout holds `n` items at FPR ≤ `p` ([`blocked_words_fpr`]). Returns
+/// `(blocks, k)`; ties go to the smaller `k` (fewer bits to set and test). `blocks` saturates at
+/// `u64::MAX` for absurd inputs; callers check it against their size limit.
+pub fn blocked_words_plan(n: f64, p: f64, max_k: u32) -> (u64, u32) {
+    let mut best: Option<(u64, u32)> = None;
+    for k in 1..=max_k.clamp(1, 16) {
+        let load = blocked_words_max_load(k, p);
+        if load.is_nan() || load <= 0.0 {
+            continue;
+        }
+        let mut blocks = (n / load).ceil().max(1.0);
+        if blocks >= u64::MAX as f64 {
+            best = best.or(Some((u64::MAX, k)));
+            continue;
+        }
+        // The bisection leaves `load` a hair under the exact limit; settle the integer (a few
+        // steps at most; above 2^52 blocks `+1` is lost in rounding, and such sizes are refused
+        // by every constructor anyway).
+        if blocks < 4.5e15 {
+            for _ in 0..64 {
+                if blocked_words_fpr_at_load(n / blocks, k) <= p {
+                    break;
+                }
+                blocks += 1.0;
+            }
+            for _ in 0..64 {
+                if blocks <= 1.0 || blocked_words_fpr_at_load(n / (blocks - 1.0), k) > p {
+                    break;
+                }
+                blocks -= 1.0;
+            }
+        }
+        let blocks = blocks as u64;
+        if best.is_none_or(|(b, _)| blocks < b) {
+            best = Some((blocks, k));
+        }
+    }
+    best.unwrap_or((u64::MAX, 16))
+}
+
+/// The inclusion–exclusion terms `(coefficient, 1 - q)` of [`blocked_words_fpr_at_load`] for
+/// `k` (1 ≤ k ≤ 16), computed once and cached; equal `1 - q` values are merged.
+fn blocked_words_terms(k: u32) -> &'static [(f64, f64)] {
+    static TERMS: std::sync::OnceLock<Vec<Vec<(f64, f64)>>> = std::sync::OnceLock::new();
+    let all = TERMS.get_or_init(|| (0..=16).map(blocked_words_compute_terms).collect());
+    &all[k as usize]
+}
+
+fn blocked_words_compute_terms(k: u32) -> Vec<(f64, f64)> {
+    if k == 0 {
+        return Vec::new();
+    }
+    let (first, second) = (k.min(8) as usize, k.saturating_sub(8) as usize);
+    // Bits a random item puts in word w, for each of the 8 equally likely start words of the
+    // round that has fewer than 8 bits (for k ≥ 8 round 1 covers every word).
+    let cover: Vec<[u32; 8]> = (0..8)
+        .map(|s| {
+            let mut c = [0u32; 8];
+            for (w, cw) in c.iter_mut().enumerate() {
+                let off = (w + 8 - s) % 8;
+                *cw = if k <= 8 { (off < first) as u32 } else { 1 + (off < second) as u32 };
+            }
+            c
+        })
+        .collect();
+    // The query sits at start word 0 (rotation symmetry). Per word, the choices of d_w with
+    // their expected signed binomial coefficients.
+    let choices: Vec<Vec<(u32, f64)>> = (0..8)
+        .map(|w| {
+            if k <= 8 {
+                if w < first {
+                    vec![(0, 1.0), (1, -1.0)]
+                } else {
+                    vec![(0, 1.0)]
+                }
+            } else if w < second {
+                // Two query bits in this word, distinct with probability 63/64:
+                // E[C(b,1)] = 2·63/64 + 1/64, E[C(b,2)] = 63/64.
+                vec![(0, 1.0), (1, -127.0 / 64.0), (2, 63.0 / 64.0)]
+            } else {
+                vec![(0, 1.0), (1, -1.0)]
+            }
+        })
+        .collect();
+    let mut terms = Vec::new();
+    let mut d = [0u32; 8];
+    fn walk(
+        w: usize,
+        coef: f64,
+        d: &mut [u32; 8],
+        choices: &[Vec<(u32, f64)>],
+        cover: &[[u32; 8]],
+        out: &mut Vec<(f64, f64)>,
+    ) {
+        if w == 8 {
+            // 1 - q = E_start[1 - Π ((64-d_w)/64)^c_w], computed as -expm1(Σ c_w·ln(1 - d_w/64))
+            // so that small values keep their relative precision; LN[d] = ln(1 - d/64).
+            let miss: f64 = cover
+                .iter()
+                .map(|c| {
+                    const LN: [f64; 3] = [0.0, -0.015748356968139168, -0.0317486983145803];
+                    let l: f64 = (0..8).map(|i| c[i] as f64 * LN[d[i] as usize]).sum();
+                    -l.exp_m1()
+                })
+                .sum::<f64>()
+                / cover.len() as f64;
+            out.push((coef, miss));
+            return;
+        }
+        for &(dw, cw) in &choices[w] {
+            d[w] = dw;
+            walk(w + 1, coef * cw, d, choices, cover, out);
+        }
+        d[w] = 0;
+    }
+    walk(0, 1.0, &mut d, &choices, &cover, &mut terms);
+    terms.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let mut merged: Vec<(f64, f64)> = Vec::with_capacity(terms.len());
+    for (coef, miss) in terms {
+        match merged.last_mut() {
+            Some(last) if (miss - last.1).abs() <= 1e-15 * miss.max(1e-300) => last.0 += coef,
+            _ => merged.push((coef, miss)),
+        }
+    }
+    merged.retain(|&(coef, _)| coef != 0.0);
+    merged
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

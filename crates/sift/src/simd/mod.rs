@@ -1,0 +1,387 @@
+//! The one place where `sift` uses `unsafe` for speed: the probe kernels of the cache-line-blocked
+//! Bloom filters ([`crate::BlockedBloom`], [`crate::AtomicBloom`], the layers of
+//! [`crate::ScalableBloom`]).
+//!
+//! # The block layout (what the bits mean, on disk too)
+//!
+//! A block is 512 bits: eight little-endian `u64` words, 64-byte aligned so that one block is one
+//! cache line. An item with digest `(h1, h2)` lives in block `fastrange(h1, blocks)`; inside it,
+//! its `k` bits (1 ≤ k ≤ 16) are laid out in up to two *rounds* of one bit per word:
+//!
+//! * round 1 sets `min(k, 8)` bits in the consecutive words `s, s+1, … (mod 8)` starting at
+//!   `s = h2 >> 61`; the bit in word `w` is bit `(h2 >> 6w) & 63`;
+//! * if `k > 8`, round 2 does the same for `k - 8` words with `h3 = remix(h2)` (the MurmurHash3
+//!   64-bit finaliser) in place of `h2`.
+//!
+//! The start word is uniform, so every word of the block carries the same expected load whatever
+//! `k` is, and an item's round-1 bits never collide with each other (they are in distinct words).
+//! The exact false-positive rate of this layout is [`crate::math::blocked_words_fpr`].
+//!
+//! Why this layout rather than `k` random positions in 512 bits: the position of the bit in word
+//! `w` is a fixed 6-bit field of the hash, independent of `s`, so with AVX2 the eight positions
+//! are two variable shifts (`vpsrlvq` then `vpsllvq`) and the `k`-word window is one table load
+//! per half-block that pushes the shift count of disabled words past 63 (which `vpsllvq` turns
+//! into a zero mask). No permutes, no 64-bit multiplies, no loop over `k`, no branch on the
+//! data; a query is then two `vptest` against the two halves of the cache line. The scalar kernel
+//! computes the very same eight masks word by word.
+//!
+//! # Dispatch
+//!
+//! [`Kernel::detect`] picks AVX2 once per process when the CPU has it (`is_x86_feature_detected`),
+//! unless the environment variable `SIFT_FORCE_SCALAR` is set to a non-empty value other than
+//! `0`; [`Kernel::scalar`] forces the portable kernel (the tests use it to check that both set the
+//! same bits and answer the same).
+
+use std::sync::OnceLock;
+
+use crate::hash::{fastrange, Digest};
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+pub(crate) mod scalar;
+
+/// Words per block.
+pub(crate) const WORDS: usize = 8;
+
+/// Largest `k` the layout supports (two rounds of eight words).
+pub(crate) const MAX_K: u32 = 16;
+
+/// One 512-bit block: a cache line of eight little-endian words.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+#[repr(C, align(64))]
+pub(crate) struct Block(pub(crate) [u64; WORDS]);
+
+/// The blocks of a filter: never empty, so that `fastrange(h1, len)` is always a valid index.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct Blocks(Vec<Block>);
+
+impl Blocks {
+    /// Wraps `blocks`; `None` when it is empty.
+    pub(crate) fn new(blocks: Vec<Block>) -> Option<Self> {
+        if blocks.is_empty() {
+            None
+        } else {
+            Some(Blocks(blocks))
+        }
+    }
+
+    /// Number of blocks (at least 1).
+    #[inline(always)]
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The blocks.
+    #[inline(always)]
+    pub(crate) fn as_slice(&self) -> &[Block] {
+        &self.0
+    }
+
+    /// The blocks, mutably (the length cannot change through a slice).
+    #[inline(always)]
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [Block] {
+        &mut self.0
+    }
+
+    /// The block an item with first hash word `h1` lives in.
+    #[inline(always)]
+    pub(crate) fn index(&self, h1: u64) -> usize {
+        fastrange(h1, self.0.len() as u64) as usize
+    }
+
+    /// The block of `h1`, without a bounds check.
+    #[inline(always)]
+    pub(crate) fn get(&self, h1: u64) -> &Block {
+        let i = self.index(h1);
+        // SAFETY: `fastrange(x, n) = (x·n) >> 64 < n` for every `x < 2^64` and `n ≥ 1`, and the
+        // constructor guarantees `len ≥ 1`; the length never changes afterwards (only slices of
+        // the vector are handed out). So `i < len`.
+        unsafe { self.0.get_unchecked(i) }
+    }
+
+    /// The block of `h1`, mutably, without a bounds check.
+    #[inline(always)]
+    pub(crate) fn get_mut(&mut self, h1: u64) -> &mut Block {
+        let i = self.index(h1);
+        // SAFETY: as in `get`: `i < len` because `len ≥ 1` and fastrange maps into `0..len`.
+        unsafe { self.0.get_unchecked_mut(i) }
+    }
+
+    /// Hints the CPU to load the block of `h1`.
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, h1: u64) {
+        crate::bits::prefetch(self.get(h1));
+    }
+}
+
+/// Which kernel a filter probes with. The AVX2 variant can only be obtained from
+/// [`Kernel::detect`], after the CPU was found to support AVX2: that is what makes calling the
+/// `#[target_feature(enable = "avx2")]` functions sound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Kernel(Impl);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Impl {
+    Scalar,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+}
+
+impl Kernel {
+    /// The fastest kernel this CPU supports (decided once per process).
+    pub(crate) fn detect() -> Kernel {
+        static BEST: OnceLock<Kernel> = OnceLock::new();
+        *BEST.get_or_init(|| {
+            let forced = std::env::var_os("SIFT_FORCE_SCALAR").is_some_and(|v| !v.is_empty() && v != "0");
+            if forced {
+                return Kernel::scalar();
+            }
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                return Kernel(Impl::Avx2);
+            }
+            Kernel::scalar()
+        })
+    }
+
+    /// The portable kernel.
+    pub(crate) const fn scalar() -> Kernel {
+        Kernel(Impl::Scalar)
+    }
+
+    /// A short name (`"avx2"` or `"scalar"`).
+    pub(crate) fn name(self) -> &'static str {
+        match self.0 {
+            Impl::Scalar => "scalar",
+            #[cfg(target_arch = "x86_64")]
+            Impl::Avx2 => "avx2",
+        }
+    }
+
+    /// Whether every bit of the item is set in its block.
+    #[inline(always)]
+    pub(crate) fn contains(self, blocks: &Blocks, d: Digest, k: u32) -> bool {
+        match self.0 {
+            Impl::Scalar => scalar::contains(blocks.get(d.h1), d.h2, k),
+            // SAFETY: `Impl::Avx2` exists only when `detect` found AVX2 on this CPU.
+            #[cfg(target_arch = "x86_64")]
+            Impl::Avx2 => unsafe { avx2::contains(blocks.get(d.h1), d.h2, k) },
+        }
+    }
+
+    /// Sets the item's bits; returns whether any was clear before.
+    #[inline(always)]
+    pub(crate) fn insert(self, blocks: &mut Blocks, d: Digest, k: u32) -> bool {
+        match self.0 {
+            Impl::Scalar => scalar::insert(blocks.get_mut(d.h1), d.h2, k),
+            // SAFETY: `Impl::Avx2` exists only when `detect` found AVX2 on this CPU.
+            #[cfg(target_arch = "x86_64")]
+            Impl::Avx2 => unsafe { avx2::insert(blocks.get_mut(d.h1), d.h2, k) },
+        }
+    }
+
+    /// [`Kernel::contains`] for many digests, prefetching `ahead` blocks in advance.
+    pub(crate) fn contains_batch(self, blocks: &Blocks, k: u32, digests: &[Digest], out: &mut [bool]) {
+        assert_eq!(digests.len(), out.len(), "one output slot per digest");
+        match self.0 {
+            Impl::Scalar => {
+                batch_contains(blocks, digests, out, |b, d| scalar::contains(b.get(d.h1), d.h2, k))
+            }
+            // SAFETY: `Impl::Avx2` exists only when `detect` found AVX2 on this CPU.
+            #[cfg(target_arch = "x86_64")]
+            Impl::Avx2 => unsafe { avx2::contains_batch(blocks, k, digests, out) },
+        }
+    }
+
+    /// [`Kernel::insert`] for many digests, prefetching ahead; returns how many were new.
+    pub(crate) fn insert_batch(self, blocks: &mut Blocks, k: u32, digests: &[Digest]) -> usize {
+        match self.0 {
+            Impl::Scalar => batch_insert(blocks, digests, |b, d| scalar::insert(b.get_mut(d.h1), d.h2, k)),
+            // SAFETY: `Impl::Avx2` exists only when `detect` found AVX2 on this CPU.
+            #[cfg(target_arch = "x86_64")]
+            Impl::Avx2 => unsafe { avx2::insert_batch(blocks, k, digests) },
+        }
+    }
+}
+
+/// How many digests the batch loops run ahead with their prefetches: enough to keep about eight
+/// cache misses in flight (a block probe is a few ns, a DRAM miss ~100 ns). Not yet tuned by
+/// measurement: the shared machine was too loaded for stable timings; the benches should pick
+/// between 8 and 16.
+pub(crate) const PREFETCH_AHEAD: usize = 8;
+
+/// The batch query loop shared by both kernels: prefetch `PREFETCH_AHEAD` blocks ahead, probe.
+#[inline(always)]
+pub(crate) fn batch_contains(
+    blocks: &Blocks,
+    digests: &[Digest],
+    out: &mut [bool],
+    probe: impl Fn(&Blocks, Digest) -> bool,
+) {
+    for d in digests.iter().take(PREFETCH_AHEAD) {
+        blocks.prefetch(d.h1);
+    }
+    for (i, (d, o)) in digests.iter().zip(out.iter_mut()).enumerate() {
+        if let Some(next) = digests.get(i + PREFETCH_AHEAD) {
+            blocks.prefetch(next.h1);
+        }
+        *o = probe(blocks, *d);
+    }
+}
+
+/// The batch insert loop shared by both kernels.
+#[inline(always)]
+pub(crate) fn batch_insert(
+    blocks: &mut Blocks,
+    digests: &[Digest],
+    mut put: impl FnMut(&mut Blocks, Digest) -> bool,
+) -> usize {
+    for d in digests.iter().take(PREFETCH_AHEAD) {
+        blocks.prefetch(d.h1);
+    }
+    let mut new = 0;
+    for (i, d) in digests.iter().enumerate() {
+        if let Some(next) = digests.get(i + PREFETCH_AHEAD) {
+            blocks.prefetch(next.h1);
+        }
+        new += put(blocks, *d) as usize;
+    }
+    new
+}
+
+/// The second-round hash word: the MurmurHash3 64-bit finaliser of `h2` (a bijection whose
+/// output bits each depend on every input bit), so round 2 is independent of round 1 in practice.
+#[inline(always)]
+pub(crate) const fn remix(h2: u64) -> u64 {
+    let mut x = h2;
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^= x >> 33;
+    x
+}
+
+/// The words a round of `len` bits (0 ≤ len ≤ 8) starting at word `start` covers, as a bit mask
+/// over the eight words.
+#[inline(always)]
+pub(crate) const fn window(start: u64, len: u32) -> u8 {
+    let run = ((1u16 << len) - 1) as u8;
+    run.rotate_left((start & 7) as u32)
+}
+
+/// For the AVX2 kernel: `DISABLE[len][start]` holds, per word, 0 if the round of `len` bits
+/// starting at `start` covers the word and 64 if not. Or-ed into the shift counts, it pushes the
+/// counts of uncovered words past 63, where `vpsllvq` yields 0.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(crate) static DISABLE: [[Block; 8]; 9] = {
+    let mut t = [[Block([0; WORDS]); 8]; 9];
+    let mut len = 0;
+    while len <= 8 {
+        let mut start = 0;
+        while start < 8 {
+            let win = window(start as u64, len as u32);
+            let mut w = 0;
+            while w < WORDS {
+                if (win >> w) & 1 == 0 {
+                    t[len][start].0[w] = 64;
+                }
+                w += 1;
+            }
+            start += 1;
+        }
+        len += 1;
+    }
+    t
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small deterministic generator (SplitMix64) for test digests.
+    fn splitmix(state: &mut u64) -> u64 {
+        *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = *state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    #[test]
+    fn windows_cover_len_words_evenly() {
+        for len in 0..=8u32 {
+            let mut per_word = [0u32; 8];
+            for s in 0..8 {
+                let w = window(s, len);
+                assert_eq!(w.count_ones(), len);
+                for (i, c) in per_word.iter_mut().enumerate() {
+                    *c += (w >> i) as u32 & 1;
+                }
+            }
+            assert!(per_word.iter().all(|&c| c == len), "len {len}: {per_word:?}");
+        }
+    }
+
+    #[test]
+    fn masks_have_k_bits_in_the_right_words() {
+        let mut st = 1;
+        for k in 1..=MAX_K {
+            for _ in 0..1000 {
+                let h2 = splitmix(&mut st);
+                let m = scalar::masks(h2, k);
+                let total: u32 = m.iter().map(|w| w.count_ones()).sum();
+                if k <= 8 {
+                    assert_eq!(total, k);
+                    assert!(m.iter().all(|w| w.count_ones() <= 1));
+                } else {
+                    // Round 2 may hit a round-1 bit (probability 1/64 per word).
+                    assert!(total <= k && total >= 8, "k {k}: {total}");
+                    assert!(m.iter().all(|w| w.count_ones() >= 1));
+                }
+            }
+        }
+    }
+
+    /// The AVX2 and scalar kernels set the same bits (same block bytes) and answer the same, for
+    /// every k and many random digests, on a filter small enough for blocks to fill up.
+    #[test]
+    fn kernels_agree() {
+        let best = Kernel::detect();
+        if best == Kernel::scalar() {
+            eprintln!("no AVX2 on this CPU (or SIFT_FORCE_SCALAR set): only the scalar kernel runs");
+        }
+        let mut st = 42;
+        for k in 1..=MAX_K {
+            let mut a = Blocks::new(vec![Block::default(); 37]).unwrap();
+            let mut b = a.clone();
+            for _ in 0..3000 {
+                let d = Digest { h1: splitmix(&mut st), h2: splitmix(&mut st) };
+                let qa = best.contains(&a, d, k);
+                let qb = Kernel::scalar().contains(&b, d, k);
+                assert_eq!(qa, qb, "k {k}: query before insert");
+                let na = best.insert(&mut a, d, k);
+                let nb = Kernel::scalar().insert(&mut b, d, k);
+                assert_eq!(na, nb, "k {k}: insert result");
+                assert_eq!(na, !qa);
+                assert!(best.contains(&a, d, k) && Kernel::scalar().contains(&b, d, k));
+            }
+            assert!(a == b, "k {k}: the kernels set different bits");
+            // Batches agree with single probes, for both kernels.
+            let ds: Vec<Digest> =
+                (0..5000).map(|_| Digest { h1: splitmix(&mut st), h2: splitmix(&mut st) }).collect();
+            let mut oa = vec![false; ds.len()];
+            let mut ob = vec![false; ds.len()];
+            best.contains_batch(&a, k, &ds, &mut oa);
+            Kernel::scalar().contains_batch(&b, k, &ds, &mut ob);
+            assert_eq!(oa, ob);
+            for (d, o) in ds.iter().zip(&oa) {
+                assert_eq!(*o, Kernel::scalar().contains(&b, *d, k));
+            }
+            let na = best.insert_batch(&mut a, k, &ds);
+            let nb = Kernel::scalar().insert_batch(&mut b, k, &ds);
+            assert_eq!(na, nb);
+            assert!(a == b, "k {k}: batch inserts set different bits");
+        }
+    }
+}
