@@ -30,6 +30,7 @@
 #![warn(rust_2018_idioms)]
 
 pub mod bits;
+pub mod compat;
 pub mod error;
 pub mod filters;
 pub mod format;
