@@ -30,7 +30,9 @@ pub mod options {
 
 /// `ln² 2`, the literal RedisBloom divides by (§5.3); do not replace it with a computed value.
 const LN2_SQ: f64 = 0.480453013918201;
-/// `ln 2`, the literal RedisBloom multiplies by for the hash count (§5.3).
+/// `ln 2`, the literal RedisBloom multiplies by for the hash count (§5.3). It is 3·10^-16 below
+/// `core::f64::consts::LN_2`, which changes `ceil` for some error rates: keep the literal.
+#[allow(clippy::approx_constant)]
 const LN2: f64 = 0.693147180559945;
 /// Seed of the legacy 32-bit hash (§5.4).
 const LEGACY_SEED: u32 = 0x9747_b28c;
@@ -212,7 +214,7 @@ fn shape(entries: u64, error: f64) -> Result<Shape, SizeError> {
         bpe = -bpe;
     }
     let product = entries as f64 * bpe;
-    if !(product < 18_446_744_073_709_551_616.0) {
+    if product.is_nan() || product >= 18_446_744_073_709_551_616.0 {
         return Err(SizeError::OutOfMemory);
     }
     let mut bits = product as u64;

@@ -587,7 +587,7 @@ impl CuckooFilter {
         for i in 0..num_filters as usize {
             // C's pow(), as RedisBloom computes it: f64 and truncation.
             let nb = num_buckets as f64 * (expansion as f64).powf(i as f64);
-            if !(nb >= 1.0 && nb < 18_446_744_073_709_551_616.0) {
+            if !(1.0..18_446_744_073_709_551_616.0).contains(&nb) {
                 return Err(CuckooHeaderError::SubFilterBuckets { index: i });
             }
             let nb = nb as u64;
