@@ -22,6 +22,10 @@
 //! |---|---|---|---|---|---|
 //! | [`Bloom`] | 9.6 | yes | no | no | simple, set algebra (union, intersect) |
 //!
+//! ## Other systems' formats
+//! [`compat::redisbloom`] reproduces RedisBloom's scalable Bloom chain and cuckoo filter bit for
+//! bit (hashing, counters, `SCANDUMP` / `LOADCHUNK` chunks), for a server speaking `BF.*` / `CF.*`.
+//!
 //! ## Traits
 //! [`Filter`] (queries), [`Insert`], [`Remove`] and [`Persist`] (the file format); bring them in
 //! scope with `use sift::prelude::*;`.

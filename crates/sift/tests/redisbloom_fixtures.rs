@@ -254,6 +254,7 @@ impl Db {
                 self.cuckoo(key, || panic!("Cuckoo filter was not found")).compact(true);
                 json!("OK")
             }
+            "PEXPIREAT" => json!(1), // expiry is the server's business, not the filter's
             other => panic!("command {other} not used by the fixtures"),
         }
     }
@@ -563,8 +564,8 @@ fn fixture_copy_matches_the_spec() {
     let mut compared = 0;
     for e in std::fs::read_dir(fixtures()).unwrap() {
         let name = e.unwrap().file_name().into_string().unwrap();
-        if name == "README.md" {
-            continue; // the copy carries an extra provenance paragraph
+        if name == "README.md" || name == "rdb" {
+            continue; // the copy's README carries an extra provenance paragraph
         }
         let ours = std::fs::read(fixtures().join(&name)).unwrap();
         let theirs =
@@ -573,4 +574,134 @@ fn fixture_copy_matches_the_spec() {
         compared += 1;
     }
     assert_eq!(compared, 41);
+    let ours = std::fs::read(fixtures().join("rdb/keys.json")).unwrap();
+    assert!(ours == std::fs::read(shared.join("rdb/keys.json")).unwrap(), "rdb/keys.json differs");
+}
+
+/// The six keys of the RDB golden file (`rdb/keys.json`): built by their setup commands, they
+/// must give the captured SCANDUMP, DEBUG and INFO (the RDB encoding itself is the server's).
+#[test]
+fn rdb_keys_fixtures() {
+    let doc = read_json(&fixtures().join("rdb/keys.json"));
+    let keys = doc["keys"].as_object().unwrap();
+    assert_eq!(keys.len(), 6);
+    for (name, k) in keys {
+        let mut db = Db::default();
+        for cmd in setup_of(k) {
+            db.run(&cmd);
+        }
+        let dump: Vec<Value> = k["scandump"].as_array().unwrap().clone();
+        match db.keys.get(name.as_bytes()).unwrap() {
+            Entry::Bloom(c) => {
+                assert_eq!(json!(k["type"]), json!("MBbloom--"));
+                assert_eq!(bf_scandump(c), dump, "{name}: SCANDUMP");
+                assert_eq!(json!(c.debug_lines()), k["debug"], "{name}: BF.DEBUG");
+                assert_eq!(bloom_info_resp2(c), k["info_resp2"], "{name}: BF.INFO");
+                assert_eq!(bf_reload(&dump), *c, "{name}: LOADCHUNK round trip");
+            }
+            Entry::Cuckoo(c) => {
+                assert_eq!(json!(k["type"]), json!("MBbloomCF"));
+                assert_eq!(cf_scandump(c), dump, "{name}: SCANDUMP");
+                assert_eq!(json!(c.debug_line()), k["debug"], "{name}: CF.DEBUG");
+                assert_eq!(cuckoo_info_resp2(c), k["info_resp2"], "{name}: CF.INFO");
+                if dump.len() > 1 {
+                    assert_eq!(cf_reload(&dump), *c, "{name}: LOADCHUNK round trip");
+                }
+            }
+        }
+    }
+}
+
+/// Library-level lines of `shared/spec/fixtures/transcript.jsonl` (line numbers from 0): the
+/// SCANDUMP / LOADCHUNK iterator arithmetic, header refusals, and a few filter results. The
+/// expected values are copied from the transcript (the current-version reply where it differs).
+#[test]
+fn transcript_library_lines() {
+    use sift::compat::redisbloom::{BloomChunkError, CuckooChunkError, CuckooHeaderError};
+    let limits = LoadLimits::default();
+
+    // 134-135: BF.RESERVE sd 0.1 10, BF.ADD sd item1.
+    let mut sd = BloomChain::new(10, 0.1, 2, false).unwrap();
+    assert_eq!(sd.add(b"item1"), Ok(true));
+    let header = b64("AQAAAAAAAAABAAAABQAAAAIAAAAIAAAAAAAAAEAAAAAAAAAAAQAAAAAAAACamZmZmZmpP0r31J7e8BhABQAAAAoAAAAAAAAAAA==");
+    let chunk = b64("AQgAgAAEIAA=");
+    assert_eq!(sd.scandump(0).map(|(n, d)| (n, d.to_vec())), Some((1, header.clone()))); // 136
+    assert_eq!(sd.scandump(1).map(|(n, d)| (n, d.to_vec())), Some((9, chunk.clone()))); // 137
+    assert_eq!(sd.scandump(5).map(|(n, d)| (n, d.to_vec())), Some((9, b64("AAQgAA==")))); // 138
+    assert!(sd.scandump(9).is_none()); // 139
+    assert!(sd.scandump(-1).is_none()); // 140
+                                        // 145-147: LOADCHUNK sd2 1 <header>, 9 <chunk>, EXISTS item1.
+    let mut sd2 = BloomChain::from_header(&header, &limits).unwrap();
+    sd2.load_chunk(9, &chunk).unwrap();
+    assert!(sd2.contains(b"item1"));
+    assert_eq!(sd2.load_chunk(1, &header), Err(BloomChunkError::BadIterator)); // 148
+    assert_eq!(sd2.load_chunk(0, b"x"), Err(BloomChunkError::BadIterator)); // 149
+    assert_eq!(sd2.load_chunk(100, b"x"), Err(BloomChunkError::NoLink)); // 150
+    assert_eq!(sd2.load_chunk(10, &b64("AQgAgAAEIAAh")), Err(BloomChunkError::TooBig)); // 151
+    assert!(BloomChain::from_header(b"garbage", &limits).is_err()); // 154
+
+    // 59-61 (current reply): BF.RESERVE r9 0.5 100 is capped to 0.25; 62-64: r25.
+    for (p, want) in [(0.5, "bytes:56 bits:448 hashes:4"), (0.25, "bytes:56 bits:448 hashes:4")] {
+        let mut r = BloomChain::new(100, p, 2, false).unwrap();
+        assert_eq!(r.add(b"x"), Ok(true));
+        assert_eq!(
+            r.debug_lines(),
+            ["size:1".to_string(), format!("{want} hashwidth:64 capacity:100 size:1 ratio:0.125")]
+        );
+    }
+
+    // 249-250: CF.RESERVE cs 4, CF.ADD cs a.
+    let mut cs = CuckooFilter::new(4, 2, 20, 1).unwrap();
+    cs.insert(b"a").unwrap();
+    let cf_header = b64("AQAAAAAAAAACAAAAAAAAAAAAAAAAAAAAAQAAAAAAAAACABQAAQA=");
+    assert_eq!(cs.scandump(0).map(|(n, d)| (n, d.to_vec())), Some((1, cf_header.clone()))); // 251
+    assert_eq!(cs.scandump(1).map(|(n, d)| (n, d.to_vec())), Some((5, b64("AADEAA==")))); // 252
+    assert!(cs.scandump(5).is_none()); // 253
+    assert_eq!(cs.scandump(3).map(|(n, d)| (n, d.to_vec())), Some((7, b64("AADEAA==")))); // 254
+                                                                                          // 247-248: an empty filter has no dump.
+    assert!(CuckooFilter::new(100, 2, 20, 1).unwrap().scandump(0).is_none());
+    // 256-258, 265-267: CF.LOADCHUNK cs2.
+    let mut cs2 = CuckooFilter::from_header(&cf_header, &limits).unwrap();
+    cs2.load_chunk(5, b"@@@@").unwrap();
+    assert_eq!(
+        cs2.debug_line(),
+        "bktsize:2 buckets:2 items:1 deletes:0 filters:1 max_iterations:20 expansion:1"
+    );
+    assert_eq!(cs2.load_chunk(100, b"x"), Err(CuckooChunkError::DoesNotFit)); // 265
+    assert_eq!(cs2.load_chunk(6, b"x"), Ok(())); // 266: past the end, lands in the last sub-filter
+    assert_eq!(cs2.load_chunk(5, b""), Err(CuckooChunkError::BadPosition)); // 267
+                                                                            // 260, 261, 270 (current reply): header refusals.
+    assert_eq!(CuckooFilter::from_header(b"short", &limits), Err(CuckooHeaderError::Length));
+    let three_buckets = b64("AAAAAAAAAAADAAAAAAAAAAAAAAAAAAAAAQAAAAAAAAACABQAAQA=");
+    assert_eq!(CuckooFilter::from_header(&three_buckets, &limits), Err(CuckooHeaderError::NumBuckets));
+    let expansion_40000 = b64("AAAAAAAAAAACAAAAAAAAAAAAAAAAAAAAAQAAAAAAAAACABQAQJw=");
+    assert_eq!(CuckooFilter::from_header(&expansion_40000, &limits), Err(CuckooHeaderError::Expansion));
+
+    // 216-217: duplicates are stored by INSERT; INSERTNX refuses present items.
+    let mut ci = CuckooFilter::new(CF_DEFAULT_CAPACITY, 2, 20, 1).unwrap();
+    assert_eq!([ci.insert(b"a"), ci.insert(b"b"), ci.insert(b"a")], [Ok(()); 3]);
+    assert_eq!([ci.insert_unique(b"a"), ci.insert_unique(b"c")], [Ok(false), Ok(true)]);
+    assert_eq!(ci.count(b"a"), 2);
+    // 230-236: CF.RESERVE full 4 EXPANSION 0.
+    let mut full = CuckooFilter::new(4, 2, 20, 0).unwrap();
+    let r: Vec<_> = [b"1", b"2", b"3", b"4", b"5", b"6"].iter().map(|i| full.insert(*i)).collect();
+    let no = Err(CuckooInsertError::NoSpace);
+    assert_eq!(r, [Ok(()), Ok(()), Ok(()), Ok(()), no, no]); // 231
+    assert_eq!(full.insert(b"7"), no); // 232
+    assert_eq!(full.insert_unique(b"1"), Ok(false)); // 233
+    assert_eq!(full.insert_unique(b"8"), Err(CuckooInsertError::NoSpace)); // 234
+    assert_eq!(
+        [full.insert_unique(b"1"), full.insert_unique(b"9")],
+        [Ok(false), Err(CuckooInsertError::NoSpace)]
+    ); // 235
+    assert_eq!((full.info().size, full.len(), full.info().expansion), (60, 4, 0)); // 236
+                                                                                   // 237-239: CF.RESERVE mx 4, one CF.INSERT of 0 … 139 grows to 35 sub-filters.
+    let mut mx = CuckooFilter::new(4, 2, 20, 1).unwrap();
+    for i in 0..140 {
+        mx.insert(i.to_string().as_bytes()).unwrap();
+    }
+    assert_eq!(
+        mx.debug_line(),
+        "bktsize:2 buckets:2 items:140 deletes:0 filters:35 max_iterations:20 expansion:1"
+    );
 }

@@ -344,7 +344,11 @@ pub struct BloomInfo {
     pub expansion: Option<u32>,
 }
 
-/// RedisBloom's scalable Bloom filter (`MBbloom--`). See the [module documentation](self).
+/// RedisBloom's scalable Bloom filter (`MBbloom--`): a chain of Bloom filters ("links"), oldest
+/// first. Items go into the newest link; when it is full, a link `growth` times larger with half
+/// the error rate is appended (Almeida et al., "Scalable Bloom Filters", 2007). Each link probes
+/// `(a + i·b) mod bits` for `i < hashes`, with `a`, `b` from MurmurHash64A (or MurmurHash2 in
+/// legacy chains without [`options::FORCE64`]), exactly as RedisBloom does.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BloomChain {
     size: u64,
@@ -758,6 +762,16 @@ mod tests {
         let last = c.links().last().unwrap();
         assert_eq!((format_g(last.error()), last.hashes()), ("4.94066e-324".to_string(), 1075));
         assert_eq!(failures, 1276);
+    }
+
+    #[test]
+    fn false_positives_at_insert_are_not_counted() {
+        // §5.5: 100 distinct adds to a 0.01/10 filter give size:99 (here the items "0" … "99":
+        // one of them is already reported present when it arrives).
+        let mut c = BloomChain::new(10, 0.01, 2, false).unwrap();
+        let added = (0..100).filter(|i| c.add(i.to_string().as_bytes()) == Ok(true)).count();
+        assert_eq!((added, c.len()), (99, 99));
+        assert_eq!(c.links().iter().map(|l| l.size()).sum::<u64>(), 99);
     }
 
     #[test]

@@ -151,7 +151,7 @@ impl SubFilter {
     /// every path except the kick-out (§6.3).
     #[inline]
     fn offset32(&self, h: u64, bs: usize) -> usize {
-        ((h % self.buckets).wrapping_mul(bs as u64) as u32) as usize
+        offset32(h, self.buckets, bs)
     }
 
     #[inline]
@@ -179,6 +179,13 @@ impl SubFilter {
     }
 }
 
+/// `((h mod nb) · bs) mod 2^32`: the bucket's byte offset as RedisBloom computes it outside the
+/// kick-out path. Only sub-filters over 4 GiB see the truncation.
+#[inline]
+fn offset32(h: u64, nb: u64, bs: usize) -> usize {
+    ((h % nb).wrapping_mul(bs as u64) as u32) as usize
+}
+
 /// The numbers of `CF.INFO` (§6.8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CuckooInfo {
@@ -200,7 +207,10 @@ pub struct CuckooInfo {
     pub max_iterations: u16,
 }
 
-/// RedisBloom's cuckoo filter (`MBbloomCF`). See the [module documentation](self).
+/// RedisBloom's cuckoo filter (`MBbloomCF`): 8-bit fingerprints in buckets of `bucketSize`
+/// slots, a list of sub-filters that grows by `expansion` when an insert finds no room after
+/// `maxIterations` deterministic kicks in the newest sub-filter (Fan et al., "Cuckoo Filter:
+/// Practically Better Than Bloom", 2014, with RedisBloom's choices, spec §6).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CuckooFilter {
     num_buckets: u64,
@@ -709,6 +719,16 @@ mod tests {
         assert_eq!(CuckooFilter::new(1000, 256, 20, 1), Err(BucketSizeOutOfRange));
         assert_eq!(CuckooFilter::new(100, 2, 0, 1), Err(MaxIterationsOutOfRange));
         assert_eq!(CuckooFilter::new(100, 2, 20, 32769), Err(ExpansionOutOfRange));
+    }
+
+    #[test]
+    fn offsets_truncate_to_32_bits() {
+        assert_eq!(offset32(7, 16, 4), 28);
+        assert_eq!(offset32(u64::MAX, 16, 4), 60);
+        // 2^33 buckets of 1 slot: bucket 2^32 + 5 has byte offset 5 after truncation.
+        assert_eq!(offset32((1 << 32) + 5, 1 << 33, 1), 5);
+        // 2^31 buckets of 4 slots: bucket 2^30 + 1 → (2^32 + 4) mod 2^32 = 4.
+        assert_eq!(offset32((1 << 30) + 1, 1 << 31, 4), 4);
     }
 
     #[test]
