@@ -372,7 +372,9 @@ impl BloomChain {
         nonscaling: bool,
     ) -> Result<Self, BloomCreateError> {
         let error_rate = Self::check_error_rate(error_rate)?;
-        Self::check_capacity(capacity)?;
+        if !(1..=BF_MAX_CAPACITY).contains(&capacity) {
+            return Err(BloomCreateError::CapacityOutOfRange);
+        }
         if growth > BF_MAX_EXPANSION {
             return Err(BloomCreateError::ExpansionOutOfRange);
         }
@@ -400,12 +402,12 @@ impl BloomChain {
         Ok(error_rate.min(BF_ERROR_RATE_CAP))
     }
 
-    /// Checks a capacity given to a creating command: [1, 2^30] (§8).
-    pub fn check_capacity(capacity: u64) -> Result<u64, BloomCreateError> {
-        if !(1..=BF_MAX_CAPACITY).contains(&capacity) {
-            return Err(BloomCreateError::CapacityOutOfRange);
+    /// Checks a capacity as a creating command parsed it (a signed integer): [1, 2^30] (§8).
+    pub fn check_capacity(capacity: i64) -> Result<u64, BloomCreateError> {
+        match u64::try_from(capacity) {
+            Ok(c) if (1..=BF_MAX_CAPACITY).contains(&c) => Ok(c),
+            _ => Err(BloomCreateError::CapacityOutOfRange),
         }
-        Ok(capacity)
     }
 
     /// `BF.RESERVE`'s handling of an explicit `EXPANSION value` (§8 step 6): returns the growth and
@@ -732,6 +734,12 @@ mod tests {
         // The smallest subnormal halves to 0: an invalid first link.
         assert_eq!(BloomChain::new(1, f64::from_bits(1), 2, false), Err(InvalidLink));
         assert!(BloomChain::new(1, f64::from_bits(1), 2, true).is_ok());
+        assert_eq!(BloomChain::check_capacity(-1), Err(CapacityOutOfRange));
+        assert_eq!(BloomChain::check_capacity(0), Err(CapacityOutOfRange));
+        assert_eq!(BloomChain::check_capacity(1 << 30), Ok(1 << 30));
+        assert_eq!(BloomChain::check_capacity((1 << 30) + 1), Err(CapacityOutOfRange));
+        assert_eq!(BloomChain::check_error_rate(0.5), Ok(0.25));
+        assert_eq!(BloomChain::check_error_rate(f64::NAN), Err(ErrorRateOutOfRange));
         assert_eq!(BloomChain::resolve_expansion(0, false), Ok((0, true)));
         assert_eq!(BloomChain::resolve_expansion(2, true), Err(NonScalingExpansion));
         assert_eq!(BloomChain::resolve_expansion(-1, false), Err(ExpansionOutOfRange));

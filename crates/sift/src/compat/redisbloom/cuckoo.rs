@@ -274,6 +274,19 @@ impl CuckooFilter {
         })
     }
 
+    /// `CF.RESERVE`'s capacity check (§8 step 6) on the parsed (signed) capacity:
+    /// [`CuckooCreateError::CapacityTooSmall`] below `2·bucket_size` (negative values included),
+    /// [`CuckooCreateError::CapacityOutOfRange`] above 2^30. Both are the same reply there.
+    pub fn check_capacity(capacity: i64, bucket_size: u16) -> Result<u64, CuckooCreateError> {
+        if capacity < 2 * bucket_size as i64 {
+            return Err(CuckooCreateError::CapacityTooSmall);
+        }
+        if capacity as u64 > CF_MAX_CAPACITY {
+            return Err(CuckooCreateError::CapacityOutOfRange);
+        }
+        Ok(capacity as u64)
+    }
+
     #[inline]
     fn bs(&self) -> usize {
         self.bucket_size as usize
@@ -719,6 +732,11 @@ mod tests {
         assert_eq!(CuckooFilter::new(1000, 256, 20, 1), Err(BucketSizeOutOfRange));
         assert_eq!(CuckooFilter::new(100, 2, 0, 1), Err(MaxIterationsOutOfRange));
         assert_eq!(CuckooFilter::new(100, 2, 20, 32769), Err(ExpansionOutOfRange));
+        assert_eq!(CuckooFilter::check_capacity(-5, 2), Err(CapacityTooSmall));
+        assert_eq!(CuckooFilter::check_capacity(3, 2), Err(CapacityTooSmall));
+        assert_eq!(CuckooFilter::check_capacity(4, 2), Ok(4));
+        assert_eq!(CuckooFilter::check_capacity(1 << 30, 2), Ok(1 << 30));
+        assert_eq!(CuckooFilter::check_capacity((1 << 30) + 1, 2), Err(CapacityOutOfRange));
     }
 
     #[test]
