@@ -29,6 +29,10 @@
 //! | [`AtomicBloom`] | 9.9 | yes, from many threads | no | no | concurrent inserts without locks (same bits and file as `BlockedBloom`) |
 //! | [`ScalableBloom`] | 11.6 (23.4 at 10×, 26.8 at 100× growth) | yes | no | yes | unknown set size, FPR bound kept while growing |
 //!
+//! ## Other systems' formats
+//! [`compat::redisbloom`] reproduces RedisBloom's scalable Bloom chain and cuckoo filter bit for
+//! bit (hashing, counters, `SCANDUMP` / `LOADCHUNK` chunks), for a server speaking `BF.*` / `CF.*`.
+//!
 //! ## Traits
 //! [`Filter`] (queries), [`Insert`], [`Remove`] and [`Persist`] (the file format); bring them in
 //! scope with `use sift::prelude::*;`.
@@ -37,6 +41,7 @@
 #![warn(rust_2018_idioms)]
 
 pub mod bits;
+pub mod compat;
 pub mod error;
 pub mod filters;
 pub mod format;
