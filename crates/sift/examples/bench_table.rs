@@ -3,12 +3,14 @@
 //! ```text
 //! cargo run --release -p sift --example bench_table -- [--n 1000000] [--keys u64|str20|both]
 //!     [--rounds 5] [--fpr 0.01] [--batch-keys 134217728] [--batch-probes 4000000] [--only NAME]
+//!     [--wall]
 //! ```
 //!
 //! For each key type it builds every contender (`benches/common/mod.rs`) with `n` keys, queries
 //! all `n` members and `max(n, 1M)` non-members, and repeats this `--rounds` times, rotating the
 //! order of the contenders each round so that none always runs first (or right after the same
-//! neighbour). Times are medians over the rounds. Memory is what the filter holds on the heap,
+//! neighbour). Times are medians over the rounds, in thread CPU time (wall time with `--wall`):
+//! the machines this runs on are shared, and time spent descheduled is not the filter's. Memory is what the filter holds on the heap,
 //! measured by a counting global allocator, so it is the same yardstick for every crate.
 //!
 //! Then the batch experiment: a sift filter of `--batch-keys` u64 keys (default 2^27, ~160 MB for
@@ -60,6 +62,51 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
+
+/// A stopwatch on this thread's CPU time (Linux: `CLOCK_THREAD_CPUTIME_ID`): on a shared machine
+/// the time the thread spends descheduled behind other processes is not counted. With `--wall`
+/// (or on other systems) it measures wall-clock time.
+#[derive(Clone, Copy)]
+struct Stopwatch {
+    wall: Instant,
+    cpu_ns: Option<u128>,
+}
+
+fn thread_cpu_ns() -> Option<u128> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant Linux supports.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        if rc == 0 {
+            return Some(ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128);
+        }
+    }
+    None
+}
+
+static USE_WALL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl Stopwatch {
+    fn start() -> Self {
+        let cpu_ns = if USE_WALL.load(Ordering::Relaxed) { None } else { thread_cpu_ns() };
+        Stopwatch { wall: Instant::now(), cpu_ns }
+    }
+    fn ns(&self) -> f64 {
+        match (self.cpu_ns, thread_cpu_ns()) {
+            (Some(a), Some(b)) => (b - a) as f64,
+            _ => self.wall.elapsed().as_nanos() as f64,
+        }
+    }
+}
+
+fn clock_name() -> &'static str {
+    if !USE_WALL.load(Ordering::Relaxed) && thread_cpu_ns().is_some() {
+        "thread CPU time"
+    } else {
+        "wall time"
+    }
+}
 
 fn live_bytes() -> isize {
     LIVE.load(Ordering::Relaxed)
@@ -128,9 +175,10 @@ fn parse_args() -> Result<Args, String> {
             "--batch-keys" => a.batch_keys = parse_count(&value()?)?,
             "--batch-probes" => a.batch_probes = parse_count(&value()?)?.max(1),
             "--only" => a.only = Some(value()?),
+            "--wall" => USE_WALL.store(true, Ordering::Relaxed),
             "-h" | "--help" => {
                 return Err("usage: bench_table [--n N] [--keys u64|str20|both] [--rounds R] [--fpr P] \
-                     [--batch-keys N|0] [--batch-probes N] [--only NAME-SUBSTRING]"
+                     [--batch-keys N|0] [--batch-probes N] [--only NAME-SUBSTRING] [--wall]"
                     .into())
             }
             other => return Err(format!("unknown argument {other:?} (try --help)")),
@@ -175,8 +223,8 @@ impl Row {
     }
 }
 
-fn ns_per(elapsed: std::time::Duration, count: usize) -> f64 {
-    elapsed.as_nanos() as f64 / count as f64
+fn ns_per(watch: Stopwatch, count: usize) -> f64 {
+    watch.ns() / count as f64
 }
 
 fn run_workload<K: Key>(args: &Args) {
@@ -209,37 +257,38 @@ fn run_workload<K: Key>(args: &Args) {
             let idx = (i + round) % list.len();
             let c = &list[idx];
             let before = live_bytes();
-            let t = Instant::now();
+            let t = Stopwatch::start();
             let mut f = (c.make)(n, args.fpr);
             f.insert_all(black_box(&members));
-            let build = t.elapsed();
+            let build = ns_per(t, n);
             let bytes = live_bytes() - before;
 
-            let t = Instant::now();
+            let t = Stopwatch::start();
             let hits = black_box(f.count_hits(black_box(&members)));
-            let member = t.elapsed();
+            let member = ns_per(t, n);
             assert_eq!(hits, n, "{}: false negatives ({} of {n} members found)", c.name, hits);
 
-            let t = Instant::now();
+            let t = Stopwatch::start();
             let fp = black_box(f.count_hits(black_box(&others)));
-            let non_member = t.elapsed();
+            let non_member = ns_per(t, probes);
             drop(f);
 
             let row = &mut rows[idx];
             row.bits_per_key = bytes as f64 * 8.0 / n as f64;
-            row.build.push(ns_per(build, n));
-            row.member.push(ns_per(member, n));
-            row.non_member.push(ns_per(non_member, probes));
+            row.build.push(build);
+            row.member.push(member);
+            row.non_member.push(non_member);
             row.false_positives = fp; // deterministic: the same in every round
         }
         eprintln!("[{}] round {}/{} done", K::NAME, round + 1, args.rounds);
     }
 
     println!(
-        "\n### keys = {}, n = {n}, target FPR = {}, {} rounds (median), {probes} non-member probes\n",
+        "\n### keys = {}, n = {n}, target FPR = {}, median of {} rounds ({}), {probes} non-member probes\n",
         K::NAME,
         args.fpr,
-        args.rounds
+        args.rounds,
+        clock_name()
     );
     println!("| implementation | bits/key | build ns/key | query member ns | query non-member ns | measured FPR |");
     println!("|---|---:|---:|---:|---:|---:|");
@@ -292,7 +341,7 @@ fn run_batch(args: &Args) {
         })
         .collect();
     println!("\n### Batch: `contains_many` vs one `contains` per key, u64 keys, n = {n}, {m} probes (half members)\n");
-    println!("| filter | memory MB | build s | contains ns/probe | contains_many ns/probe | single / batch |");
+    println!("| filter | memory MB | build s (wall) | contains ns/probe | contains_many ns/probe | single / batch |");
     println!("|---|---:|---:|---:|---:|---:|");
     for c in common::batch_contenders() {
         if args.only.as_ref().is_some_and(|o| !c.name.contains(o.as_str())) {
@@ -307,10 +356,10 @@ fn run_batch(args: &Args) {
             // Alternate which goes first, so neither always runs on a warmer cache/TLB.
             let order: [bool; 2] = if round % 2 == 0 { [false, true] } else { [true, false] };
             for is_batch in order {
-                let t = Instant::now();
+                let t = Stopwatch::start();
                 let hits =
                     if is_batch { f.count_batch(black_box(&probes)) } else { f.count_single(black_box(&probes)) };
-                let ns = ns_per(t.elapsed(), m);
+                let ns = ns_per(t, m);
                 black_box(hits);
                 if is_batch {
                     batch.push(ns)
