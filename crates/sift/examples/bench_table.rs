@@ -290,7 +290,9 @@ fn run_workload<K: Key>(args: &Args) {
         args.rounds,
         clock_name()
     );
-    println!("| implementation | bits/key | build ns/key | query member ns | query non-member ns | measured FPR |");
+    println!(
+        "| implementation | bits/key | build ns/key | query member ns | query non-member ns | measured FPR |"
+    );
     println!("|---|---:|---:|---:|---:|---:|");
     for r in &rows {
         let fpr = r.false_positives as f64 / r.probes as f64;
@@ -357,8 +359,11 @@ fn run_batch(args: &Args) {
             let order: [bool; 2] = if round % 2 == 0 { [false, true] } else { [true, false] };
             for is_batch in order {
                 let t = Stopwatch::start();
-                let hits =
-                    if is_batch { f.count_batch(black_box(&probes)) } else { f.count_single(black_box(&probes)) };
+                let hits = if is_batch {
+                    f.count_batch(black_box(&probes))
+                } else {
+                    f.count_single(black_box(&probes))
+                };
                 let ns = ns_per(t, m);
                 black_box(hits);
                 if is_batch {

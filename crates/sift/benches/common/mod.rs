@@ -211,7 +211,8 @@ pub fn contenders<K: Key>() -> Vec<Contender<K>> {
         }),
         contender::<K, _>("bloomfilter", |n, p| {
             BloomfilterCrate(
-                bloomfilter::Bloom::new_for_fp_rate_with_seed(n, p, &BLOOMFILTER_SEED).expect("valid benchmark parameters"),
+                bloomfilter::Bloom::new_for_fp_rate_with_seed(n, p, &BLOOMFILTER_SEED)
+                    .expect("valid benchmark parameters"),
             )
         }),
         contender::<K, _>("sbbf-rs", Sbbf::new),
