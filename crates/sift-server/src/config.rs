@@ -90,8 +90,11 @@ const PARAMS: &[(&str, Kind)] = &[
 ];
 
 /// Older load-time names RedisBloom still accepts (spec §3).
-const ALIASES: &[(&str, &str)] =
-    &[("error_rate", "bf-error-rate"), ("initial_size", "bf-initial-size"), ("cf_max_expansions", "cf-max-expansions")];
+const ALIASES: &[(&str, &str)] = &[
+    ("error_rate", "bf-error-rate"),
+    ("initial_size", "bf-initial-size"),
+    ("cf_max_expansions", "cf-max-expansions"),
+];
 
 /// A rejected value, rendered by [`ConfigError::message`] as Redis does.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,7 +109,9 @@ impl ConfigError {
     /// The error reply text for `CONFIG SET`.
     pub fn message(&self) -> String {
         match self {
-            ConfigError::Unknown(n) => format!("ERR Unknown option or number of arguments for CONFIG SET - '{n}'"),
+            ConfigError::Unknown(n) => {
+                format!("ERR Unknown option or number of arguments for CONFIG SET - '{n}'")
+            }
             ConfigError::Invalid(n, reason) => {
                 format!("ERR CONFIG SET failed (possibly related to argument '{n}') - {reason}")
             }
@@ -224,7 +229,9 @@ impl Params {
             Kind::ErrorRate => {
                 let v = parse_f64(value).ok_or_else(not_a_number)?;
                 if !(v > 0.0 && v < 1.0) {
-                    return Err(invalid(format!("Value for `{canon}` must be in the range (0.000000, 1.000000)")));
+                    return Err(invalid(format!(
+                        "Value for `{canon}` must be in the range (0.000000, 1.000000)"
+                    )));
                 }
                 if v > 0.25 {
                     self.bloom.error_rate = 0.25;
@@ -274,7 +281,9 @@ impl Params {
             Kind::Fsync => {
                 stored = text.to_ascii_lowercase();
                 if !matches!(stored.as_str(), "always" | "everysec" | "no") {
-                    return Err(invalid("argument(s) must be one of the following: always, everysec, no".into()));
+                    return Err(invalid(
+                        "argument(s) must be one of the following: always, everysec, no".into(),
+                    ));
                 }
                 if !startup {
                     return Err(invalid("can't set immutable config".into()));

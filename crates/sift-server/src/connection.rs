@@ -36,7 +36,12 @@ impl Connection {
     pub fn new(stream: TcpStream, limits: Limits) -> Connection {
         // Replies are small and written in batches: latency matters more than packet count.
         let _ = stream.set_nodelay(true);
-        Connection { stream, rbuf: BytesMut::with_capacity(READ_CHUNK), wbuf: BytesMut::with_capacity(READ_CHUNK), limits }
+        Connection {
+            stream,
+            rbuf: BytesMut::with_capacity(READ_CHUNK),
+            wbuf: BytesMut::with_capacity(READ_CHUNK),
+            limits,
+        }
     }
 
     /// The peer address.

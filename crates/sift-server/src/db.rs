@@ -294,10 +294,9 @@ impl Locked<'_> {
 
     fn shard(&mut self, key: &[u8]) -> &mut Shard {
         let i = shard_of(key);
-        let pos = self
-            .guards
-            .binary_search_by_key(&i, |(j, _)| *j)
-            .unwrap_or_else(|_| panic!("key not locked: the command table must declare every key a command touches"));
+        let pos = self.guards.binary_search_by_key(&i, |(j, _)| *j).unwrap_or_else(|_| {
+            panic!("key not locked: the command table must declare every key a command touches")
+        });
         &mut self.guards[pos].1
     }
 

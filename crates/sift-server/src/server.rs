@@ -39,11 +39,10 @@ impl Server {
     /// keyspace from `persistence`.
     pub async fn bind(params: Params, persistence: Box<dyn Persistence>) -> std::io::Result<Server> {
         let host = params.get("bind").unwrap_or("127.0.0.1").to_string();
-        let port: u16 = params
-            .get("port")
-            .unwrap_or("6379")
-            .parse()
-            .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "port must be 0..=65535"))?;
+        let port: u16 =
+            params.get("port").unwrap_or("6379").parse().map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "port must be 0..=65535")
+            })?;
         let listener = TcpListener::bind((host.as_str(), port)).await?;
         let shared = Arc::new(Shared::new(params, persistence));
         shared.port.store(listener.local_addr()?.port(), Ordering::Relaxed);
@@ -95,10 +94,8 @@ impl Server {
         drop(listener);
         shared.request_shutdown();
         tracing::info!("shutting down: closing {} connection(s)", tasks.len());
-        let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
-            while tasks.join_next().await.is_some() {}
-        })
-        .await;
+        let drained =
+            tokio::time::timeout(DRAIN_TIMEOUT, async { while tasks.join_next().await.is_some() {} }).await;
         if drained.is_err() {
             tasks.abort_all();
         }
@@ -124,7 +121,13 @@ async fn expiry_sweeper(shared: Arc<Shared>) {
     }
 }
 
-async fn accept(shared: &Arc<Shared>, tasks: &mut JoinSet<()>, stream: TcpStream, addr: SocketAddr, limits: Limits) {
+async fn accept(
+    shared: &Arc<Shared>,
+    tasks: &mut JoinSet<()>,
+    stream: TcpStream,
+    addr: SocketAddr,
+    limits: Limits,
+) {
     shared.stats.connections_received.fetch_add(1, Ordering::Relaxed);
     let mut conn = Connection::new(stream, limits);
     let maxclients = shared.config.read().maxclients;

@@ -14,12 +14,21 @@ fn s(b: &[u8]) -> String {
 fn error_texts_are_exact() {
     let srv = TestServer::start(&[]);
     let mut c = srv.raw();
-    assert_eq!(c.cmd_text(&["nosuch", "a", "b"]), "-ERR unknown command 'nosuch', with args beginning with: 'a' 'b' \r\n");
+    assert_eq!(
+        c.cmd_text(&["nosuch", "a", "b"]),
+        "-ERR unknown command 'nosuch', with args beginning with: 'a' 'b' \r\n"
+    );
     assert_eq!(c.cmd_text(&["NoSuch"]), "-ERR unknown command 'NoSuch', with args beginning with: \r\n");
     // BF/CF rows exist in the table but have no handler yet: unknown, as the brief asks.
-    assert_eq!(c.cmd_text(&["BF.ADD", "k", "v"]), "-ERR unknown command 'BF.ADD', with args beginning with: 'k' 'v' \r\n");
+    assert_eq!(
+        c.cmd_text(&["BF.ADD", "k", "v"]),
+        "-ERR unknown command 'BF.ADD', with args beginning with: 'k' 'v' \r\n"
+    );
     assert_eq!(c.cmd_text(&["GET"]), "-ERR wrong number of arguments for 'get' command\r\n");
-    assert_eq!(c.cmd_text(&["Client", "SetName"]), "-ERR wrong number of arguments for 'client|setname' command\r\n");
+    assert_eq!(
+        c.cmd_text(&["Client", "SetName"]),
+        "-ERR wrong number of arguments for 'client|setname' command\r\n"
+    );
     assert_eq!(c.cmd_text(&["CLIENT", "nope"]), "-ERR unknown subcommand 'nope'. Try CLIENT HELP.\r\n");
     assert_eq!(
         c.cmd_text(&["CLIENT", "SETNAME", "a b"]),
@@ -52,14 +61,25 @@ fn error_texts_are_exact() {
 fn resp2_and_resp3_shapes() {
     let srv = TestServer::start(&[]);
     let mut c = srv.raw();
-    assert_eq!(c.cmd_text(&["CONFIG", "GET", "bf-error-rate"]), "*2\r\n$13\r\nbf-error-rate\r\n$4\r\n0.01\r\n");
+    assert_eq!(
+        c.cmd_text(&["CONFIG", "GET", "bf-error-rate"]),
+        "*2\r\n$13\r\nbf-error-rate\r\n$4\r\n0.01\r\n"
+    );
     let info2 = c.cmd(&["INFO", "server"]);
     assert!(s(&info2).starts_with("$"), "{}", s(&info2));
     assert!(s(&info2).contains("# Server\r\nredis_version:8.0.0\r\n"));
     let hello = c.cmd_text(&["HELLO", "3"]);
     assert!(hello.starts_with("%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$5\r\n8.0.0\r\n$5\r\nproto\r\n:3\r\n$2\r\nid\r\n:"), "{hello}");
-    assert!(hello.ends_with("$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"), "{hello}");
-    assert_eq!(c.cmd_text(&["CONFIG", "GET", "bf-error-rate"]), "%1\r\n$13\r\nbf-error-rate\r\n$4\r\n0.01\r\n");
+    assert!(
+        hello.ends_with(
+            "$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"
+        ),
+        "{hello}"
+    );
+    assert_eq!(
+        c.cmd_text(&["CONFIG", "GET", "bf-error-rate"]),
+        "%1\r\n$13\r\nbf-error-rate\r\n$4\r\n0.01\r\n"
+    );
     let info3 = s(&c.cmd(&["INFO", "persistence"]));
     assert!(info3.starts_with("="), "{info3}");
     assert!(info3.contains("\r\ntxt:# Persistence\r\nloading:0\r\n"), "{info3}");
@@ -209,7 +229,10 @@ fn keys_expiry_rename_copy_scan() {
     // Lazily expired on access, and actively swept (DBSIZE counts unswept keys, as Redis does).
     assert_eq!(c.cmd_text(&["DBSIZE"]), ":0\r\n");
     assert_eq!(c.cmd_text(&["EXISTS", "t", "t2"]), ":0\r\n");
-    assert_eq!(c.cmd_text(&["EXPIRE", "x", "notanumber"]), "-ERR value is not an integer or out of range\r\n");
+    assert_eq!(
+        c.cmd_text(&["EXPIRE", "x", "notanumber"]),
+        "-ERR value is not an integer or out of range\r\n"
+    );
 
     for i in 0..300 {
         c.send_cmd(&["SET", &format!("key:{i}"), "v"]);
@@ -257,8 +280,13 @@ fn requirepass_and_auth() {
     let srv = TestServer::start(&["--requirepass", "secret"]);
     let mut c = srv.raw();
     assert_eq!(c.cmd_text(&["PING"]), "-NOAUTH Authentication required.\r\n");
-    assert_eq!(c.cmd_text(&["AUTH", "wrong"]), "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
-    assert!(c.cmd_text(&["HELLO", "3"]).starts_with("-NOAUTH HELLO must be called with the client already authenticated"));
+    assert_eq!(
+        c.cmd_text(&["AUTH", "wrong"]),
+        "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+    );
+    assert!(c
+        .cmd_text(&["HELLO", "3"])
+        .starts_with("-NOAUTH HELLO must be called with the client already authenticated"));
     assert_eq!(c.cmd_text(&["AUTH", "secret"]), "+OK\r\n");
     assert_eq!(c.cmd_text(&["PING"]), "+PONG\r\n");
     let mut c = srv.raw();

@@ -84,7 +84,8 @@ fn apply_file(params: &mut Params, path: &PathBuf) -> anyhow::Result<()> {
         let Some((name, values)) = args.split_first() else { continue };
         let name = String::from_utf8_lossy(name);
         // `save 3600 1 300 100` and `bind a b`: values joined as redis-server shows them.
-        let joined = values.iter().map(|v| String::from_utf8_lossy(v).into_owned()).collect::<Vec<_>>().join(" ");
+        let joined =
+            values.iter().map(|v| String::from_utf8_lossy(v).into_owned()).collect::<Vec<_>>().join(" ");
         let value = if name.eq_ignore_ascii_case("bind") {
             values.first().map(|v| String::from_utf8_lossy(v).into_owned()).unwrap_or_default()
         } else {
@@ -164,8 +165,11 @@ fn run() -> anyhow::Result<()> {
     let params = build_params(&args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
-        tracing::warn!("persistence is not implemented yet (memory-only): SAVE does nothing, data is lost on exit");
-        let server = Server::bind(params, Box::new(MemoryOnly::default())).await.context("starting the server")?;
+        tracing::warn!(
+            "persistence is not implemented yet (memory-only): SAVE does nothing, data is lost on exit"
+        );
+        let server =
+            Server::bind(params, Box::new(MemoryOnly::default())).await.context("starting the server")?;
         let addr = server.local_addr()?;
         tracing::info!("listening on {addr}");
         let mut out = std::io::stdout().lock();

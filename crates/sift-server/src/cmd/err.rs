@@ -58,7 +58,8 @@ pub fn arity(name: &str) -> String {
 /// The unknown-command error of spec §10: the name as typed, then each argument as `'<arg>' `
 /// (so the text ends with a space).
 pub fn unknown_command(name: &[u8], args: &[bytes::Bytes]) -> String {
-    let mut s = format!("ERR unknown command '{}', with args beginning with: ", String::from_utf8_lossy(name));
+    let mut s =
+        format!("ERR unknown command '{}', with args beginning with: ", String::from_utf8_lossy(name));
     for a in args {
         s.push('\'');
         s.push_str(&String::from_utf8_lossy(a));

@@ -211,7 +211,10 @@ pub fn keys(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
     let mut out = Vec::new();
     ctx.keys.for_each_shard(|_, shard| {
         out.extend(
-            shard.iter(now).filter(|(k, _)| glob::matches(pattern, k, false)).map(|(k, _)| Frame::Bulk(k.clone())),
+            shard
+                .iter(now)
+                .filter(|(k, _)| glob::matches(pattern, k, false))
+                .map(|(k, _)| Frame::Bulk(k.clone())),
         );
     });
     Frame::Array(out)

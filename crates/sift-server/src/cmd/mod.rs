@@ -193,7 +193,8 @@ fn exec(server: &Shared, session: &mut Session) -> Frame {
     if multi.aborted {
         return Frame::error(err::EXECABORT);
     }
-    let whole = multi.queued.iter().any(|(s, _)| matches!(s.lock_plan(), LockPlan::All | LockPlan::EachShard));
+    let whole =
+        multi.queued.iter().any(|(s, _)| matches!(s.lock_plan(), LockPlan::All | LockPlan::EachShard));
     let mut keys = if whole {
         server.db.lock_all()
     } else {

@@ -104,7 +104,10 @@ pub fn hello(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
             setname = Some(&argv[i + 1]);
             i += 2;
         } else {
-            return Frame::error(format!("ERR Syntax error in HELLO option '{}'", String::from_utf8_lossy(&argv[i])));
+            return Frame::error(format!(
+                "ERR Syntax error in HELLO option '{}'",
+                String::from_utf8_lossy(&argv[i])
+            ));
         }
     }
     if let Some((user, pass)) = auth {
@@ -241,7 +244,10 @@ pub fn client_list(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
 /// CLIENT INFO.
 pub fn client_info(ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
     let clients = ctx.server.clients.lock();
-    let line = clients.get(&ctx.session.id).map(|c| client_line(ctx.session.id, c, "client|info")).unwrap_or_default();
+    let line = clients
+        .get(&ctx.session.id)
+        .map(|c| client_line(ctx.session.id, c, "client|info"))
+        .unwrap_or_default();
     Frame::Verbatim(Bytes::from(line))
 }
 
@@ -257,7 +263,8 @@ pub fn client_setinfo(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
         return Frame::error(format!("ERR {which} cannot contain spaces, newlines or special characters."));
     }
     let value = String::from_utf8_lossy(value).into_owned();
-    ctx.server.update_client(ctx.session.id, |c| if is_name { c.lib_name = value } else { c.lib_ver = value });
+    ctx.server
+        .update_client(ctx.session.id, |c| if is_name { c.lib_name = value } else { c.lib_ver = value });
     Frame::ok()
 }
 
@@ -353,8 +360,14 @@ fn info_section(ctx: &mut Ctx<'_, '_>, section: &str) -> String {
         "stats" => {
             line!("# Stats");
             let st = &s.stats;
-            line!("total_connections_received:{}", st.connections_received.load(std::sync::atomic::Ordering::Relaxed));
-            line!("rejected_connections:{}", st.rejected_connections.load(std::sync::atomic::Ordering::Relaxed));
+            line!(
+                "total_connections_received:{}",
+                st.connections_received.load(std::sync::atomic::Ordering::Relaxed)
+            );
+            line!(
+                "rejected_connections:{}",
+                st.rejected_connections.load(std::sync::atomic::Ordering::Relaxed)
+            );
         }
         "replication" => {
             line!("# Replication");
@@ -439,7 +452,9 @@ pub fn command(_ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
         if argv.len() == 2 {
             return Frame::Array(table::available().map(|c| c.info_frame()).collect());
         }
-        Frame::Array(argv[2..].iter().map(|n| find_command(n).map_or(Frame::Null, |c| c.info_frame())).collect())
+        Frame::Array(
+            argv[2..].iter().map(|n| find_command(n).map_or(Frame::Null, |c| c.info_frame())).collect(),
+        )
     } else if eq_ignore_case(sub, "docs") {
         let entries: Vec<(Frame, Frame)> = if argv.len() == 2 {
             table::available().map(|c| (bulk(c.name), c.docs_frame())).collect()

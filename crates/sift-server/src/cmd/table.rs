@@ -158,7 +158,8 @@ impl CommandSpec {
     pub fn subcommand(&self, arg: &[u8]) -> Option<&'static CommandSpec> {
         let subs: &'static [CommandSpec] = self.subcommands;
         subs.iter().find(|s| {
-            s.handler.is_some() && s.name.rsplit('|').next().is_some_and(|n| n.as_bytes().eq_ignore_ascii_case(arg))
+            s.handler.is_some()
+                && s.name.rsplit('|').next().is_some_and(|n| n.as_bytes().eq_ignore_ascii_case(arg))
         })
     }
 
@@ -182,8 +183,10 @@ impl CommandSpec {
         let last = if self.last_key < 0 { n + self.last_key as i64 } else { self.last_key as i64 };
         let last = last.min(n - 1);
         let step = self.step.max(1) as usize;
-        let range = if first > 0 && first <= last { first as usize..=last as usize } else { 1..=0 };
-        range.step_by(step).map(move |i| &argv[i])
+        // An empty slice when the command has no keys or the request is too short for them.
+        let keys =
+            if first > 0 && first <= last { &argv[first as usize..=last as usize] } else { &argv[..0] };
+        keys.iter().step_by(step)
     }
 
     /// This command's `COMMAND INFO` entry: `[name, arity, flags, first key, last key, step,
@@ -253,8 +256,12 @@ impl CommandSpec {
         } else {
             m.push((b("group"), b(self.group)));
         }
-        let subs: Vec<(Frame, Frame)> =
-            self.subcommands.iter().filter(|s| s.handler.is_some()).map(|s| (b(s.name), s.docs_frame())).collect();
+        let subs: Vec<(Frame, Frame)> = self
+            .subcommands
+            .iter()
+            .filter(|s| s.handler.is_some())
+            .map(|s| (b(s.name), s.docs_frame()))
+            .collect();
         if !subs.is_empty() {
             m.push((b("subcommands"), Frame::Map(subs)));
         }

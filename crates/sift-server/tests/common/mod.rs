@@ -26,7 +26,8 @@ impl TestServer {
             .expect("spawn sift-server");
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).expect("read address line");
-        let addr = line.trim().rsplit(' ').next().unwrap().parse().unwrap_or_else(|_| panic!("bad line {line:?}"));
+        let addr =
+            line.trim().rsplit(' ').next().unwrap().parse().unwrap_or_else(|_| panic!("bad line {line:?}"));
         TestServer { child, addr }
     }
 
