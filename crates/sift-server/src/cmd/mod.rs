@@ -229,3 +229,31 @@ pub(crate) fn discard(ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
 pub(crate) fn exec_placeholder(_ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
     Frame::error(err::EXEC_WITHOUT_MULTI)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Params;
+    use crate::persist::MemoryOnly;
+
+    fn run(server: &Shared, session: &mut Session, args: &[&str]) -> Frame {
+        let argv = args.iter().map(|a| Bytes::copy_from_slice(a.as_bytes())).collect();
+        execute(server, session, argv).expect("non-empty request")
+    }
+
+    /// The command layer runs without any socket: what a module shim would do.
+    #[test]
+    fn commands_run_without_a_transport() {
+        let server = Shared::new(Params::default(), Box::new(MemoryOnly::default()));
+        let mut s = Session::new(1, true);
+        assert_eq!(run(&server, &mut s, &["SET", "a", "1"]), Frame::ok());
+        assert_eq!(run(&server, &mut s, &["get", "a"]), Frame::bulk("1"));
+        assert_eq!(run(&server, &mut s, &["MULTI"]), Frame::ok());
+        assert_eq!(run(&server, &mut s, &["RENAME", "a", "b"]), Frame::Simple("QUEUED".into()));
+        assert_eq!(run(&server, &mut s, &["DBSIZE"]), Frame::Simple("QUEUED".into()));
+        assert_eq!(run(&server, &mut s, &["EXEC"]), Frame::Array(vec![Frame::ok(), Frame::Integer(1)]));
+        assert_eq!(run(&server, &mut s, &["HELLO", "3"]).clone(), run(&server, &mut s, &["HELLO"]));
+        assert_eq!(s.protocol, 3);
+        assert!(execute(&server, &mut s, vec![]).is_none());
+    }
+}
