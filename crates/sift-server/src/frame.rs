@@ -186,6 +186,12 @@ pub fn parse_request(frame: Bytes) -> Result<Vec<Bytes>, ProtocolError> {
     Ok(args)
 }
 
+/// Splits one line into arguments with the quoting rules of inline commands (also redis.conf's
+/// syntax, used for the config file).
+pub fn split_args(line: &[u8]) -> Result<Vec<Bytes>, ProtocolError> {
+    split_inline(line)
+}
+
 /// Splits an inline command line into arguments, with the quoting rules of redis-server's
 /// `sdssplitargs`: double quotes with `\n \r \t \b \a \\ \"` and `\xHH` escapes, single quotes
 /// with `\'`; a closing quote must be followed by a space or the end.
@@ -324,8 +330,8 @@ impl Frame {
     pub fn encode(&self, protocol: u8, out: &mut BytesMut) {
         let resp3 = protocol >= 3;
         match self {
-            Frame::Simple(s) => line(out, b'+', s.as_bytes()),
-            Frame::Error(s) => line(out, b'-', s.as_bytes()),
+            Frame::Simple(s) => line(out, b'+', one_line(s).as_bytes()),
+            Frame::Error(s) => line(out, b'-', one_line(s).as_bytes()),
             Frame::Integer(i) => line(out, b':', itoa(*i).as_bytes()),
             Frame::Bulk(b) => bulk(out, b'$', b),
             Frame::Null | Frame::NullArray if resp3 => out.put_slice(b"_\r\n"),
@@ -380,6 +386,16 @@ impl Frame {
                 }
             }
         }
+    }
+}
+
+/// Simple strings and errors cannot hold CR or LF (an error echoing a client's argument could
+/// otherwise inject a reply); Redis replaces them with spaces too.
+fn one_line(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains(['\r', '\n']) {
+        s.replace(['\r', '\n'], " ").into()
+    } else {
+        s.into()
     }
 }
 
@@ -507,5 +523,7 @@ mod tests {
         assert_eq!(enc(&Frame::Double(1.5), 2), b"$3\r\n1.5\r\n");
         assert_eq!(enc(&Frame::error("ERR x"), 2), b"-ERR x\r\n");
         assert_eq!(enc(&Frame::Set(vec![Frame::Integer(1)]), 3), b"~1\r\n:1\r\n");
+        assert_eq!(enc(&Frame::error("ERR a\r\nb"), 2), b"-ERR a  b\r\n");
+        assert_eq!(enc(&Frame::Verbatim("x".into()), 3), b"=5\r\ntxt:x\r\n");
     }
 }

@@ -1,9 +1,27 @@
 //! sift-server: a Redis-protocol (RESP2/RESP3) server whose BF.* and CF.* commands behave as
 //! RedisBloom's, on the sift library.
 //!
-//! Layers, bottom up (as in tokio's mini-redis): [`frame`] (RESP values, incremental parsing and
-//! encoding), then connection, command parsing, commands and the keyspace.
+//! Layers, bottom up (as in tokio's mini-redis):
+//!
+//! * [`frame`]: RESP values, two-step request parsing with limits, reply encoding;
+//! * [`connection`]: buffered reads and batched writes on a socket;
+//! * [`cmd`]: the command table, dispatch, and the commands themselves, which never touch a
+//!   socket (parse arguments → apply to the keyspace → reply [`frame::Frame`]);
+//! * [`db`]: the sharded keyspace and its locking;
+//! * [`persist`]: the boundary to durable storage;
+//! * [`server`]: accept loop, limits, graceful shutdown.
+//!
+//! Integration points for the RedisBloom commands: the `Value` enum in [`db`] (add the filter
+//! variants) and the BF/CF rows of [`cmd::table`] (set their handlers).
 
 #![deny(missing_docs)]
 
+pub mod cmd;
+pub mod config;
+pub mod connection;
+pub mod db;
 pub mod frame;
+pub mod glob;
+pub mod persist;
+pub mod server;
+pub mod shared;

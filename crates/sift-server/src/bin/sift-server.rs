@@ -1,0 +1,193 @@
+//! `sift-server`: flags and config file named as redis-server's, logging to stderr, then the
+//! server. With `--port 0` a free port is chosen; the bound address is printed on stdout as
+//! `sift-server listening on <ip>:<port>` so scripts and tests can find it.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context as _};
+use clap::Parser;
+use sift_server::config::Params;
+use sift_server::frame::split_args;
+use sift_server::persist::MemoryOnly;
+use sift_server::server::Server;
+
+/// A Redis-protocol server with RedisBloom-compatible BF.* and CF.* commands.
+///
+/// Settings come from the optional config file (redis.conf syntax: `name value` per line),
+/// then from these flags, which win.
+#[derive(Debug, Parser)]
+#[command(name = "sift-server", version)]
+struct Args {
+    /// Config file in redis.conf syntax.
+    config: Option<PathBuf>,
+    /// TCP port; 0 picks a free one.
+    #[arg(long)]
+    port: Option<u16>,
+    /// Address to listen on.
+    #[arg(long)]
+    bind: Option<String>,
+    /// Directory for persistence files.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Enable the append-only log: yes or no.
+    #[arg(long)]
+    appendonly: Option<String>,
+    /// When the append-only log is fsynced.
+    #[arg(long, value_parser = ["always", "everysec", "no"])]
+    appendfsync: Option<String>,
+    /// Password clients must give with AUTH.
+    #[arg(long)]
+    requirepass: Option<String>,
+    /// Memory limit (bytes, or with k/kb/m/mb/g/gb).
+    #[arg(long)]
+    maxmemory: Option<String>,
+    /// Most simultaneous clients.
+    #[arg(long)]
+    maxclients: Option<String>,
+    /// Default Bloom error rate.
+    #[arg(long = "bf-error-rate")]
+    bf_error_rate: Option<String>,
+    /// Default Bloom capacity.
+    #[arg(long = "bf-initial-size")]
+    bf_initial_size: Option<String>,
+    /// Default Bloom expansion (0 = non-scaling).
+    #[arg(long = "bf-expansion-factor")]
+    bf_expansion_factor: Option<String>,
+    /// Default cuckoo bucket size.
+    #[arg(long = "cf-bucket-size")]
+    cf_bucket_size: Option<String>,
+    /// Default cuckoo capacity.
+    #[arg(long = "cf-initial-size")]
+    cf_initial_size: Option<String>,
+    /// Default cuckoo kick-out limit.
+    #[arg(long = "cf-max-iterations")]
+    cf_max_iterations: Option<String>,
+    /// Default cuckoo expansion.
+    #[arg(long = "cf-expansion-factor")]
+    cf_expansion_factor: Option<String>,
+    /// Most cuckoo sub-filters.
+    #[arg(long = "cf-max-expansions")]
+    cf_max_expansions: Option<String>,
+}
+
+/// Applies a redis.conf-style file: one `name value...` per line, `#` comments.
+fn apply_file(params: &mut Params, path: &PathBuf) -> anyhow::Result<()> {
+    let text = std::fs::read(path).with_context(|| format!("reading config file {}", path.display()))?;
+    for (n, line) in text.split(|&b| b == b'\n').enumerate() {
+        let trimmed = line.trim_ascii();
+        if trimmed.is_empty() || trimmed.starts_with(b"#") {
+            continue;
+        }
+        let args = split_args(trimmed).map_err(|e| anyhow::anyhow!("{}:{}: {e}", path.display(), n + 1))?;
+        let Some((name, values)) = args.split_first() else { continue };
+        let name = String::from_utf8_lossy(name);
+        // `save 3600 1 300 100` and `bind a b`: values joined as redis-server shows them.
+        let joined =
+            values.iter().map(|v| String::from_utf8_lossy(v).into_owned()).collect::<Vec<_>>().join(" ");
+        let value = if name.eq_ignore_ascii_case("bind") {
+            values.first().map(|v| String::from_utf8_lossy(v).into_owned()).unwrap_or_default()
+        } else {
+            joined
+        };
+        if let Err(e) = params.set(&name, value.as_bytes(), true) {
+            bail!("{}:{}: {}", path.display(), n + 1, e.message());
+        }
+    }
+    Ok(())
+}
+
+fn build_params(args: &Args) -> anyhow::Result<Params> {
+    let mut params = Params::default();
+    if let Some(path) = &args.config {
+        apply_file(&mut params, path)?;
+    }
+    let flags: [(&str, Option<String>); 16] = [
+        ("port", args.port.map(|p| p.to_string())),
+        ("bind", args.bind.clone()),
+        ("dir", args.dir.as_ref().map(|d| d.display().to_string())),
+        ("appendonly", args.appendonly.clone()),
+        ("appendfsync", args.appendfsync.clone()),
+        ("requirepass", args.requirepass.clone()),
+        ("maxmemory", args.maxmemory.clone()),
+        ("maxclients", args.maxclients.clone()),
+        ("bf-error-rate", args.bf_error_rate.clone()),
+        ("bf-initial-size", args.bf_initial_size.clone()),
+        ("bf-expansion-factor", args.bf_expansion_factor.clone()),
+        ("cf-bucket-size", args.cf_bucket_size.clone()),
+        ("cf-initial-size", args.cf_initial_size.clone()),
+        ("cf-max-iterations", args.cf_max_iterations.clone()),
+        ("cf-expansion-factor", args.cf_expansion_factor.clone()),
+        ("cf-max-expansions", args.cf_max_expansions.clone()),
+    ];
+    for (name, value) in flags {
+        if let Some(v) = value {
+            params.set(name, v.as_bytes(), true).map_err(|e| anyhow::anyhow!("--{name}: {}", e.message()))?;
+        }
+    }
+    Ok(params)
+}
+
+async fn stop_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("cannot listen for SIGTERM: {e}");
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => tracing::info!("SIGINT received"),
+            _ = term.recv() => tracing::info!("SIGTERM received"),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+fn run() -> anyhow::Result<()> {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let params = build_params(&args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async {
+        tracing::warn!(
+            "persistence is not implemented yet (memory-only): SAVE does nothing, data is lost on exit"
+        );
+        let server =
+            Server::bind(params, Box::new(MemoryOnly::default())).await.context("starting the server")?;
+        let addr = server.local_addr()?;
+        tracing::info!("listening on {addr}");
+        let mut out = std::io::stdout().lock();
+        // A closed stdout must not stop the server.
+        let _ = writeln!(out, "sift-server listening on {addr}");
+        let _ = out.flush();
+        drop(out);
+        server.run(stop_signal()).await?;
+        anyhow::Ok(())
+    })
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sift-server: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

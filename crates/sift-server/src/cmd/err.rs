@@ -1,0 +1,83 @@
+//! Error reply texts, byte-exact to the spec (`/shared/spec/redisbloom.md` §2.2 and §10) and to
+//! Redis 7/8 for the generic commands. Every error a command sends is built here.
+
+/// *WRONGTYPE* (spec §2.2).
+pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+/// *not found* (spec §2.2).
+pub const NOT_FOUND: &str = "ERR not found";
+/// *item exists* (spec §2.2).
+pub const ITEM_EXISTS: &str = "ERR item exists";
+/// A malformed option list.
+pub const SYNTAX: &str = "ERR syntax error";
+/// A bad integer argument of a generic command.
+pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
+/// Commands before AUTH when a password is set.
+pub const NOAUTH: &str = "NOAUTH Authentication required.";
+/// HELLO without AUTH on a connection that is not authenticated.
+pub const NOAUTH_HELLO: &str = "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time";
+/// A wrong password.
+pub const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+/// AUTH with no password configured.
+pub const AUTH_NOT_CONFIGURED: &str = "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?";
+/// HELLO with a protocol version other than 2 or 3.
+pub const NOPROTO: &str = "NOPROTO unsupported protocol version";
+/// HELLO with a non-integer protocol version.
+pub const HELLO_NOT_INTEGER: &str = "ERR Protocol version is not an integer or out of range";
+/// SELECT of a database other than 0.
+pub const DB_OUT_OF_RANGE: &str = "ERR DB index is out of range";
+/// RENAME of a missing key.
+pub const NO_SUCH_KEY: &str = "ERR no such key";
+/// COPY of a filter key (spec §10).
+pub const MODULE_KEY_COPY: &str = "ERR not supported for this module key";
+/// COPY onto itself.
+pub const SAME_OBJECT: &str = "ERR source and destination objects are the same";
+/// CLIENT SETNAME with a bad character.
+pub const CLIENT_NAME: &str = "ERR Client names cannot contain spaces, newlines or special characters.";
+/// Connection refused by `maxclients`.
+pub const MAX_CLIENTS: &str = "ERR max number of clients reached";
+/// EXEC after a queueing error.
+pub const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
+/// MULTI inside MULTI.
+pub const MULTI_NESTED: &str = "ERR MULTI calls can not be nested";
+/// EXEC outside MULTI.
+pub const EXEC_WITHOUT_MULTI: &str = "ERR EXEC without MULTI";
+/// DISCARD outside MULTI.
+pub const DISCARD_WITHOUT_MULTI: &str = "ERR DISCARD without MULTI";
+/// A bad SCAN cursor.
+pub const INVALID_CURSOR: &str = "ERR invalid cursor";
+/// BGSAVE while one runs.
+pub const BGSAVE_IN_PROGRESS: &str = "ERR Background save already in progress";
+/// SHUTDOWN could not save.
+pub const SHUTDOWN_FAILED: &str = "ERR Errors trying to SHUTDOWN. Check logs.";
+
+/// *arity(name)*: `name` is the registered lower-case name (`bf.add`, `client|setname`).
+pub fn arity(name: &str) -> String {
+    format!("ERR wrong number of arguments for '{name}' command")
+}
+
+/// The unknown-command error of spec §10: the name as typed, then each argument as `'<arg>' `
+/// (so the text ends with a space).
+pub fn unknown_command(name: &[u8], args: &[bytes::Bytes]) -> String {
+    let mut s =
+        format!("ERR unknown command '{}', with args beginning with: ", String::from_utf8_lossy(name));
+    for a in args {
+        s.push('\'');
+        s.push_str(&String::from_utf8_lossy(a));
+        s.push_str("' ");
+    }
+    s
+}
+
+/// An unknown subcommand of a container command (`CLIENT`, `CONFIG`, ...).
+pub fn unknown_subcommand(sub: &[u8], container: &str) -> String {
+    format!(
+        "ERR unknown subcommand '{}'. Try {} HELP.",
+        String::from_utf8_lossy(sub),
+        container.to_ascii_uppercase()
+    )
+}
+
+/// `expire`-family overflow.
+pub fn invalid_expire(cmd: &str) -> String {
+    format!("ERR invalid expire time in '{cmd}' command")
+}

@@ -1,0 +1,415 @@
+//! Generic key commands (spec §10): TYPE, DEL/UNLINK, EXISTS, the EXPIRE family, TTL/PTTL,
+//! PERSIST, RENAME(NX), COPY, KEYS, SCAN, DBSIZE, RANDOMKEY, FLUSHDB/FLUSHALL, a minimal
+//! SET/GET, MEMORY USAGE. They work on any [`Value`] through its type-independent methods, so
+//! they need no change when the filter types are added.
+
+use bytes::Bytes;
+
+use super::parse::{eq_ignore_case, parse_i64, parse_u64};
+use super::{err, Ctx};
+use crate::db::{Entry, Value, SHARDS};
+use crate::frame::Frame;
+use crate::glob;
+
+fn int(v: usize) -> Frame {
+    Frame::Integer(v as i64)
+}
+
+/// TYPE key.
+pub fn type_(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    let name = ctx.keys.get(&argv[1]).map_or("none", |e| e.value.type_name());
+    Frame::Simple(name.to_string())
+}
+
+/// DEL / UNLINK key [key ...].
+pub fn del(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    int(argv[1..].iter().filter(|k| ctx.keys.remove(k).is_some()).count())
+}
+
+/// EXISTS key [key ...]: a key named twice counts twice.
+pub fn exists(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    int(argv[1..].iter().filter(|k| ctx.keys.contains(k)).count())
+}
+
+/// EXPIRE key seconds [NX|XX|GT|LT].
+pub fn expire(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    set_deadline(ctx, argv, "expire", 1000, false)
+}
+
+/// PEXPIRE key milliseconds [NX|XX|GT|LT].
+pub fn pexpire(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    set_deadline(ctx, argv, "pexpire", 1, false)
+}
+
+/// EXPIREAT key unix-seconds [NX|XX|GT|LT].
+pub fn expireat(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    set_deadline(ctx, argv, "expireat", 1000, true)
+}
+
+/// PEXPIREAT key unix-ms [NX|XX|GT|LT].
+pub fn pexpireat(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    set_deadline(ctx, argv, "pexpireat", 1, true)
+}
+
+fn set_deadline(ctx: &mut Ctx<'_, '_>, argv: &[Bytes], name: &str, unit: i64, absolute: bool) -> Frame {
+    let Some(v) = parse_i64(&argv[2]) else {
+        return Frame::error(err::NOT_INTEGER);
+    };
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for opt in &argv[3..] {
+        match opt.to_ascii_uppercase().as_slice() {
+            b"NX" => nx = true,
+            b"XX" => xx = true,
+            b"GT" => gt = true,
+            b"LT" => lt = true,
+            _ => return Frame::error(format!("ERR Unsupported option {}", String::from_utf8_lossy(opt))),
+        }
+    }
+    if nx && (xx || gt || lt) {
+        return Frame::error("ERR NX and XX, GT or LT options at the same time are not compatible");
+    }
+    if gt && lt {
+        return Frame::error("ERR GT and LT options at the same time are not compatible");
+    }
+    let now = ctx.keys.now_ms() as i64;
+    let when = v.checked_mul(unit).and_then(|ms| if absolute { Some(ms) } else { ms.checked_add(now) });
+    let Some(when) = when else {
+        return Frame::error(err::invalid_expire(name));
+    };
+    let key = &argv[1];
+    let Some(entry) = ctx.keys.get(key) else {
+        return Frame::Integer(0);
+    };
+    // A key without a deadline lives forever: GT never beats it, LT always does.
+    let current = entry.expires_at().map(|t| t as i64);
+    let allowed = match current {
+        None => !xx && !gt,
+        Some(cur) => !nx && (!gt || when > cur) && (!lt || when < cur),
+    };
+    if !allowed {
+        return Frame::Integer(0);
+    }
+    if when <= now {
+        ctx.keys.remove(key);
+        ctx.propagate = Some(vec![vec![Bytes::from_static(b"DEL"), key.clone()]]);
+    } else {
+        ctx.keys.set_expiry(key, Some(when as u64));
+        ctx.propagate =
+            Some(vec![vec![Bytes::from_static(b"PEXPIREAT"), key.clone(), Bytes::from(when.to_string())]]);
+    }
+    Frame::Integer(1)
+}
+
+fn remaining_ms(ctx: &mut Ctx<'_, '_>, key: &[u8]) -> Result<Option<i64>, ()> {
+    let now = ctx.keys.now_ms();
+    match ctx.keys.get(key) {
+        None => Err(()),
+        Some(e) => Ok(e.expires_at().map(|t| t.saturating_sub(now) as i64)),
+    }
+}
+
+/// TTL key: seconds left (rounded), -1 without deadline, -2 when missing.
+pub fn ttl(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    Frame::Integer(match remaining_ms(ctx, &argv[1]) {
+        Err(()) => -2,
+        Ok(None) => -1,
+        Ok(Some(ms)) => (ms + 500) / 1000,
+    })
+}
+
+/// PTTL key.
+pub fn pttl(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    Frame::Integer(match remaining_ms(ctx, &argv[1]) {
+        Err(()) => -2,
+        Ok(None) => -1,
+        Ok(Some(ms)) => ms,
+    })
+}
+
+/// PERSIST key.
+pub fn persist(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    match ctx.keys.get(&argv[1]) {
+        Some(e) if e.expires_at().is_some() => {
+            ctx.keys.set_expiry(&argv[1], None);
+            Frame::Integer(1)
+        }
+        _ => Frame::Integer(0),
+    }
+}
+
+/// RENAME key newkey: moves the value and its deadline, replacing newkey.
+pub fn rename(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    rename_impl(ctx, argv, false)
+}
+
+/// RENAMENX key newkey.
+pub fn renamenx(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    rename_impl(ctx, argv, true)
+}
+
+fn rename_impl(ctx: &mut Ctx<'_, '_>, argv: &[Bytes], nx: bool) -> Frame {
+    let (src, dst) = (&argv[1], &argv[2]);
+    if !ctx.keys.contains(src) {
+        return Frame::error(err::NO_SUCH_KEY);
+    }
+    if src == dst {
+        return if nx { Frame::Integer(0) } else { Frame::ok() };
+    }
+    if nx && ctx.keys.contains(dst) {
+        return Frame::Integer(0);
+    }
+    let entry = ctx.keys.remove(src).expect("checked above");
+    ctx.keys.insert_entry(dst.clone(), entry);
+    if nx {
+        Frame::Integer(1)
+    } else {
+        Frame::ok()
+    }
+}
+
+/// COPY source destination [DB db] [REPLACE]. Filter keys cannot be copied (spec §10).
+pub fn copy(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    let (src, dst) = (&argv[1], &argv[2]);
+    let mut replace = false;
+    let mut i = 3;
+    while i < argv.len() {
+        if eq_ignore_case(&argv[i], "replace") {
+            replace = true;
+        } else if eq_ignore_case(&argv[i], "db") && i + 1 < argv.len() {
+            match parse_i64(&argv[i + 1]) {
+                None => return Frame::error(err::NOT_INTEGER),
+                Some(0) => {}
+                Some(_) => return Frame::error(err::DB_OUT_OF_RANGE),
+            }
+            i += 1;
+        } else {
+            return Frame::error(err::SYNTAX);
+        }
+        i += 1;
+    }
+    if src == dst {
+        return Frame::error(err::SAME_OBJECT);
+    }
+    let Some(entry) = ctx.keys.get(src) else {
+        return Frame::Integer(0);
+    };
+    let Some(value) = entry.value.copy_value() else {
+        return Frame::error(err::MODULE_KEY_COPY);
+    };
+    let expires = entry.expires_at();
+    if !replace && ctx.keys.contains(dst) {
+        return Frame::Integer(0);
+    }
+    ctx.keys.insert_entry(dst.clone(), Entry::with_expiry(value, expires));
+    Frame::Integer(1)
+}
+
+/// KEYS pattern.
+pub fn keys(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    let pattern = &argv[1];
+    let now = ctx.keys.now_ms();
+    let mut out = Vec::new();
+    ctx.keys.for_each_shard(|_, shard| {
+        out.extend(
+            shard
+                .iter(now)
+                .filter(|(k, _)| glob::matches(pattern, k, false))
+                .map(|(k, _)| Frame::Bulk(k.clone())),
+        );
+    });
+    Frame::Array(out)
+}
+
+/// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type].
+///
+/// The cursor is the index of the next shard to visit, and every step returns whole shards
+/// (read under that shard's lock) until COUNT keys are gathered. So a key present for the whole
+/// iteration is returned exactly once, and the work is O(keys) in total; the price is that a
+/// step can return more than COUNT keys (COUNT is a hint in Redis too).
+pub fn scan(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    let Some(cursor) = parse_u64(&argv[1]) else {
+        return Frame::error(err::INVALID_CURSOR);
+    };
+    let mut pattern: Option<&Bytes> = None;
+    let mut count: usize = 10;
+    let mut type_filter: Option<&Bytes> = None;
+    let mut i = 2;
+    while i < argv.len() {
+        if i + 1 >= argv.len() {
+            return Frame::error(err::SYNTAX);
+        }
+        let value = &argv[i + 1];
+        if eq_ignore_case(&argv[i], "match") {
+            pattern = Some(value);
+        } else if eq_ignore_case(&argv[i], "count") {
+            match parse_i64(value) {
+                None => return Frame::error(err::NOT_INTEGER),
+                Some(n) if n < 1 => return Frame::error(err::SYNTAX),
+                Some(n) => count = n as usize,
+            }
+        } else if eq_ignore_case(&argv[i], "type") {
+            type_filter = Some(value);
+        } else {
+            return Frame::error(err::SYNTAX);
+        }
+        i += 2;
+    }
+    let now = ctx.keys.now_ms();
+    let mut shard = cursor.min(SHARDS as u64) as usize;
+    let mut out = Vec::new();
+    while shard < SHARDS && out.len() < count {
+        ctx.keys.with_shard(shard, |s| {
+            for (k, e) in s.iter(now) {
+                if pattern.is_some_and(|p| !glob::matches(p, k, false)) {
+                    continue;
+                }
+                if type_filter.is_some_and(|t| !t.eq_ignore_ascii_case(e.value.type_name().as_bytes())) {
+                    continue;
+                }
+                out.push(Frame::Bulk(k.clone()));
+            }
+        });
+        shard += 1;
+    }
+    let next = if shard >= SHARDS { 0 } else { shard };
+    Frame::Array(vec![Frame::bulk(next.to_string()), Frame::Array(out)])
+}
+
+/// DBSIZE.
+pub fn dbsize(ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
+    let mut n = 0;
+    ctx.keys.for_each_shard(|_, s| n += s.len());
+    int(n)
+}
+
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(crate::db::now_ms());
+    h.finish()
+}
+
+/// RANDOMKEY: a live key from a random shard, or null.
+pub fn randomkey(ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
+    let r = random_u64();
+    let now = ctx.keys.now_ms();
+    for step in 0..SHARDS {
+        let shard = (r as usize).wrapping_add(step) % SHARDS;
+        let found = ctx.keys.with_shard(shard, |s| {
+            let live = s.iter(now).count();
+            if live == 0 {
+                return None;
+            }
+            let pick = (r >> 8) as usize % live;
+            s.iter(now).nth(pick).map(|(k, _)| k.clone())
+        });
+        if let Some(k) = found {
+            return Frame::Bulk(k);
+        }
+    }
+    Frame::Null
+}
+
+/// FLUSHDB / FLUSHALL [ASYNC|SYNC].
+pub fn flush(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    match argv.len() {
+        1 => {}
+        2 if eq_ignore_case(&argv[1], "async") || eq_ignore_case(&argv[1], "sync") => {}
+        _ => return Frame::error(err::SYNTAX),
+    }
+    ctx.keys.clear();
+    Frame::ok()
+}
+
+/// SET key value [NX|XX] [EX seconds|PX milliseconds|KEEPTTL]: enough for tests that need keys
+/// of another type, and for clients' smoke tests.
+pub fn set(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    let (key, value) = (&argv[1], &argv[2]);
+    let (mut nx, mut xx, mut keepttl) = (false, false, false);
+    let mut deadline: Option<u64> = None;
+    let mut i = 3;
+    while i < argv.len() {
+        let opt = argv[i].to_ascii_uppercase();
+        match opt.as_slice() {
+            b"NX" if !xx => nx = true,
+            b"XX" if !nx => xx = true,
+            b"KEEPTTL" if deadline.is_none() => keepttl = true,
+            b"EX" | b"PX" if deadline.is_none() && !keepttl && i + 1 < argv.len() => {
+                let unit = if opt == b"EX" { 1000 } else { 1 };
+                let Some(v) = parse_i64(&argv[i + 1]) else {
+                    return Frame::error(err::NOT_INTEGER);
+                };
+                let ms = v.checked_mul(unit).and_then(|ms| ms.checked_add(ctx.keys.now_ms() as i64));
+                match ms {
+                    Some(ms) if v > 0 => deadline = Some(ms as u64),
+                    _ => return Frame::error(err::invalid_expire("set")),
+                }
+                i += 1;
+            }
+            _ => return Frame::error(err::SYNTAX),
+        }
+        i += 1;
+    }
+    let exists = ctx.keys.contains(key);
+    if (nx && exists) || (xx && !exists) {
+        return Frame::Null;
+    }
+    let old_deadline = if keepttl { ctx.keys.get(key).and_then(|e| e.expires_at()) } else { None };
+    let entry = Entry::with_expiry(Value::String(value.clone()), deadline.or(old_deadline));
+    ctx.keys.insert_entry(key.clone(), entry);
+    if let Some(ms) = deadline {
+        ctx.propagate = Some(vec![vec![
+            Bytes::from_static(b"SET"),
+            key.clone(),
+            value.clone(),
+            Bytes::from_static(b"PXAT"),
+            Bytes::from(ms.to_string()),
+        ]]);
+    }
+    Frame::ok()
+}
+
+/// GET key.
+pub fn get(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    match ctx.keys.get(&argv[1]).map(|e| &e.value) {
+        None => Frame::Null,
+        Some(Value::String(b)) => Frame::Bulk(b.clone()),
+        #[allow(unreachable_patterns)]
+        Some(_) => Frame::error(err::WRONGTYPE),
+    }
+}
+
+/// Per-key overhead that `MEMORY USAGE` adds to a value's payload: Redis's dict entry and
+/// object header (24 bytes) plus the key's sds string rounded up to the allocator's 8-byte
+/// class. This gives the spec's "Size + 32" for short keys (§10).
+fn key_overhead(key: &[u8]) -> usize {
+    let sds = if key.len() < 32 { 1 + 1 + 1 } else { 2 + 2 + 1 } + key.len();
+    24 + sds.div_ceil(8) * 8
+}
+
+/// MEMORY USAGE key [SAMPLES count].
+pub fn memory_usage(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    match argv.len() {
+        3 => {}
+        5 if eq_ignore_case(&argv[3], "samples") => {
+            if parse_i64(&argv[4]).is_none() {
+                return Frame::error(err::NOT_INTEGER);
+            }
+        }
+        _ => return Frame::error(err::SYNTAX),
+    }
+    let key = &argv[2];
+    match ctx.keys.get(key) {
+        None => Frame::Null,
+        Some(e) => int(e.value.payload_size() + key_overhead(key)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn short_key_overhead_is_32() {
+        assert_eq!(super::key_overhead(b"bf"), 32);
+        assert_eq!(super::key_overhead(b"cf"), 32);
+    }
+}

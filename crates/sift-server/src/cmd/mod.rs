@@ -1,0 +1,259 @@
+//! Commands: parsing arguments, applying them to the keyspace, building the reply.
+//!
+//! Command code never touches a socket. [`execute`] takes a request's arguments and a
+//! [`Session`], looks the command up in the one [`table`], checks arity and authentication,
+//! queues it when a MULTI is open, locks the shards of the keys the table says it touches, and
+//! calls the handler with a [`Ctx`]; the handler returns a [`Frame`]. The connection layer (or,
+//! later, a Redis module shim) only moves bytes.
+//!
+//! Handlers have the type [`Handler`]. Command groups: [`keys`] (generic key commands),
+//! [`server`] (connection, server, transactions, config), and `bf.rs` / `cf.rs` for the
+//! RedisBloom commands (see [`table`] for how they are registered).
+
+pub mod err;
+pub mod keys;
+pub mod parse;
+pub mod server;
+pub mod table;
+
+use bytes::Bytes;
+
+use crate::db::Locked;
+use crate::frame::Frame;
+use crate::shared::Shared;
+use table::{CommandSpec, LockPlan};
+
+/// A command implementation: arguments (name included, as `argv[0]`) to reply.
+pub type Handler = fn(&mut Ctx<'_, '_>, &[Bytes]) -> Frame;
+
+/// What the connection must do after sending the reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum After {
+    /// Keep serving.
+    #[default]
+    Continue,
+    /// Flush the reply, then close (QUIT).
+    Close,
+    /// Close without sending this reply (SHUTDOWN: the server is going away).
+    CloseSilently,
+}
+
+/// A MULTI being queued.
+#[derive(Debug, Default)]
+pub struct Multi {
+    queued: Vec<(&'static CommandSpec, Vec<Bytes>)>,
+    /// A queueing error happened: EXEC will answer EXECABORT.
+    aborted: bool,
+}
+
+/// Per-connection state that commands read and change.
+#[derive(Debug)]
+pub struct Session {
+    /// Client id (`CLIENT ID`, HELLO `id`).
+    pub id: u64,
+    /// RESP version of replies: 2 or 3.
+    pub protocol: u8,
+    /// `CLIENT SETNAME`; empty = none.
+    pub name: Bytes,
+    /// Passed AUTH (or no password is configured).
+    pub authenticated: bool,
+    /// Selected database (always 0: this server has one).
+    pub db: usize,
+    /// Open MULTI, if any.
+    pub multi: Option<Multi>,
+    /// Set by QUIT / SHUTDOWN.
+    pub after: After,
+    /// A write was recorded for persistence since the last flush: commit before replying.
+    pub needs_commit: bool,
+}
+
+impl Session {
+    /// A new RESP2 session; `authenticated` is false when a password is required.
+    pub fn new(id: u64, authenticated: bool) -> Session {
+        Session {
+            id,
+            protocol: 2,
+            name: Bytes::new(),
+            authenticated,
+            db: 0,
+            multi: None,
+            after: After::Continue,
+            needs_commit: false,
+        }
+    }
+}
+
+/// What a handler works with.
+pub struct Ctx<'a, 'k> {
+    /// The connection's session.
+    pub session: &'a mut Session,
+    /// Server-wide state (configuration, persistence, clients).
+    pub server: &'a Shared,
+    /// The keyspace, with the shards of this command's keys locked.
+    pub keys: &'a mut Locked<'k>,
+    /// When set, persistence records these commands instead of the arguments as received
+    /// (EXPIRE is recorded as PEXPIREAT so a replay does not restart the clock).
+    pub propagate: Option<Vec<Vec<Bytes>>>,
+}
+
+/// Runs one request. `None` for an empty request (`*0`, a blank inline line): no reply.
+pub fn execute(server: &Shared, session: &mut Session, argv: Vec<Bytes>) -> Option<Frame> {
+    let name = argv.first()?;
+    let in_multi = session.multi.is_some();
+    let spec = match resolve(&argv) {
+        Ok(spec) => spec,
+        Err(e) => {
+            if let Some(m) = session.multi.as_mut() {
+                m.aborted = true;
+            }
+            return Some(Frame::Error(e));
+        }
+    };
+    if !session.authenticated && spec.flags & table::NO_AUTH == 0 {
+        if let Some(m) = session.multi.as_mut() {
+            m.aborted = true;
+        }
+        return Some(Frame::error(err::NOAUTH));
+    }
+    if in_multi && spec.flags & table::NO_QUEUE == 0 {
+        session.multi.as_mut().expect("in multi").queued.push((spec, argv));
+        return Some(Frame::Simple("QUEUED".into()));
+    }
+    let _ = name;
+    Some(match spec.name {
+        "exec" => exec(server, session),
+        _ => run(server, session, spec, &argv),
+    })
+}
+
+/// Finds the command (and subcommand) and checks arity. Rows without a handler do not exist.
+fn resolve(argv: &[Bytes]) -> Result<&'static CommandSpec, String> {
+    let name = &argv[0];
+    let Some(spec) = table::lookup(name) else {
+        return Err(err::unknown_command(name, &argv[1..]));
+    };
+    if !spec.arity_ok(argv.len()) {
+        return Err(err::arity(spec.name));
+    }
+    if spec.subcommands.is_empty() {
+        return Ok(spec);
+    }
+    let Some(sub) = spec.subcommand(&argv[1]) else {
+        return Err(err::unknown_subcommand(&argv[1], spec.name));
+    };
+    if !sub.arity_ok(argv.len()) {
+        return Err(err::arity(sub.name));
+    }
+    Ok(sub)
+}
+
+fn lock_plan<'d>(server: &'d Shared, spec: &CommandSpec, argv: &[Bytes]) -> Locked<'d> {
+    match spec.lock_plan() {
+        LockPlan::None | LockPlan::EachShard => server.db.unlocked(),
+        LockPlan::All => server.db.lock_all(),
+        LockPlan::Keys => server.db.lock_keys(spec.keys(argv).map(|k| &k[..])),
+    }
+}
+
+fn run(server: &Shared, session: &mut Session, spec: &'static CommandSpec, argv: &[Bytes]) -> Frame {
+    let mut keys = lock_plan(server, spec, argv);
+    run_locked(server, session, spec, argv, &mut keys)
+}
+
+/// Runs a resolved command with its shards already locked, and records it for persistence if
+/// it changed the keyspace (while the locks are still held, so the log order is the apply order).
+fn run_locked(
+    server: &Shared,
+    session: &mut Session,
+    spec: &'static CommandSpec,
+    argv: &[Bytes],
+    keys: &mut Locked<'_>,
+) -> Frame {
+    let before = keys.mutations();
+    let handler = spec.handler.expect("resolve returns only rows with a handler");
+    let mut ctx = Ctx { session, server, keys, propagate: None };
+    let reply = handler(&mut ctx, argv);
+    let propagate = ctx.propagate.take();
+    if spec.flags & table::WRITE != 0 && keys.mutations() > before {
+        match propagate {
+            Some(cmds) => cmds.iter().for_each(|c| server.persistence.record(c)),
+            None => server.persistence.record(argv),
+        }
+        session.needs_commit = true;
+    }
+    reply
+}
+
+/// EXEC: runs the queued commands under one lock of the union of their shards, so no other
+/// client sees a state in between (every shard if one of them works on the whole keyspace).
+fn exec(server: &Shared, session: &mut Session) -> Frame {
+    let Some(multi) = session.multi.take() else {
+        return Frame::error(err::EXEC_WITHOUT_MULTI);
+    };
+    if multi.aborted {
+        return Frame::error(err::EXECABORT);
+    }
+    let whole =
+        multi.queued.iter().any(|(s, _)| matches!(s.lock_plan(), LockPlan::All | LockPlan::EachShard));
+    let mut keys = if whole {
+        server.db.lock_all()
+    } else {
+        server.db.lock_keys(multi.queued.iter().flat_map(|(s, a)| s.keys(a)).map(|k| &k[..]))
+    };
+    let mut replies = Vec::with_capacity(multi.queued.len());
+    for (spec, argv) in &multi.queued {
+        replies.push(run_locked(server, session, spec, argv, &mut keys));
+    }
+    Frame::Array(replies)
+}
+
+/// MULTI.
+pub(crate) fn multi(ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
+    if ctx.session.multi.is_some() {
+        return Frame::error(err::MULTI_NESTED);
+    }
+    ctx.session.multi = Some(Multi::default());
+    Frame::ok()
+}
+
+/// DISCARD.
+pub(crate) fn discard(ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
+    match ctx.session.multi.take() {
+        Some(_) => Frame::ok(),
+        None => Frame::error(err::DISCARD_WITHOUT_MULTI),
+    }
+}
+
+/// EXEC's table row points here; [`execute`] intercepts EXEC before, because it needs to run
+/// other commands under its own locks.
+pub(crate) fn exec_placeholder(_ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
+    Frame::error(err::EXEC_WITHOUT_MULTI)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Params;
+    use crate::persist::MemoryOnly;
+
+    fn run(server: &Shared, session: &mut Session, args: &[&str]) -> Frame {
+        let argv = args.iter().map(|a| Bytes::copy_from_slice(a.as_bytes())).collect();
+        execute(server, session, argv).expect("non-empty request")
+    }
+
+    /// The command layer runs without any socket: what a module shim would do.
+    #[test]
+    fn commands_run_without_a_transport() {
+        let server = Shared::new(Params::default(), Box::new(MemoryOnly::default()));
+        let mut s = Session::new(1, true);
+        assert_eq!(run(&server, &mut s, &["SET", "a", "1"]), Frame::ok());
+        assert_eq!(run(&server, &mut s, &["get", "a"]), Frame::bulk("1"));
+        assert_eq!(run(&server, &mut s, &["MULTI"]), Frame::ok());
+        assert_eq!(run(&server, &mut s, &["RENAME", "a", "b"]), Frame::Simple("QUEUED".into()));
+        assert_eq!(run(&server, &mut s, &["DBSIZE"]), Frame::Simple("QUEUED".into()));
+        assert_eq!(run(&server, &mut s, &["EXEC"]), Frame::Array(vec![Frame::ok(), Frame::Integer(1)]));
+        assert_eq!(run(&server, &mut s, &["HELLO", "3"]).clone(), run(&server, &mut s, &["HELLO"]));
+        assert_eq!(s.protocol, 3);
+        assert!(execute(&server, &mut s, vec![]).is_none());
+    }
+}

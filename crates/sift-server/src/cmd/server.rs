@@ -1,0 +1,567 @@
+//! Connection and server commands (spec §10): PING, ECHO, HELLO, AUTH, SELECT, QUIT, CLIENT,
+//! INFO, CONFIG, COMMAND, SAVE/BGSAVE/LASTSAVE, DEBUG RELOAD, SHUTDOWN.
+
+use std::fmt::Write as _;
+
+use bytes::Bytes;
+
+use super::parse::{eq_ignore_case, parse_i64};
+use super::{err, table, After, Ctx};
+use crate::frame::Frame;
+use crate::shared::{ClientInfo, Shared};
+
+/// The Redis version this server reports (INFO, HELLO). RedisBloom's test-suite gates tests on
+/// `>= 7.99.99`, so it must look like Redis 8 (spec §10).
+pub const REDIS_VERSION: &str = "8.0.0";
+
+/// RedisBloom module version reported in HELLO and INFO once the BF commands are registered.
+pub const MODULE_VERSION: i64 = 80000;
+
+fn bulk(s: impl Into<String>) -> Frame {
+    Frame::bulk(s.into())
+}
+
+/// PING [message].
+pub fn ping(_ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    match argv.len() {
+        1 => Frame::Simple("PONG".into()),
+        2 => Frame::Bulk(argv[1].clone()),
+        _ => Frame::error(err::arity("ping")),
+    }
+}
+
+/// ECHO message.
+pub fn echo(_ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    Frame::Bulk(argv[1].clone())
+}
+
+/// Is the RedisBloom module "loaded", i.e. are its commands registered?
+fn module_loaded() -> bool {
+    table::lookup(b"bf.add").is_some() || table::lookup(b"cf.add").is_some()
+}
+
+/// Checks a password for `user` (None = the default user) against `requirepass`.
+fn check_password(server: &Shared, user: Option<&[u8]>, pass: &[u8]) -> bool {
+    let config = server.config.read();
+    let user_ok = user.is_none_or(|u| u == b"default");
+    match &config.requirepass {
+        // The default user without a password accepts any password.
+        None => user_ok,
+        Some(p) => user_ok && constant_time_eq(p.as_bytes(), pass),
+    }
+}
+
+/// Compares without an early exit, so the time taken does not reveal how much of a guessed
+/// password was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// AUTH [username] password.
+pub fn auth(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    let (user, pass) = match argv.len() {
+        2 => (None, &argv[1]),
+        3 => (Some(&argv[1][..]), &argv[2]),
+        _ => return Frame::error(err::SYNTAX),
+    };
+    if user.is_none() && ctx.server.config.read().requirepass.is_none() {
+        return Frame::error(err::AUTH_NOT_CONFIGURED);
+    }
+    if check_password(ctx.server, user, pass) {
+        ctx.session.authenticated = true;
+        Frame::ok()
+    } else {
+        Frame::error(err::WRONGPASS)
+    }
+}
+
+fn valid_client_name(name: &[u8]) -> bool {
+    name.iter().all(|&c| (b'!'..=b'~').contains(&c))
+}
+
+/// HELLO [protover [AUTH username password] [SETNAME clientname]].
+pub fn hello(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    let mut proto = ctx.session.protocol;
+    if argv.len() >= 2 {
+        match parse_i64(&argv[1]) {
+            None => return Frame::error(err::HELLO_NOT_INTEGER),
+            Some(v @ 2..=3) => proto = v as u8,
+            Some(_) => return Frame::error(err::NOPROTO),
+        }
+    }
+    let mut auth: Option<(&Bytes, &Bytes)> = None;
+    let mut setname: Option<&Bytes> = None;
+    let mut i = 2;
+    while i < argv.len() {
+        let more = argv.len() - i - 1;
+        if eq_ignore_case(&argv[i], "auth") && more >= 2 {
+            auth = Some((&argv[i + 1], &argv[i + 2]));
+            i += 3;
+        } else if eq_ignore_case(&argv[i], "setname") && more >= 1 {
+            setname = Some(&argv[i + 1]);
+            i += 2;
+        } else {
+            return Frame::error(format!(
+                "ERR Syntax error in HELLO option '{}'",
+                String::from_utf8_lossy(&argv[i])
+            ));
+        }
+    }
+    if let Some((user, pass)) = auth {
+        if !check_password(ctx.server, Some(user), pass) {
+            return Frame::error(err::WRONGPASS);
+        }
+        ctx.session.authenticated = true;
+    }
+    if !ctx.session.authenticated {
+        return Frame::error(err::NOAUTH_HELLO);
+    }
+    if let Some(name) = setname {
+        if !valid_client_name(name) {
+            return Frame::error(err::CLIENT_NAME);
+        }
+        ctx.session.name = name.clone();
+    }
+    ctx.session.protocol = proto;
+    let name = String::from_utf8_lossy(&ctx.session.name).into_owned();
+    ctx.server.update_client(ctx.session.id, |c| {
+        c.resp = proto;
+        c.name = name;
+    });
+    let modules = if module_loaded() {
+        vec![Frame::Map(vec![
+            (bulk("name"), bulk("bf")),
+            (bulk("ver"), Frame::Integer(MODULE_VERSION)),
+            (bulk("path"), bulk("")),
+            (bulk("args"), Frame::Array(vec![])),
+        ])]
+    } else {
+        vec![]
+    };
+    Frame::Map(vec![
+        (bulk("server"), bulk("redis")),
+        (bulk("version"), bulk(REDIS_VERSION)),
+        (bulk("proto"), Frame::Integer(proto as i64)),
+        (bulk("id"), Frame::Integer(ctx.session.id as i64)),
+        (bulk("mode"), bulk("standalone")),
+        (bulk("role"), bulk("master")),
+        (bulk("modules"), Frame::Array(modules)),
+    ])
+}
+
+/// SELECT index: this server has one database.
+pub fn select(_ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    match parse_i64(&argv[1]) {
+        None => Frame::error(err::NOT_INTEGER),
+        Some(0) => Frame::ok(),
+        Some(_) => Frame::error(err::DB_OUT_OF_RANGE),
+    }
+}
+
+/// QUIT: `+OK`, then the connection closes.
+pub fn quit(ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
+    ctx.session.after = After::Close;
+    Frame::ok()
+}
+
+/// CLIENT SETNAME name (empty clears it).
+pub fn client_setname(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    if !valid_client_name(&argv[2]) {
+        return Frame::error(err::CLIENT_NAME);
+    }
+    ctx.session.name = argv[2].clone();
+    let name = String::from_utf8_lossy(&argv[2]).into_owned();
+    ctx.server.update_client(ctx.session.id, |c| c.name = name);
+    Frame::ok()
+}
+
+/// CLIENT GETNAME.
+pub fn client_getname(ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
+    if ctx.session.name.is_empty() {
+        Frame::Null
+    } else {
+        Frame::Bulk(ctx.session.name.clone())
+    }
+}
+
+/// CLIENT ID.
+pub fn client_id(ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
+    Frame::Integer(ctx.session.id as i64)
+}
+
+fn client_line(id: u64, c: &ClientInfo, cmd: &str) -> String {
+    let addr = c.addr.map(|a| a.to_string()).unwrap_or_default();
+    let laddr = c.laddr.map(|a| a.to_string()).unwrap_or_default();
+    format!(
+        "id={id} addr={addr} laddr={laddr} fd=-1 name={} age={} idle=0 flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 watch=0 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={cmd} user=default redir=-1 resp={} lib-name={} lib-ver={}\n",
+        c.name,
+        c.since.elapsed().as_secs(),
+        c.resp,
+        c.lib_name,
+        c.lib_ver
+    )
+}
+
+/// CLIENT LIST [TYPE normal] [ID id ...].
+pub fn client_list(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    let mut ids: Option<Vec<u64>> = None;
+    let mut i = 2;
+    while i < argv.len() {
+        if eq_ignore_case(&argv[i], "type") && i + 1 < argv.len() {
+            let t = &argv[i + 1];
+            if !["normal", "master", "replica", "pubsub"].iter().any(|n| eq_ignore_case(t, n)) {
+                return Frame::error(format!("ERR Unknown client type '{}'", String::from_utf8_lossy(t)));
+            }
+            i += 2;
+        } else if eq_ignore_case(&argv[i], "id") && i + 1 < argv.len() {
+            let mut list = Vec::new();
+            for a in &argv[i + 1..] {
+                match parse_i64(a) {
+                    Some(v) if v > 0 => list.push(v as u64),
+                    _ => return Frame::error("ERR Invalid client ID"),
+                }
+            }
+            ids = Some(list);
+            i = argv.len();
+        } else {
+            return Frame::error(err::SYNTAX);
+        }
+    }
+    let clients = ctx.server.clients.lock();
+    let mut out = String::new();
+    for (id, c) in clients.iter() {
+        if ids.as_ref().is_none_or(|l| l.contains(id)) {
+            let cmd = if *id == ctx.session.id { "client|list" } else { "NULL" };
+            out.push_str(&client_line(*id, c, cmd));
+        }
+    }
+    Frame::Verbatim(Bytes::from(out))
+}
+
+/// CLIENT INFO.
+pub fn client_info(ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
+    let clients = ctx.server.clients.lock();
+    let line = clients
+        .get(&ctx.session.id)
+        .map(|c| client_line(ctx.session.id, c, "client|info"))
+        .unwrap_or_default();
+    Frame::Verbatim(Bytes::from(line))
+}
+
+/// CLIENT SETINFO LIB-NAME|LIB-VER value (redis-py and redis-rs send it on connect).
+pub fn client_setinfo(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    let (attr, value) = (&argv[2], &argv[3]);
+    let is_name = eq_ignore_case(attr, "lib-name");
+    if !is_name && !eq_ignore_case(attr, "lib-ver") {
+        return Frame::error(format!("ERR Unrecognized option '{}'", String::from_utf8_lossy(attr)));
+    }
+    if !valid_client_name(value) {
+        let which = if is_name { "lib-name" } else { "lib-ver" };
+        return Frame::error(format!("ERR {which} cannot contain spaces, newlines or special characters."));
+    }
+    let value = String::from_utf8_lossy(value).into_owned();
+    ctx.server
+        .update_client(ctx.session.id, |c| if is_name { c.lib_name = value } else { c.lib_ver = value });
+    Frame::ok()
+}
+
+/// CLIENT NO-EVICT / NO-TOUCH on|off: accepted, no effect (there is no eviction here).
+pub fn client_on_off(_ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    if eq_ignore_case(&argv[2], "on") || eq_ignore_case(&argv[2], "off") {
+        Frame::ok()
+    } else {
+        Frame::error(err::SYNTAX)
+    }
+}
+
+const DEFAULT_SECTIONS: &[&str] =
+    &["server", "clients", "memory", "persistence", "stats", "replication", "modules", "keyspace"];
+
+/// INFO [section ...]: `field:value` lines under `# Section` headers, sections separated by
+/// a blank line; a verbatim string in RESP3 (spec §10). It reads the keyspace through the
+/// command's view (EACH_SHARD), never by locking on its own, so it cannot deadlock inside EXEC.
+pub fn info(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    let mut wanted: Vec<String> = Vec::new();
+    for a in &argv[1..] {
+        let s = String::from_utf8_lossy(a).to_ascii_lowercase();
+        match s.as_str() {
+            "default" | "all" | "everything" => wanted.extend(DEFAULT_SECTIONS.iter().map(|s| s.to_string())),
+            _ => wanted.push(s),
+        }
+    }
+    if argv.len() == 1 {
+        wanted.extend(DEFAULT_SECTIONS.iter().map(|s| s.to_string()));
+    }
+    let mut out = String::new();
+    for section in DEFAULT_SECTIONS.iter().filter(|s| wanted.iter().any(|w| w == *s)) {
+        let body = info_section(ctx, section);
+        if !out.is_empty() {
+            out.push_str("\r\n");
+        }
+        out.push_str(&body);
+    }
+    Frame::Verbatim(Bytes::from(out))
+}
+
+fn info_section(ctx: &mut Ctx<'_, '_>, section: &str) -> String {
+    let s = ctx.server;
+    let mut o = String::new();
+    // `write!` to a String cannot fail.
+    macro_rules! line {
+        ($($t:tt)*) => {{ let _ = write!(o, $($t)*); o.push_str("\r\n"); }};
+    }
+    match section {
+        "server" => {
+            line!("# Server");
+            line!("redis_version:{REDIS_VERSION}");
+            line!("redis_git_sha1:00000000");
+            line!("redis_git_dirty:0");
+            line!("redis_mode:standalone");
+            line!("sift_version:{}", env!("CARGO_PKG_VERSION"));
+            line!("os:{} {}", std::env::consts::OS, std::env::consts::ARCH);
+            line!("arch_bits:{}", usize::BITS);
+            line!("process_id:{}", std::process::id());
+            line!("tcp_port:{}", s.port.load(std::sync::atomic::Ordering::Relaxed));
+            line!("server_time_usec:{}", crate::db::now_ms() * 1000);
+            let up = s.started.elapsed().as_secs();
+            line!("uptime_in_seconds:{up}");
+            line!("uptime_in_days:{}", up / 86400);
+        }
+        "clients" => {
+            line!("# Clients");
+            line!("connected_clients:{}", s.clients.lock().len());
+            line!("maxclients:{}", s.config.read().maxclients);
+        }
+        "memory" => {
+            line!("# Memory");
+            let max = s.config.read().maxmemory;
+            line!("maxmemory:{max}");
+            line!("maxmemory_policy:noeviction");
+        }
+        "persistence" => {
+            line!("# Persistence");
+            let p = &s.persistence;
+            let mut total = 0;
+            ctx.keys.for_each_shard(|_, sh| total += sh.dirty());
+            let dirty = total.saturating_sub(s.dirty_at_save.load(std::sync::atomic::Ordering::Relaxed));
+            line!("loading:0");
+            line!("async_loading:0");
+            line!("rdb_changes_since_last_save:{dirty}");
+            line!("rdb_bgsave_in_progress:{}", p.bgsave_in_progress() as u8);
+            line!("rdb_last_save_time:{}", p.last_save_unix());
+            line!("rdb_last_bgsave_status:ok");
+            line!("aof_enabled:{}", p.aof_enabled() as u8);
+            line!("aof_rewrite_in_progress:0");
+            line!("persistence_engine:{}", p.name());
+        }
+        "stats" => {
+            line!("# Stats");
+            let st = &s.stats;
+            line!(
+                "total_connections_received:{}",
+                st.connections_received.load(std::sync::atomic::Ordering::Relaxed)
+            );
+            line!(
+                "rejected_connections:{}",
+                st.rejected_connections.load(std::sync::atomic::Ordering::Relaxed)
+            );
+        }
+        "replication" => {
+            line!("# Replication");
+            line!("role:master");
+            line!("connected_slaves:0");
+        }
+        "modules" => {
+            line!("# Modules");
+            if module_loaded() {
+                line!("module:name=bf,ver={MODULE_VERSION},api=1,filters=0,usedby=[],using=[],options=[]");
+            }
+        }
+        "keyspace" => {
+            line!("# Keyspace");
+            let (mut keys, mut expires) = (0, 0);
+            ctx.keys.for_each_shard(|_, sh| {
+                keys += sh.len();
+                expires += sh.expires_len();
+            });
+            if keys > 0 {
+                line!("db0:keys={keys},expires={expires},avg_ttl=0");
+            }
+        }
+        _ => {}
+    }
+    o
+}
+
+/// CONFIG GET pattern [pattern ...]: a map (flat array in RESP2) of matching parameters.
+pub fn config_get(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    let patterns: Vec<&[u8]> = argv[2..].iter().map(|b| &b[..]).collect();
+    let pairs = ctx.server.config.read().get_matching(&patterns);
+    Frame::Map(pairs.into_iter().map(|(k, v)| (bulk(k), bulk(v))).collect())
+}
+
+/// CONFIG SET name value [name value ...]: all pairs or none.
+pub fn config_set(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    if argv.len() % 2 != 0 {
+        return Frame::error(err::arity("config|set"));
+    }
+    let mut config = ctx.server.config.write();
+    let mut next = config.clone();
+    for pair in argv[2..].chunks(2) {
+        let name = String::from_utf8_lossy(&pair[0]);
+        if let Err(e) = next.set(&name, &pair[1], false) {
+            return Frame::error(e.message());
+        }
+    }
+    *config = next;
+    Frame::ok()
+}
+
+/// CONFIG RESETSTAT.
+pub fn config_resetstat(ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
+    let st = &ctx.server.stats;
+    st.connections_received.store(0, std::sync::atomic::Ordering::Relaxed);
+    st.rejected_connections.store(0, std::sync::atomic::Ordering::Relaxed);
+    Frame::ok()
+}
+
+/// A command or `container|sub` by name, if available.
+fn find_command(name: &[u8]) -> Option<&'static table::CommandSpec> {
+    let text = String::from_utf8_lossy(name).to_ascii_lowercase();
+    match text.split_once('|') {
+        Some((parent, sub)) => table::lookup(parent.as_bytes())?.subcommand(sub.as_bytes()),
+        None => table::lookup(name),
+    }
+}
+
+/// COMMAND [COUNT | INFO name... | DOCS name... | LIST].
+pub fn command(_ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    if argv.len() == 1 {
+        return Frame::Array(table::available().map(|c| c.info_frame()).collect());
+    }
+    let sub = &argv[1];
+    if eq_ignore_case(sub, "count") {
+        if argv.len() != 2 {
+            return Frame::error(err::arity("command|count"));
+        }
+        Frame::Integer(table::available().count() as i64)
+    } else if eq_ignore_case(sub, "info") {
+        if argv.len() == 2 {
+            return Frame::Array(table::available().map(|c| c.info_frame()).collect());
+        }
+        Frame::Array(
+            argv[2..].iter().map(|n| find_command(n).map_or(Frame::Null, |c| c.info_frame())).collect(),
+        )
+    } else if eq_ignore_case(sub, "docs") {
+        let entries: Vec<(Frame, Frame)> = if argv.len() == 2 {
+            table::available().map(|c| (bulk(c.name), c.docs_frame())).collect()
+        } else {
+            argv[2..].iter().filter_map(|n| find_command(n)).map(|c| (bulk(c.name), c.docs_frame())).collect()
+        };
+        Frame::Map(entries)
+    } else if eq_ignore_case(sub, "list") {
+        if argv.len() != 2 {
+            return Frame::error(err::SYNTAX);
+        }
+        Frame::Array(table::available().map(|c| bulk(c.name)).collect())
+    } else {
+        Frame::error(err::unknown_subcommand(sub, "command"))
+    }
+}
+
+fn mark_saved(ctx: &mut Ctx<'_, '_>) {
+    let mut dirty = 0;
+    ctx.keys.for_each_shard(|_, s| dirty += s.dirty());
+    ctx.server.dirty_at_save.store(dirty, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// SAVE: a durable snapshot, under every shard's lock.
+pub fn save(ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
+    match ctx.server.persistence.save(ctx.keys) {
+        Ok(()) => {
+            mark_saved(ctx);
+            Frame::ok()
+        }
+        Err(e) => {
+            tracing::error!("SAVE failed: {e}");
+            Frame::error(format!("ERR {e}"))
+        }
+    }
+}
+
+/// BGSAVE [SCHEDULE].
+pub fn bgsave(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    if argv.len() > 2 || (argv.len() == 2 && !eq_ignore_case(&argv[1], "schedule")) {
+        return Frame::error(err::SYNTAX);
+    }
+    if ctx.server.persistence.bgsave_in_progress() {
+        return Frame::error(err::BGSAVE_IN_PROGRESS);
+    }
+    match ctx.server.persistence.bgsave(ctx.keys) {
+        Ok(()) => {
+            mark_saved(ctx);
+            Frame::Simple("Background saving started".into())
+        }
+        Err(e) => Frame::error(format!("ERR {e}")),
+    }
+}
+
+/// LASTSAVE.
+pub fn lastsave(ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
+    Frame::Integer(ctx.server.persistence.last_save_unix() as i64)
+}
+
+/// DEBUG RELOAD: snapshot, empty, load back (spec §10).
+pub fn debug(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    if eq_ignore_case(&argv[1], "reload") {
+        return match ctx.server.persistence.reload(ctx.keys) {
+            Ok(()) => {
+                mark_saved(ctx);
+                Frame::ok()
+            }
+            Err(e) => {
+                tracing::error!("DEBUG RELOAD failed: {e}");
+                Frame::error("ERR Error trying to load the RDB dump, check server logs.")
+            }
+        };
+    }
+    Frame::error(err::unknown_subcommand(&argv[1], "debug"))
+}
+
+/// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: saves (unless NOSAVE), then stops the server;
+/// the client gets no reply, only the closed connection, as with Redis.
+pub fn shutdown(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    let (mut nosave, mut save, mut force) = (false, false, false);
+    for a in &argv[1..] {
+        if eq_ignore_case(a, "nosave") {
+            nosave = true;
+        } else if eq_ignore_case(a, "save") {
+            save = true;
+        } else if eq_ignore_case(a, "force") {
+            force = true;
+        } else if eq_ignore_case(a, "now") {
+        } else if eq_ignore_case(a, "abort") {
+            return Frame::error("ERR No shutdown in progress.");
+        } else {
+            return Frame::error(err::SYNTAX);
+        }
+    }
+    if nosave && save {
+        return Frame::error(err::SYNTAX);
+    }
+    if !nosave {
+        if let Err(e) = ctx.server.persistence.save(ctx.keys) {
+            tracing::error!("SHUTDOWN: save failed: {e}");
+            if !force {
+                return Frame::error(err::SHUTDOWN_FAILED);
+            }
+        }
+    }
+    tracing::info!("SHUTDOWN requested by client {}", ctx.session.id);
+    ctx.server.request_shutdown();
+    ctx.session.after = After::CloseSilently;
+    Frame::ok()
+}

@@ -1,0 +1,115 @@
+//! The persistence boundary: everything the commands and the server need from durable storage,
+//! as one trait, so the storage engine (append-only log, snapshots, recovery; designed
+//! separately) plugs in without touching command code.
+//!
+//! # Contract
+//!
+//! * [`Persistence::load`] runs once at start-up, before the first client is accepted, with
+//!   every shard locked, and fills the keyspace.
+//! * [`Persistence::record`] is called by the dispatcher after every write command that changed
+//!   the keyspace, **while the command's shard locks are still held**, so two commands on the
+//!   same key are recorded in the order they were applied. The arguments are the command as
+//!   it should be replayed (relative expiries are already rewritten to `PEXPIREAT`). It must not
+//!   block on I/O: buffer the record.
+//! * [`Persistence::commit`] is called by a connection once per batch of pipelined requests that
+//!   contained a recorded write, before the batch's replies are flushed: the place for group
+//!   commit (`appendfsync always` fsyncs here, once for the whole batch).
+//! * [`Persistence::save`] (SAVE, DEBUG RELOAD, SHUTDOWN) gets a view holding every shard: a
+//!   consistent point-in-time snapshot. [`Persistence::bgsave`] gets the same view and may copy
+//!   what it needs and finish in the background.
+//! * `DEBUG RELOAD` is `save`, then clear the keyspace, then `load`, all under the same locks.
+//!
+//! The only implementation here is [`MemoryOnly`], a placeholder that keeps nothing.
+
+use bytes::Bytes;
+
+use crate::db::Locked;
+
+/// A persistence failure.
+#[derive(Debug, thiserror::Error)]
+pub enum PersistError {
+    /// The file system refused.
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// Stored data is unreadable or inconsistent.
+    #[error("{0}")]
+    Corrupt(String),
+}
+
+/// What a durable store must provide; see the module documentation for when each is called.
+pub trait Persistence: Send + Sync + 'static {
+    /// A short name for logs and `INFO` (e.g. "memory-only").
+    fn name(&self) -> &'static str;
+    /// Is an append-only log active (`INFO persistence` `aof_enabled`)?
+    fn aof_enabled(&self) -> bool;
+    /// Fills the keyspace from storage; returns the number of keys loaded.
+    fn load(&self, keys: &mut Locked<'_>) -> Result<usize, PersistError>;
+    /// Appends one applied write command to the log buffer.
+    fn record(&self, argv: &[Bytes]);
+    /// Makes every recorded write durable according to the fsync policy.
+    fn commit(&self) -> Result<(), PersistError>;
+    /// Writes a snapshot of the keyspace durably (`keys` holds every shard).
+    fn save(&self, keys: &mut Locked<'_>) -> Result<(), PersistError>;
+    /// Starts a snapshot that completes in the background.
+    fn bgsave(&self, keys: &mut Locked<'_>) -> Result<(), PersistError>;
+    /// Is a background snapshot running?
+    fn bgsave_in_progress(&self) -> bool;
+    /// Unix time (seconds) of the last successful snapshot (start-up time if none).
+    fn last_save_unix(&self) -> u64;
+    /// `DEBUG RELOAD`: snapshot, empty the keyspace, load the snapshot back (`keys` holds every
+    /// shard, so no client sees the keyspace in between).
+    fn reload(&self, keys: &mut Locked<'_>) -> Result<(), PersistError> {
+        self.save(keys)?;
+        keys.clear();
+        self.load(keys)?;
+        Ok(())
+    }
+}
+
+/// **Not durable.** A placeholder until the real store exists: nothing is written or read.
+/// `SAVE`, `BGSAVE` and `DEBUG RELOAD` succeed without doing anything (so the keyspace after a
+/// "reload" is trivially identical), and the keyspace is lost when the process exits. The
+/// server logs a warning at start-up when it runs with this.
+#[derive(Debug)]
+pub struct MemoryOnly {
+    last_save: std::sync::atomic::AtomicU64,
+}
+
+impl Default for MemoryOnly {
+    fn default() -> Self {
+        MemoryOnly { last_save: std::sync::atomic::AtomicU64::new(crate::db::now_ms() / 1000) }
+    }
+}
+
+impl Persistence for MemoryOnly {
+    fn name(&self) -> &'static str {
+        "memory-only"
+    }
+    fn aof_enabled(&self) -> bool {
+        false
+    }
+    fn load(&self, _keys: &mut Locked<'_>) -> Result<usize, PersistError> {
+        Ok(0)
+    }
+    fn record(&self, _argv: &[Bytes]) {}
+    fn commit(&self) -> Result<(), PersistError> {
+        Ok(())
+    }
+    fn save(&self, _keys: &mut Locked<'_>) -> Result<(), PersistError> {
+        self.last_save.store(crate::db::now_ms() / 1000, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+    fn bgsave(&self, keys: &mut Locked<'_>) -> Result<(), PersistError> {
+        self.save(keys)
+    }
+    fn bgsave_in_progress(&self) -> bool {
+        false
+    }
+    fn last_save_unix(&self) -> u64 {
+        self.last_save.load(std::sync::atomic::Ordering::Relaxed)
+    }
+    /// Nothing was saved, so the keyspace is left as it is (clearing it would lose it).
+    fn reload(&self, _keys: &mut Locked<'_>) -> Result<(), PersistError> {
+        Ok(())
+    }
+}

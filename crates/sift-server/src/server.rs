@@ -1,0 +1,255 @@
+//! The network side: the accept loop, `maxclients`, one task per connection, the periodic
+//! expiry sweep, and graceful shutdown (SHUTDOWN, SIGTERM, ctrl-c).
+//!
+//! A connection task reads what the socket has, runs every complete request already buffered,
+//! commits persistence once if any of them wrote, then flushes all their replies in one write.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+
+use crate::cmd::{self, After, Session};
+use crate::config::Params;
+use crate::connection::{Connection, FLUSH_THRESHOLD};
+use crate::frame::{Frame, Limits};
+use crate::persist::Persistence;
+use crate::shared::{ClientInfo, Shared};
+
+/// How often the expiry sweep runs, and how many expired keys it may remove per shard per run.
+const EXPIRE_PERIOD: Duration = Duration::from_millis(100);
+const EXPIRE_BUDGET: usize = 200;
+/// How long shutdown waits for connections to finish their current batch.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A bound, loaded server, ready to [`run`](Server::run).
+#[derive(Debug)]
+pub struct Server {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    limits: Limits,
+}
+
+impl Server {
+    /// Binds `bind:port` (port 0 picks a free one; see [`Server::local_addr`]) and loads the
+    /// keyspace from `persistence`.
+    pub async fn bind(params: Params, persistence: Box<dyn Persistence>) -> std::io::Result<Server> {
+        let host = params.get("bind").unwrap_or("127.0.0.1").to_string();
+        let port: u16 =
+            params.get("port").unwrap_or("6379").parse().map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "port must be 0..=65535")
+            })?;
+        let listener = TcpListener::bind((host.as_str(), port)).await?;
+        let shared = Arc::new(Shared::new(params, persistence));
+        shared.port.store(listener.local_addr()?.port(), Ordering::Relaxed);
+        let started = Instant::now();
+        let loaded = shared.persistence.load(&mut shared.db.lock_all()).map_err(std::io::Error::other)?;
+        tracing::info!(
+            keys = loaded,
+            engine = shared.persistence.name(),
+            "keyspace loaded in {:?}",
+            started.elapsed()
+        );
+        shared.dirty_at_save.store(shared.db.dirty(), Ordering::Relaxed);
+        Ok(Server { listener, shared, limits: Limits::default() })
+    }
+
+    /// The address actually bound.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// The shared state (for embedding and tests).
+    pub fn shared(&self) -> Arc<Shared> {
+        self.shared.clone()
+    }
+
+    /// Serves until SHUTDOWN or until `stop` completes (a signal), then closes every
+    /// connection after its current batch and, for a signal, saves.
+    pub async fn run(self, stop: impl Future<Output = ()>) -> std::io::Result<()> {
+        let Server { listener, shared, limits } = self;
+        let sweeper = tokio::spawn(expiry_sweeper(shared.clone()));
+        let mut shutdown = shared.shutdown_signal();
+        let mut tasks = JoinSet::new();
+        tokio::pin!(stop);
+        let by_signal = loop {
+            tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, addr)) => accept(&shared, &mut tasks, stream, addr, limits).await,
+                    Err(e) => {
+                        // EMFILE and friends: back off instead of spinning.
+                        tracing::warn!("accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+                _ = shutdown.changed() => break false,
+                _ = &mut stop => break true,
+            }
+        };
+        drop(listener);
+        shared.request_shutdown();
+        tracing::info!("shutting down: closing {} connection(s)", tasks.len());
+        let drained =
+            tokio::time::timeout(DRAIN_TIMEOUT, async { while tasks.join_next().await.is_some() {} }).await;
+        if drained.is_err() {
+            tasks.abort_all();
+        }
+        sweeper.abort();
+        if by_signal {
+            // SHUTDOWN saved before replying; a signal saves here, as redis-server does.
+            shared.persistence.save(&mut shared.db.lock_all()).map_err(std::io::Error::other)?;
+        }
+        tracing::info!("server stopped");
+        Ok(())
+    }
+}
+
+async fn expiry_sweeper(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(EXPIRE_PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let removed = shared.db.active_expire(EXPIRE_BUDGET);
+        if removed > 0 {
+            tracing::trace!(removed, "expired keys swept");
+        }
+    }
+}
+
+async fn accept(
+    shared: &Arc<Shared>,
+    tasks: &mut JoinSet<()>,
+    stream: TcpStream,
+    addr: SocketAddr,
+    limits: Limits,
+) {
+    shared.stats.connections_received.fetch_add(1, Ordering::Relaxed);
+    let mut conn = Connection::new(stream, limits);
+    let maxclients = shared.config.read().maxclients;
+    if shared.clients.lock().len() >= maxclients {
+        shared.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
+        // Answer from a task: a slow client must not stall the accept loop.
+        tasks.spawn(async move {
+            conn.write_frame(&Frame::error(cmd::err::MAX_CLIENTS), 2);
+            let _ = conn.close().await;
+        });
+        return;
+    }
+    let id = shared.next_client_id();
+    let info = ClientInfo {
+        addr: Some(addr),
+        laddr: conn.local_addr(),
+        name: String::new(),
+        lib_name: String::new(),
+        lib_ver: String::new(),
+        resp: 2,
+        since: Instant::now(),
+    };
+    shared.clients.lock().insert(id, info);
+    let shared = shared.clone();
+    tasks.spawn(async move {
+        let _registered = Registered { shared: &shared, id };
+        serve(&shared, conn, id).await;
+    });
+}
+
+/// Removes a client from the registry however its task ends.
+struct Registered<'a> {
+    shared: &'a Shared,
+    id: u64,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.shared.clients.lock().remove(&self.id);
+    }
+}
+
+fn commit(shared: &Shared, session: &mut Session) {
+    if session.needs_commit {
+        session.needs_commit = false;
+        if let Err(e) = shared.persistence.commit() {
+            tracing::error!("persistence commit failed: {e}");
+        }
+    }
+}
+
+/// Serves one client until it leaves, QUITs, breaks the protocol, or the server shuts down.
+async fn serve(shared: &Shared, mut conn: Connection, id: u64) {
+    let mut session = Session::new(id, shared.config.read().requirepass.is_none());
+    let mut shutdown = shared.shutdown_signal();
+    loop {
+        // Run every complete request already buffered, then flush once.
+        loop {
+            let argv = match conn.next_request() {
+                Ok(Some(argv)) => argv,
+                Ok(None) => break,
+                Err(e) => {
+                    commit(shared, &mut session);
+                    tracing::debug!(client = id, "protocol error: {e}");
+                    let _ = conn.fail(&e).await;
+                    linger(&mut conn).await;
+                    return;
+                }
+            };
+            if argv.is_empty() {
+                continue;
+            }
+            if let Some(reply) = cmd::execute(shared, &mut session, argv) {
+                if session.after != After::CloseSilently {
+                    conn.write_frame(&reply, session.protocol);
+                }
+            }
+            if session.after != After::Continue {
+                commit(shared, &mut session);
+                let _ = conn.close().await;
+                return;
+            }
+            if conn.pending_output() > FLUSH_THRESHOLD {
+                commit(shared, &mut session);
+                if conn.flush().await.is_err() {
+                    return;
+                }
+            }
+        }
+        commit(shared, &mut session);
+        if conn.flush().await.is_err() {
+            return;
+        }
+        if *shutdown.borrow_and_update() {
+            let _ = conn.close().await;
+            return;
+        }
+        tokio::select! {
+            more = conn.fill() => match more {
+                Ok(true) => {}
+                // EOF or reset: an incomplete request in the buffer is dropped unexecuted.
+                _ => return,
+            },
+            _ = shutdown.changed() => {
+                let _ = conn.close().await;
+                return;
+            }
+        }
+    }
+}
+
+/// After a protocol error: read and discard what the client is still sending, briefly, so the
+/// kernel does not answer unread data with a reset that could destroy the error reply.
+async fn linger(conn: &mut Connection) {
+    let _ = tokio::time::timeout(Duration::from_millis(200), async {
+        let mut total = 0usize;
+        while total < 1 << 20 {
+            match conn.discard_input().await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => total += n,
+            }
+        }
+    })
+    .await;
+}

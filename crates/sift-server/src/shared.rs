@@ -1,0 +1,116 @@
+//! State shared by every connection: the keyspace, the configuration, the persistence engine,
+//! the client registry and the shutdown signal. Commands reach it through
+//! [`crate::cmd::Ctx::server`].
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
+use std::time::Instant;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::config::Params;
+use crate::db::Db;
+use crate::persist::Persistence;
+
+/// What `CLIENT LIST` shows about a connection. Updated only by rare commands (SETNAME,
+/// SETINFO, HELLO, SELECT), never per command.
+#[derive(Debug, Clone)]
+pub struct ClientInfo {
+    /// Peer address.
+    pub addr: Option<SocketAddr>,
+    /// Local address.
+    pub laddr: Option<SocketAddr>,
+    /// `CLIENT SETNAME`.
+    pub name: String,
+    /// `CLIENT SETINFO LIB-NAME`.
+    pub lib_name: String,
+    /// `CLIENT SETINFO LIB-VER`.
+    pub lib_ver: String,
+    /// RESP version.
+    pub resp: u8,
+    /// Connected since.
+    pub since: Instant,
+}
+
+/// Counters for `INFO stats`.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Connections accepted since start-up.
+    pub connections_received: AtomicU64,
+    /// Connections refused by `maxclients`.
+    pub rejected_connections: AtomicU64,
+}
+
+/// The server-wide state.
+pub struct Shared {
+    /// The keyspace.
+    pub db: Db,
+    /// The configuration (`CONFIG GET/SET`); replaced as a whole on a successful CONFIG SET.
+    pub config: RwLock<Params>,
+    /// The durable store.
+    pub persistence: Box<dyn Persistence>,
+    /// Connected clients by id.
+    pub clients: Mutex<BTreeMap<u64, ClientInfo>>,
+    next_client_id: AtomicU64,
+    /// When the server started.
+    pub started: Instant,
+    /// The TCP port actually bound (`INFO server` `tcp_port`).
+    pub port: AtomicU16,
+    /// Value of [`Db::dirty`] at the last successful save.
+    pub dirty_at_save: AtomicU64,
+    /// Counters.
+    pub stats: Stats,
+    shutdown: tokio::sync::watch::Sender<bool>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").field("persistence", &self.persistence.name()).finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    /// New state around a configuration and a persistence engine.
+    pub fn new(config: Params, persistence: Box<dyn Persistence>) -> Shared {
+        Shared {
+            db: Db::new(),
+            config: RwLock::new(config),
+            persistence,
+            clients: Mutex::new(BTreeMap::new()),
+            next_client_id: AtomicU64::new(1),
+            started: Instant::now(),
+            port: AtomicU16::new(0),
+            dirty_at_save: AtomicU64::new(0),
+            stats: Stats::default(),
+            shutdown: tokio::sync::watch::channel(false).0,
+        }
+    }
+
+    /// A fresh client id (ids are never reused, as Redis's).
+    pub fn next_client_id(&self) -> u64 {
+        self.next_client_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Asks the server to shut down (SHUTDOWN, signals).
+    pub fn request_shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    /// A receiver that changes to `true` when shutdown is requested.
+    pub fn shutdown_signal(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+
+    /// Has shutdown been requested?
+    pub fn is_shutting_down(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+
+    /// Updates the registry entry of client `id`.
+    pub fn update_client(&self, id: u64, f: impl FnOnce(&mut ClientInfo)) {
+        if let Some(c) = self.clients.lock().get_mut(&id) {
+            f(c);
+        }
+    }
+}

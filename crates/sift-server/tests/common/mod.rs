@@ -1,0 +1,155 @@
+//! Helpers for driving the real `sift-server` binary on 127.0.0.1 with an ephemeral port.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A running server process, killed on drop.
+pub struct TestServer {
+    pub child: Child,
+    pub addr: SocketAddr,
+}
+
+impl TestServer {
+    /// Starts the binary with `--port 0` plus `args`, and waits for its "listening on" line.
+    pub fn start(args: &[&str]) -> TestServer {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sift-server"))
+            .args(["--port", "0"])
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn sift-server");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).expect("read address line");
+        let addr =
+            line.trim().rsplit(' ').next().unwrap().parse().unwrap_or_else(|_| panic!("bad line {line:?}"));
+        TestServer { child, addr }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    pub fn raw(&self) -> Raw {
+        Raw::connect(self.addr)
+    }
+
+    pub fn url(&self, resp3: bool) -> String {
+        let proto = if resp3 { "?protocol=resp3" } else { "" };
+        format!("redis://{}/{proto}", self.addr)
+    }
+
+    /// Peak resident memory of the server process, in kB (Linux only).
+    pub fn peak_rss_kb(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A raw TCP client that reads whole RESP replies as bytes, for byte-exact checks.
+pub struct Raw {
+    pub reader: BufReader<TcpStream>,
+    pub stream: TcpStream,
+}
+
+impl Raw {
+    pub fn connect(addr: SocketAddr) -> Raw {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        Raw { reader: BufReader::new(stream.try_clone().unwrap()), stream }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("write");
+    }
+
+    /// Sends a command as a RESP array of bulk strings.
+    pub fn send_cmd(&mut self, args: &[&str]) {
+        self.send(&encode(args));
+    }
+
+    /// Sends a command and returns its reply's bytes.
+    pub fn cmd(&mut self, args: &[&str]) -> Vec<u8> {
+        self.send_cmd(args);
+        self.reply()
+    }
+
+    /// Sends a command and returns its reply as (lossy) text, for readable asserts.
+    pub fn cmd_text(&mut self, args: &[&str]) -> String {
+        String::from_utf8_lossy(&self.cmd(args)).into_owned()
+    }
+
+    fn line(&mut self, out: &mut Vec<u8>) -> Vec<u8> {
+        let mut line = Vec::new();
+        self.reader.read_until(b'\n', &mut line).expect("read line");
+        assert!(line.ends_with(b"\r\n"), "unterminated line {:?}", String::from_utf8_lossy(&line));
+        out.extend_from_slice(&line);
+        line[..line.len() - 2].to_vec()
+    }
+
+    /// Reads exactly one reply, returning its raw bytes.
+    pub fn reply(&mut self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.reply_into(&mut out);
+        out
+    }
+
+    fn reply_into(&mut self, out: &mut Vec<u8>) {
+        let mut first = [0u8; 1];
+        self.reader.read_exact(&mut first).expect("reply expected, got EOF or timeout");
+        out.push(first[0]);
+        let body = self.line(out);
+        let n = || String::from_utf8_lossy(&body).parse::<i64>().expect("length");
+        match first[0] {
+            b'+' | b'-' | b':' | b'_' | b'#' | b',' | b'(' => {}
+            b'$' | b'=' | b'!' => {
+                let len = n();
+                if len >= 0 {
+                    let mut data = vec![0u8; len as usize + 2];
+                    self.reader.read_exact(&mut data).unwrap();
+                    out.extend_from_slice(&data);
+                }
+            }
+            b'*' | b'~' | b'>' => {
+                for _ in 0..n().max(0) {
+                    self.reply_into(out);
+                }
+            }
+            b'%' | b'|' => {
+                for _ in 0..2 * n() {
+                    self.reply_into(out);
+                }
+            }
+            other => panic!("unexpected reply type {:?}", other as char),
+        }
+    }
+
+    /// True when the server has closed the connection (reads EOF).
+    pub fn is_closed(&mut self) -> bool {
+        let mut b = [0u8; 1];
+        matches!(self.reader.read(&mut b), Ok(0) | Err(_))
+    }
+}
+
+pub fn encode(args: &[&str]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
