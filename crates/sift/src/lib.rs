@@ -21,10 +21,18 @@
 //! | family | bits/key at 1% | insert | delete | grows | best for |
 //! |---|---|---|---|---|---|
 //! | [`Bloom`] | 9.6 | yes | no | no | simple, set algebra (union, intersect) |
+//! | [`BinaryFuse8`] | 9.0 (p = 0.39%) | build once | no | no | static sets: smallest fast filter, 3 loads per query |
+//! | [`BinaryFuse16`] | 18.0 (p = 0.0015%) | build once | no | no | static sets at a low FPR |
+//! | [`Xor8`] | 9.84 (p = 0.39%) | build once | no | no | static sets; compatibility (prefer binary fuse) |
+//! | [`Gcs`] | 8.6 (p = 1/128) | build once | no | no | static sets on disk or the wire (BIP-158); slow queries |
+//!
+//! [`recommend`] picks a family and its parameters from what you need (static, deletes, growth,
+//! memory).
 //!
 //! ## Traits
 //! [`Filter`] (queries), [`Insert`], [`Remove`] and [`Persist`] (the file format); bring them in
-//! scope with `use sift::prelude::*;`.
+//! scope with `use sift::prelude::*;`. Static filters are built once from a set through
+//! [`StaticFilter`] (`build`, `build_from_hashes`).
 
 #![deny(missing_docs)]
 #![warn(rust_2018_idioms)]
@@ -35,14 +43,22 @@ pub mod filters;
 pub mod format;
 pub mod hash;
 pub mod math;
+pub mod recommend;
 mod traits;
+mod traits_static;
 
 pub use error::{Error, FormatError, Result};
 pub use filters::bloom::Bloom;
 pub use hash::{Digest, HashKind, Hasher};
 pub use traits::{Filter, Insert, Persist, Remove};
+pub use filters::binary_fuse::{Arity, BinaryFuse, BinaryFuse16, BinaryFuse8};
+pub use filters::gcs::{Gcs, GcsParams};
+pub use filters::xor::Xor8;
+pub use recommend::{recommend, Needs, Recommendation};
+pub use traits_static::StaticFilter;
 
 /// The traits, for `use sift::prelude::*;`.
 pub mod prelude {
     pub use crate::traits::{Filter, Insert, Persist, Remove};
+    pub use crate::traits_static::StaticFilter;
 }

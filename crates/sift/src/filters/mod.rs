@@ -1,3 +1,7 @@
 //! The filter families, one file each.
 
+pub mod binary_fuse;
 pub mod bloom;
+pub mod gcs;
+pub mod peel;
+pub mod xor;
