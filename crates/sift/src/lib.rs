@@ -51,6 +51,8 @@ pub use error::{Error, FormatError, Result};
 pub use filters::bloom::Bloom;
 pub use hash::{Digest, HashKind, Hasher};
 pub use traits::{Filter, Insert, Persist, Remove};
+
+// Static filters (built once from a set) and the family planner.
 pub use filters::binary_fuse::{Arity, BinaryFuse, BinaryFuse16, BinaryFuse8};
 pub use filters::gcs::{Gcs, GcsParams};
 pub use filters::xor::Xor8;

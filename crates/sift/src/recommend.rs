@@ -265,7 +265,8 @@ pub fn recommend(expected_items: usize, fpr: f64, needs: Needs) -> Result<Recomm
                 bits_per_key: 4.0 * m / n,
                 expected_fpr: math::bloom_fpr(m, n, k as f64),
                 speed_class: SpeedClass::Moderate,
-                reason: "deletes at a high FPR: cuckoo fingerprints would be too short to reach a high load; \
+                reason:
+                    "deletes at a high FPR: cuckoo fingerprints would be too short to reach a high load; \
                          4-bit counters never refuse an insert",
             });
         }
@@ -298,7 +299,10 @@ pub fn recommend(expected_items: usize, fpr: f64, needs: Needs) -> Result<Recomm
     if needs.static_set {
         let f = fuse(p, "static set: a binary fuse filter is the smallest fast filter (1.125·f bits/key)");
         if needs.memory_starved {
-            let g = gcs(p, "static set, memory first: a Golomb-coded set is within 0.2 bit/key of the entropy bound");
+            let g = gcs(
+                p,
+                "static set, memory first: a Golomb-coded set is within 0.2 bit/key of the entropy bound",
+            );
             return Ok(match f {
                 Some(f) if f.bits_per_key <= g.bits_per_key => f,
                 _ => g,

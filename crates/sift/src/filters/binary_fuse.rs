@@ -149,7 +149,10 @@ impl<F: Fingerprint> BinaryFuse<F> {
             // it more room, about 6% at a time.
             layout.count += (layout.count / 16).max(1);
         }
-        Err(Error::ConstructionFailed { attempts: peeler.attempts(), reason: "binary fuse peeling did not complete" })
+        Err(Error::ConstructionFailed {
+            attempts: peeler.attempts(),
+            reason: "binary fuse peeling did not complete",
+        })
     }
 
     /// Slots per key (3 or 4).
@@ -477,21 +480,18 @@ mod tests {
         let f = BinaryFuse8::from_hashes_with(&keys(2000, 3), Arity::Three, Hasher::default()).unwrap();
         let bytes = f.to_bytes();
         let cases: [(usize, &[u8]); 8] = [
-            (0, &[5]),                           // arity
-            (0, &[4]),                           // arity 4 changes the slot count
-            (1, &[16]),                          // width
-            (2, &[1, 0]),                        // reserved
-            (4, &3u32.to_le_bytes()),            // segment length not a power of two
-            (4, &(1u32 << 20).to_le_bytes()),    // segment length too large
-            (8, &u32::MAX.to_le_bytes()),        // segment count: slots overflow / mismatch
-            (24, &u64::MAX.to_le_bytes()),       // more items than slots
+            (0, &[5]),                        // arity
+            (0, &[4]),                        // arity 4 changes the slot count
+            (1, &[16]),                       // width
+            (2, &[1, 0]),                     // reserved
+            (4, &3u32.to_le_bytes()),         // segment length not a power of two
+            (4, &(1u32 << 20).to_le_bytes()), // segment length too large
+            (8, &u32::MAX.to_le_bytes()),     // segment count: slots overflow / mismatch
+            (24, &u64::MAX.to_le_bytes()),    // more items than slots
         ];
         for (at, v) in cases {
             let b = patched(&bytes, at, v);
-            assert!(
-                matches!(BinaryFuse8::from_bytes(&b), Err(Error::Format(_))),
-                "patch at {at} accepted"
-            );
+            assert!(matches!(BinaryFuse8::from_bytes(&b), Err(Error::Format(_))), "patch at {at} accepted");
         }
     }
 

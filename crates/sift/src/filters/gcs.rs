@@ -242,7 +242,8 @@ impl Gcs {
         })?;
         let p = params.p_bits;
         let mut w = BitWriter { out: Vec::new(), acc: 0, pending: 0, bits: 0 };
-        let expected_bits = (n as f64 * crate::math::gcs_bits_per_key(params.modulus as f64, p) * 1.01) as usize;
+        let expected_bits =
+            (n as f64 * crate::math::gcs_bits_per_key(params.modulus as f64, p) * 1.01) as usize;
         w.out
             .try_reserve(expected_bits / 8 + 16)
             .map_err(|_| Error::OutOfMemory { bytes: expected_bits / 8 + 16 })?;
@@ -279,7 +280,9 @@ impl Gcs {
             return Err(bad("gcs: stream too short for its element count"));
         }
         let mut stream = Vec::new();
-        stream.try_reserve_exact(coded.len() + 8).map_err(|_| Error::OutOfMemory { bytes: coded.len() + 8 })?;
+        stream
+            .try_reserve_exact(coded.len() + 8)
+            .map_err(|_| Error::OutOfMemory { bytes: coded.len() + 8 })?;
         stream.extend_from_slice(coded);
         stream.extend_from_slice(&[0; 8]);
         let p = params.p_bits;
@@ -295,7 +298,10 @@ impl Gcs {
             if r.pos > bit_len {
                 return Err(bad("gcs: stream ends inside an element"));
             }
-            let v = last.checked_add(delta).filter(|&v| v < range).ok_or_else(|| bad("gcs: value out of range"))?;
+            let v = last
+                .checked_add(delta)
+                .filter(|&v| v < range)
+                .ok_or_else(|| bad("gcs: value out of range"))?;
             distinct += (i == 0 || delta != 0) as u64;
             if i % s == 0 {
                 index.push(Sample { value: v, next_bit: r.pos });
@@ -370,13 +376,23 @@ impl Gcs {
     /// Reads a BIP-158 basic filter (`N` as CompactSize, then the stream) keyed by `(k0, k1)`.
     pub fn from_bip158_bytes(bytes: &[u8], k0: u64, k1: u64) -> Result<Self> {
         let trunc = |needed: usize| -> Error {
-            FormatError::Truncated { what: "BIP-158 CompactSize", needed: needed as u64, available: bytes.len() as u64 }
-                .into()
+            FormatError::Truncated {
+                what: "BIP-158 CompactSize",
+                needed: needed as u64,
+                available: bytes.len() as u64,
+            }
+            .into()
         };
         let first = *bytes.first().ok_or_else(|| trunc(1))?;
         let (n, at) = match first {
-            0xfd => (u16::from_le_bytes(bytes.get(1..3).ok_or_else(|| trunc(3))?.try_into().expect("2")) as u64, 3),
-            0xfe => (u32::from_le_bytes(bytes.get(1..5).ok_or_else(|| trunc(5))?.try_into().expect("4")) as u64, 5),
+            0xfd => (
+                u16::from_le_bytes(bytes.get(1..3).ok_or_else(|| trunc(3))?.try_into().expect("2")) as u64,
+                3,
+            ),
+            0xfe => (
+                u32::from_le_bytes(bytes.get(1..5).ok_or_else(|| trunc(5))?.try_into().expect("4")) as u64,
+                5,
+            ),
             0xff => (u64::from_le_bytes(bytes.get(1..9).ok_or_else(|| trunc(9))?.try_into().expect("8")), 9),
             small => (small as u64, 1),
         };
@@ -684,15 +700,15 @@ mod tests {
         let f = Gcs::from_hashes_with_params(&hashes, GcsParams::for_fpr(0.001).unwrap()).unwrap();
         let bytes = f.to_bytes();
         let cases: [(usize, &[u8]); 9] = [
-            (0, &[57]),                       // P
-            (0, &[3]),                        // P: the stream decodes to other values
-            (1, &[1]),                        // reserved
-            (4, &0u32.to_le_bytes()),         // S
-            (8, &1u64.to_le_bytes()),         // M
-            (16, &u64::MAX.to_le_bytes()),    // N: overflow, and more than the stream holds
-            (16, &2001u64.to_le_bytes()),     // N: one more than coded
-            (24, &7u64.to_le_bytes()),        // k1 without SipHash
-            (32, &1u64.to_le_bytes()),        // bit count
+            (0, &[57]),                    // P
+            (0, &[3]),                     // P: the stream decodes to other values
+            (1, &[1]),                     // reserved
+            (4, &0u32.to_le_bytes()),      // S
+            (8, &1u64.to_le_bytes()),      // M
+            (16, &u64::MAX.to_le_bytes()), // N: overflow, and more than the stream holds
+            (16, &2001u64.to_le_bytes()),  // N: one more than coded
+            (24, &7u64.to_le_bytes()),     // k1 without SipHash
+            (32, &1u64.to_le_bytes()),     // bit count
         ];
         for (at, v) in cases {
             let b = patched(&bytes, at, v);

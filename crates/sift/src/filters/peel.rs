@@ -213,9 +213,8 @@ pub(crate) struct Peeled {
 fn alloc<T: Copy + Default>(v: &mut Vec<T>, len: usize) -> Result<()> {
     v.clear();
     if v.capacity() < len {
-        v.try_reserve_exact(len - v.len()).map_err(|_| Error::OutOfMemory {
-            bytes: len.saturating_mul(core::mem::size_of::<T>()),
-        })?;
+        v.try_reserve_exact(len - v.len())
+            .map_err(|_| Error::OutOfMemory { bytes: len.saturating_mul(core::mem::size_of::<T>()) })?;
     }
     v.resize(len, T::default());
     Ok(())

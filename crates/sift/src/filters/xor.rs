@@ -78,7 +78,10 @@ impl Xor8 {
             }
             block += block / 16 + 1;
         }
-        Err(Error::ConstructionFailed { attempts: peeler.attempts(), reason: "xor filter peeling did not complete" })
+        Err(Error::ConstructionFailed {
+            attempts: peeler.attempts(),
+            reason: "xor filter peeling did not complete",
+        })
     }
 
     /// The seed mixed into the item hashes (stored in the file).
