@@ -196,9 +196,22 @@ impl BitReader<'_> {
         w << (self.pos & 7)
     }
 
-    /// Decodes one gap.
+    /// Decodes one gap. The common case (quotient and remainder within one 57-bit window) reads
+    /// the stream once.
     #[inline(always)]
     fn rice(&mut self, p: u32) -> u64 {
+        let w = self.window();
+        let ones = w.leading_ones();
+        if ones + 1 + p <= 57 {
+            self.pos += (ones + 1 + p) as u64;
+            let r = if p == 0 { 0 } else { (w << (ones + 1)) >> (64 - p) };
+            return ((ones as u64) << p) | r;
+        }
+        self.rice_slow(p)
+    }
+
+    #[cold]
+    fn rice_slow(&mut self, p: u32) -> u64 {
         let mut q = 0u64;
         loop {
             let ones = self.window().leading_ones();

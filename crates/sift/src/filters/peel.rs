@@ -182,10 +182,11 @@ impl<const A: usize> Layout<A> for FuseLayout {
         FuseLayout::positions::<A>(self.len, self.count as u64 * self.len as u64, x)
     }
     fn bucket_bits(&self) -> u32 {
-        // About 16 keys per bucket: fine enough to sweep the array in order, while the
-        // bucket counters stay a small fraction of the scratch memory.
-        let keys = (self.count as u64 * self.len as u64).max(1);
-        (63 - keys.leading_zeros()).saturating_sub(4).min(22)
+        // One bucket per segment or so (as the reference implementation): keys of a bucket have
+        // their first slot in one segment, so the counting pass moves through the array front to
+        // back, while the scatter into buckets writes to few enough places to stay in cache.
+        let segments = (self.count as u64).max(2);
+        (64 - (segments - 1).leading_zeros()).min(20)
     }
 }
 
@@ -364,8 +365,14 @@ impl<'a> Peeler<'a> {
             keys[stacked] = x;
             found[stacked] = idx;
             stacked += 1;
+            // The key's own slot is now empty; only its other slots need updating.
+            counts[s] = 0;
+            xors[s] = 0;
             let p = layout.positions(x);
             for (j, &t) in p.iter().enumerate() {
+                if j as u8 == idx {
+                    continue;
+                }
                 counts[t] = (counts[t] ^ j as u8).wrapping_sub(4);
                 xors[t] ^= x;
                 if counts[t] >> 2 == 1 {
