@@ -13,8 +13,8 @@
 //! `idx` is the xor of the positions (0..A) at which the slot's keys use it.
 //!
 //! * **Cache-friendly order** (binary fuse, Graf & Lemire 2022 §5): a layout may ask for the keys
-//!   to be grouped by their top bits before counting; a counting sort (no comparison sort) puts
-//!   them in order of their first slot, so the counting pass sweeps the array front to back.
+//!   to be grouped by their top bits before counting; a counting sort (no comparison sort) groups
+//!   them by the segment of their first slot, so the counting pass sweeps the array front to back.
 //! * **Duplicate keys**: two equal keys use the same `A` slots and cancel in the xors, so peeling
 //!   would stall. When adding a key leaves a slot with count 2 and xor 0, the two keys there are
 //!   equal: the second is taken out again and counted as a duplicate (Graf & Lemire's reference
@@ -25,7 +25,9 @@
 //!   at the cost of one sort that only adversarial input pays.
 //! * **Scratch memory**: keys `8·n`, stack positions `n`, slot xors `8·s`, counts `s`, queue `4·s`
 //!   bytes (`s` slots), plus `8·n` for the deduplicated copy if it is ever needed: about
-//!   23.7 bytes per key for a binary fuse filter (s ≈ 1.13·n), 26.3 for an xor filter (s ≈ 1.23·n).
+//!   23.7 bytes per key for a binary fuse filter (s ≈ 1.13·n), 26.3 for an xor filter (s ≈ 1.23·n),
+//!   and 4 bytes per segment of bucket counters. Building from items (not hashes) adds the `8·n`
+//!   bytes of the hashes.
 
 use crate::error::{Error, Result};
 use crate::hash::fastrange;
