@@ -60,6 +60,19 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// A static filter (xor, binary fuse) could not be built: peeling failed for every seed
+    /// tried. With distinct keys this happens with negligible probability; it means the input
+    /// hashes are not well distributed (e.g. a caller-supplied hash that is constant).
+    #[error(
+        "construction failed after {attempts} seeds: {reason}; check that the item hashes are well distributed"
+    )]
+    ConstructionFailed {
+        /// Number of seeds tried.
+        attempts: u32,
+        /// What went wrong.
+        reason: &'static str,
+    },
+
     /// Bytes could not be decoded as a filter.
     #[error(transparent)]
     Format(#[from] FormatError),

@@ -29,6 +29,11 @@ pub enum HashKind {
     /// Austin Appleby's MurmurHash64A, as RedisBloom chains it: `h1 = M(item, 0xc6a4a7935bd1e995)`
     /// (the seed field is ignored), `h2 = M(item, h1)`.
     Murmur64A = 4,
+    /// SipHash-2-4 (Aumasson & Bernstein 2012) with a 128-bit key `(k0, k1)`, as BIP-158 block
+    /// filters hash their items. The header seed holds `k0`; `k1` does not fit the header, so the
+    /// one family that writes this id ([`crate::Gcs`]) stores it in its parameter block. Built with
+    /// [`Hasher::sip24`]; a file of another kind with this id decodes with `k1 = 0`.
+    SipHash24 = 5,
 }
 
 impl HashKind {
@@ -44,6 +49,7 @@ impl HashKind {
             2 => HashKind::Xxh3_128,
             3 => HashKind::Xxh64,
             4 => HashKind::Murmur64A,
+            5 => HashKind::SipHash24,
             other => return Err(FormatError::UnknownHash(other)),
         })
     }
@@ -55,6 +61,7 @@ impl HashKind {
             HashKind::Xxh3_128 => "xxh3-128",
             HashKind::Xxh64 => "xxh64",
             HashKind::Murmur64A => "murmur64a",
+            HashKind::SipHash24 => "siphash24",
         }
     }
 
@@ -82,6 +89,8 @@ pub const REDISBLOOM_SEED: u64 = 0xc6a4_a793_5bd1_e995;
 pub struct Hasher {
     kind: HashKind,
     seed: u64,
+    /// High half `k1` of a 128-bit SipHash key (0 for every other kind).
+    key_hi: u64,
 }
 
 impl Default for Hasher {
@@ -93,7 +102,18 @@ impl Default for Hasher {
 impl Hasher {
     /// A hasher of the given kind and seed.
     pub const fn new(kind: HashKind, seed: u64) -> Self {
-        Hasher { kind, seed }
+        Hasher { kind, seed, key_hi: 0 }
+    }
+
+    /// SipHash-2-4 keyed with the 128-bit key `(k0, k1)` (BIP-158's item hash). The header seed
+    /// is `k0`; [`Hasher::key_hi`] returns `k1`.
+    pub const fn sip24(k0: u64, k1: u64) -> Self {
+        Hasher { kind: HashKind::SipHash24, seed: k0, key_hi: k1 }
+    }
+
+    /// The high half `k1` of a SipHash key (0 for the other kinds).
+    pub const fn key_hi(&self) -> u64 {
+        self.key_hi
     }
 
     /// The hash function.
@@ -126,6 +146,7 @@ impl Hasher {
                 let a = murmur64a(bytes, REDISBLOOM_SEED);
                 Digest { h1: a, h2: murmur64a(bytes, a) }
             }
+            HashKind::SipHash24 => Digest::from_u64(sip24(self.seed, self.key_hi, bytes)),
         }
     }
 }
@@ -184,6 +205,60 @@ pub fn murmur64a(key: &[u8], seed: u64) -> u64 {
     h = h.wrapping_mul(M);
     h ^= h >> R;
     h
+}
+
+/// SipHash-2-4 of `data` under the 128-bit key `(k0, k1)` (`k0` = key bytes 0..8 read
+/// little-endian, `k1` = bytes 8..16).
+///
+/// Aumasson & Bernstein, "SipHash: a fast short-input PRF", INDOCRYPT 2012: four 64-bit state words
+/// initialised from the key and the constants `"somepseudorandomlygeneratedbytes"`, two SipRounds
+/// per 8-byte little-endian message word, the final word carrying the message length in its top
+/// byte, four SipRounds of finalisation. BIP-158 hashes block-filter items with it.
+pub fn sip24(k0: u64, k1: u64, data: &[u8]) -> u64 {
+    #[inline(always)]
+    fn round(v: &mut [u64; 4]) {
+        v[0] = v[0].wrapping_add(v[1]);
+        v[1] = v[1].rotate_left(13);
+        v[1] ^= v[0];
+        v[0] = v[0].rotate_left(32);
+        v[2] = v[2].wrapping_add(v[3]);
+        v[3] = v[3].rotate_left(16);
+        v[3] ^= v[2];
+        v[0] = v[0].wrapping_add(v[3]);
+        v[3] = v[3].rotate_left(21);
+        v[3] ^= v[0];
+        v[2] = v[2].wrapping_add(v[1]);
+        v[1] = v[1].rotate_left(17);
+        v[1] ^= v[2];
+        v[2] = v[2].rotate_left(32);
+    }
+    let mut v = [
+        k0 ^ 0x736f_6d65_7073_6575,
+        k1 ^ 0x646f_7261_6e64_6f6d,
+        k0 ^ 0x6c79_6765_6e65_7261,
+        k1 ^ 0x7465_6462_7974_6573,
+    ];
+    let mut words = data.chunks_exact(8);
+    for w in &mut words {
+        let m = u64::from_le_bytes(w.try_into().expect("chunks_exact(8) yields 8 bytes"));
+        v[3] ^= m;
+        round(&mut v);
+        round(&mut v);
+        v[0] ^= m;
+    }
+    let mut last = (data.len() as u64) << 56;
+    for (j, &b) in words.remainder().iter().enumerate() {
+        last |= (b as u64) << (8 * j);
+    }
+    v[3] ^= last;
+    round(&mut v);
+    round(&mut v);
+    v[0] ^= last;
+    v[2] ^= 0xff;
+    for _ in 0..4 {
+        round(&mut v);
+    }
+    v[0] ^ v[1] ^ v[2] ^ v[3]
 }
 
 /// Austin Appleby's 32-bit MurmurHash2, used only by legacy RedisBloom filters (spec §4.2).
@@ -260,6 +335,29 @@ mod tests {
             checked += 1;
         }
         assert_eq!(checked, 28, "fixture file should hold 28 vectors");
+    }
+
+    #[test]
+    fn sip24_reference_vectors() {
+        // Aumasson & Bernstein's reference vectors (the paper's appendix and `vectors.h` of the
+        // reference implementation): key = bytes 00..0f, message i = bytes 00..i-1; the outputs
+        // are the 8 little-endian bytes of the u64.
+        let (k0, k1) = (0x0706_0504_0302_0100, 0x0f0e_0d0c_0b0a_0908);
+        let msg: Vec<u8> = (0u8..64).collect();
+        let expect: [(usize, [u8; 8]); 5] = [
+            (0, [0x31, 0x0e, 0x0e, 0xdd, 0x47, 0xdb, 0x6f, 0x72]),
+            (1, [0xfd, 0x67, 0xdc, 0x93, 0xc5, 0x39, 0xf8, 0x74]),
+            (7, [0x37, 0xd1, 0x01, 0x8b, 0xf5, 0x00, 0x02, 0xab]),
+            (8, [0x62, 0x24, 0x93, 0x9a, 0x79, 0xf5, 0xf5, 0x93]),
+            (15, [0xe5, 0x45, 0xbe, 0x49, 0x61, 0xca, 0x29, 0xa1]),
+        ];
+        for (len, bytes) in expect {
+            assert_eq!(sip24(k0, k1, &msg[..len]), u64::from_le_bytes(bytes), "length {len}");
+        }
+        let h = Hasher::sip24(k0, k1);
+        assert_eq!(h.hash64(&msg[..15]), 0xa129_ca61_49be_45e5);
+        assert_eq!((h.seed(), h.key_hi()), (k0, k1));
+        assert_eq!(HashKind::from_id(5).unwrap(), HashKind::SipHash24);
     }
 
     #[test]

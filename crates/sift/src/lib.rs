@@ -29,13 +29,22 @@
 //! | [`AtomicBloom`] | 9.9 | yes, from many threads | no | no | concurrent inserts without locks (same bits and file as `BlockedBloom`) |
 //! | [`ScalableBloom`] | 11.6 (23.4 at 10×, 26.8 at 100× growth) | yes | no | yes | unknown set size, FPR bound kept while growing |
 //!
+//! | [`BinaryFuse8`] | 9.0 (p = 0.39%) | build once | no | no | static sets: smallest fast filter, 3 loads per query |
+//! | [`BinaryFuse16`] | 18.0 (p = 0.0015%) | build once | no | no | static sets at a low FPR |
+//! | [`Xor8`] | 9.84 (p = 0.39%) | build once | no | no | static sets; compatibility (prefer binary fuse) |
+//! | [`Gcs`] | 8.6 (p = 1/128) | build once | no | no | static sets on disk or the wire (BIP-158); slow queries |
+//!
+//! [`recommend`] picks a family and its parameters from what you need (static, deletes, growth,
+//! memory).
+//!
 //! ## Other systems' formats
 //! [`compat::redisbloom`] reproduces RedisBloom's scalable Bloom chain and cuckoo filter bit for
 //! bit (hashing, counters, `SCANDUMP` / `LOADCHUNK` chunks), for a server speaking `BF.*` / `CF.*`.
 //!
 //! ## Traits
 //! [`Filter`] (queries), [`Insert`], [`Remove`] and [`Persist`] (the file format); bring them in
-//! scope with `use sift::prelude::*;`.
+//! scope with `use sift::prelude::*;`. Static filters are built once from a set through
+//! [`StaticFilter`] (`build`, `build_from_hashes`).
 
 #![deny(missing_docs)]
 #![warn(rust_2018_idioms)]
@@ -48,8 +57,10 @@ pub mod format;
 pub mod hash;
 pub mod math;
 pub mod plan;
+pub mod recommend;
 mod simd;
 mod traits;
+mod traits_static;
 
 pub use error::{Error, FormatError, Result};
 pub use filters::atomic_bloom::AtomicBloom;
@@ -63,7 +74,15 @@ pub use filters::split_block::SplitBlockBloom;
 pub use hash::{Digest, HashKind, Hasher};
 pub use traits::{Filter, Insert, Persist, Remove};
 
+// Static filters (built once from a set) and the family planner.
+pub use filters::binary_fuse::{Arity, BinaryFuse, BinaryFuse16, BinaryFuse8};
+pub use filters::gcs::{Gcs, GcsParams};
+pub use filters::xor::Xor8;
+pub use recommend::{recommend, Needs, Recommendation};
+pub use traits_static::StaticFilter;
+
 /// The traits, for `use sift::prelude::*;`.
 pub mod prelude {
     pub use crate::traits::{Filter, Insert, Persist, Remove};
+    pub use crate::traits_static::StaticFilter;
 }

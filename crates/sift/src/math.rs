@@ -156,7 +156,7 @@ pub fn blocked_plan(n: f64, p: f64, block_bits: f64, max_k: u32) -> (u64, u32) {
         let mut hi = (classic / block_bits).ceil().max(1.0);
         let mut tries = 0;
         while blocked_fpr(hi * block_bits, n, k as f64, block_bits) > p && tries < 12 {
-            hi *= 1.5;
+            hi = (hi * 1.5).ceil(); // whole blocks: a fractional `hi` stalls the bisection below
             tries += 1;
         }
         if blocked_fpr(hi * block_bits, n, k as f64, block_bits) > p {
@@ -495,6 +495,105 @@ fn blocked_words_compute_terms(k: u32) -> Vec<(f64, f64)> {
     merged
 }
 
+/// Segment length of a binary fuse filter of `n` keys with `arity` (3 or 4) slots per key: a power
+/// of two, `2^⌊ln n / ln 3.33 + 2.25⌋` for arity 3 and `2^⌊ln n / ln 2.91 - 0.5⌋` for arity 4,
+/// clamped to `4..=2^18`.
+///
+/// Graf & Lemire, "Binary fuse filters: fast and smaller than xor filters", JEA 27, 2022, §4 (the
+/// empirical fit of their reference implementation): short segments make peeling succeed at a
+/// lower size factor for small sets, long ones keep the per-key overhead down for large sets.
+pub fn fuse_segment_length(arity: u32, n: f64) -> u32 {
+    let n = n.max(2.0);
+    let e = if arity == 4 { n.ln() / 2.91f64.ln() - 0.5 } else { n.ln() / 3.33f64.ln() + 2.25 };
+    let e = e.floor().clamp(2.0, 18.0);
+    1u32 << (e as u32)
+}
+
+/// Slots per key a binary fuse filter allocates so that peeling succeeds with high probability:
+/// `max(1.125, 0.875 + 0.25·ln 10^6 / ln n)` for arity 3, `max(1.075, 0.77 + 0.305·ln 600000 /
+/// ln n)` for arity 4 (Graf & Lemire 2022, §4; the extra room for small `n` is their empirical
+/// fit). Times the fingerprint bits this is the bits per key, e.g. 9.0 for 8-bit 3-wise at 1M.
+pub fn fuse_size_factor(arity: u32, n: f64) -> f64 {
+    let n = n.max(2.0);
+    if arity == 4 {
+        (0.77 + 0.305 * 600_000f64.ln() / n.ln()).max(1.075)
+    } else {
+        (0.875 + 0.25 * 1_000_000f64.ln() / n.ln()).max(1.125)
+    }
+}
+
+/// Asymptotic bits per key of a binary fuse filter with `fingerprint_bits`-bit fingerprints:
+/// `1.125·f` (3-wise) or `1.075·f` (4-wise) (Graf & Lemire 2022, Table 3); its FPR is `2^-f`.
+pub fn fuse_bits_per_key(arity: u32, fingerprint_bits: u32) -> f64 {
+    let factor = if arity == 4 { 1.075 } else { 1.125 };
+    factor * fingerprint_bits as f64
+}
+
+/// Bits per key of an xor filter: `1.23·f + 32/n` (Graf & Lemire, "Xor filters: faster and smaller
+/// than Bloom and cuckoo filters", JEA 25, 2020, §3: the array has `⌊1.23·n⌋ + 32` slots).
+pub fn xor_bits_per_key(n: f64, fingerprint_bits: u32) -> f64 {
+    (1.23 + 32.0 / n.max(1.0)) * fingerprint_bits as f64
+}
+
+/// Bits per key of a cuckoo filter at FPR `p` with buckets of 4 and load 95%:
+/// `(log2(1/p) + 3) / 0.95` (Fan, Andersen, Kaminsky & Mitzenmacher, "Cuckoo filter: practically
+/// better than Bloom", CoNEXT 2014, §5.1: `f ≥ log2(2b/p) = log2(1/p) + 3` fingerprint bits for
+/// `b = 4`, divided by the load factor α = 0.955).
+pub fn cuckoo_bits_per_key(p: f64) -> f64 {
+    (-p.log2() + 3.0) / 0.95
+}
+
+/// Fingerprint bits a cuckoo filter with buckets of 4 needs for FPR `p`: `⌈log2(1/p) + 3⌉`.
+pub fn cuckoo_fingerprint_bits(p: f64) -> u32 {
+    (-p.log2() + 3.0).ceil().clamp(1.0, 64.0) as u32
+}
+
+/// Expected bits per element of a Golomb–Rice coded set with modulus `m` (FPR `1/m`) and `p_bits`
+/// remainder bits: `P + 1 + 1/(e^(2^P/m) - 1)`.
+///
+/// Gaps between sorted values uniform on `0..n·m` are close to exponential with mean `m`
+/// (Golomb, "Run-length encodings", IEEE Trans. IT 1966; Putze, Sanders & Singler 2009 §2 for
+/// GCS). A gap costs `P` remainder bits, one stop bit and `⌊gap / 2^P⌋` unary bits, whose mean is
+/// `Σ_{k≥1} e^(-k·2^P/m) = 1/(e^(2^P/m) - 1)`. For `m = 2^P` this is `P + 1.582`; with
+/// `2^P ≈ m·ln 2` (BIP-158: `P = 19, m = 784931`) it is `log2 m + 1.47`, close to the entropy bound
+/// `log2(e·m)`.
+pub fn gcs_bits_per_key(modulus: f64, p_bits: u32) -> f64 {
+    let r = 2f64.powi(p_bits as i32) / modulus;
+    p_bits as f64 + 1.0 + 1.0 / (r.exp() - 1.0)
+}
+
+/// Layers a scalable Bloom filter needs to hold `n` items when its first layer holds
+/// `initial` and each next one `growth` times more: the least `L` with
+/// `initial·(growth^L - 1)/(growth - 1) ≥ n` (Almeida et al. 2007, §4).
+pub fn scalable_layers(n: f64, initial: f64, growth: f64) -> u32 {
+    let mut held = 0.0;
+    let mut layer = initial.max(1.0);
+    let mut layers = 0;
+    while held < n && layers < 64 {
+        held += layer;
+        layer *= growth.max(1.0 + 1e-9);
+        layers += 1;
+    }
+    layers.max(1)
+}
+
+/// Bits per key of a scalable Bloom filter holding `n` items: layers of classic Bloom filters,
+/// layer `i` sized for `initial·growth^i` items at FPR `p0·r^i` with `p0 = p·(1 - r)`, so the
+/// compound FPR stays below `p` ([`scalable_first_layer_fpr`]); the total bits over the items held.
+pub fn scalable_bits_per_key(n: f64, p: f64, initial: f64, growth: f64, tightening: f64) -> f64 {
+    let layers = scalable_layers(n, initial, growth);
+    let p0 = scalable_first_layer_fpr(p, tightening);
+    let mut bits = 0.0;
+    let mut cap = initial.max(1.0);
+    let mut pi = p0;
+    for _ in 0..layers {
+        bits += bloom_optimal_bits(cap, pi);
+        cap *= growth;
+        pi *= tightening;
+    }
+    bits / n.max(1.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -597,5 +696,43 @@ mod tests {
             assert!(split_block_fpr(b as f64, n) <= p);
             assert!(b == 1 || split_block_fpr(b as f64 - 1.0, n) > p);
         }
+    }
+
+    #[test]
+    fn fuse_sizes_match_the_paper() {
+        assert_eq!(fuse_segment_length(3, 1e6), 8192);
+        assert_eq!(fuse_segment_length(4, 1e6), 4096);
+        assert_eq!(fuse_segment_length(3, 1e9), 1 << 18);
+        assert!((fuse_size_factor(3, 1e6) - 1.125).abs() < 1e-12);
+        assert!((fuse_size_factor(4, 1e7) - 1.075).abs() < 1e-12);
+        assert!((fuse_size_factor(3, 1000.0) - 1.375).abs() < 1e-9);
+        assert!((fuse_bits_per_key(3, 8) - 9.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn golomb_rice_cost() {
+        // m = 2^P: P + 1/(1 - 1/e) = P + 1.582.
+        assert!((gcs_bits_per_key(1024.0, 10) - 11.582).abs() < 1e-3);
+        // BIP-158's parameters: about 21.05 bits per element, 1.47 over log2(m).
+        let b = gcs_bits_per_key(784_931.0, 19);
+        assert!((b - 784_931f64.log2() - 1.47).abs() < 0.01, "{b}");
+    }
+
+    #[test]
+    fn cuckoo_and_scalable() {
+        assert!((cuckoo_bits_per_key(0.01) - 10.1515).abs() < 1e-3);
+        assert_eq!(cuckoo_fingerprint_bits(0.01), 10);
+        assert_eq!(scalable_layers(1000.0, 1000.0, 2.0), 1);
+        assert_eq!(scalable_layers(3001.0, 1000.0, 2.0), 3);
+        let b = scalable_bits_per_key(1e6, 0.01, 1e6, 2.0, 0.5);
+        assert!((b - bloom_bits_per_key(0.005)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn blocked_plan_terminates_when_the_first_guess_is_too_small() {
+        // The first guess (the classic size) misses p = 0.3 at k = 1, so the upper bound grows by
+        // 1.5x; it used to become fractional and the bisection never ended.
+        let (blocks, k) = blocked_plan(1e4, 0.3, 512.0, 16);
+        assert!(blocked_fpr(blocks as f64 * 512.0, 1e4, k as f64, 512.0) <= 0.3);
     }
 }
