@@ -28,6 +28,7 @@
 //! (`Bloom(BloomChain)`, `Cuckoo(CuckooFilter)`); every `match` on it below then fails to compile
 //! until the new variant's type name, memory usage and COPY behaviour are given.
 
+use sift::compat::redisbloom::{BloomChain, CuckooFilter};
 use std::collections::{BTreeSet, HashMap};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -47,8 +48,10 @@ pub fn now_ms() -> u64 {
 pub enum Value {
     /// A Redis string (SET/GET), kept mainly so tests can create keys of another type.
     String(Bytes),
-    // Bloom(sift::compat::redisbloom::BloomChain),   -> type "MBbloom--"
-    // Cuckoo(sift::compat::redisbloom::CuckooFilter), -> type "MBbloomCF"
+    /// A RedisBloom scalable Bloom filter (`BF.*`).
+    Bloom(Box<BloomChain>),
+    /// A RedisBloom cuckoo filter (`CF.*`).
+    Cuckoo(Box<CuckooFilter>),
 }
 
 impl Value {
@@ -56,6 +59,8 @@ impl Value {
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::String(_) => "string",
+            Value::Bloom(_) => "MBbloom--",
+            Value::Cuckoo(_) => "MBbloomCF",
         }
     }
 
@@ -64,6 +69,8 @@ impl Value {
     pub fn payload_size(&self) -> usize {
         match self {
             Value::String(b) => b.len(),
+            Value::Bloom(f) => f.info().size as usize,
+            Value::Cuckoo(f) => f.info().size as usize,
         }
     }
 
@@ -72,6 +79,7 @@ impl Value {
     pub fn copy_value(&self) -> Option<Value> {
         match self {
             Value::String(b) => Some(Value::String(b.clone())),
+            Value::Bloom(_) | Value::Cuckoo(_) => None,
         }
     }
 }
