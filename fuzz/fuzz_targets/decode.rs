@@ -48,14 +48,14 @@ fn decode_all(data: &[u8]) {
 
     // Every family with a file format: one line each.
     try_decode::<sift::Bloom>(data);
-    // try_decode::<sift::BlockedBloom>(data);
-    // try_decode::<sift::SplitBlockBloom>(data);
-    // try_decode::<sift::CountingBloom>(data);
-    // try_decode::<sift::ScalableBloom>(data);
+    try_decode::<sift::BlockedBloom>(data);
+    try_decode::<sift::SplitBlockBloom>(data);
+    try_decode::<sift::CountingBloom>(data);
+    try_decode::<sift::ScalableBloom>(data);
     try_decode::<sift::Cuckoo>(data);
     try_decode::<sift::Quotient>(data);
-    // try_decode::<sift::Xor8>(data);
-    // try_decode::<sift::BinaryFuse8>(data);
-    // try_decode::<sift::BinaryFuse16>(data);
-    // try_decode::<sift::Gcs>(data);
+    try_decode::<sift::Xor8>(data);
+    try_decode::<sift::BinaryFuse8>(data);
+    try_decode::<sift::BinaryFuse16>(data);
+    try_decode::<sift::Gcs>(data);
 }

@@ -102,24 +102,38 @@ pub fn blocked_fpr(m: f64, n: f64, k: f64, block_bits: f64) -> f64 {
         return 1.0;
     }
     let lambda = n * block_bits / m;
+    poisson_mean(lambda, |i| bloom_fpr(block_bits, i, k))
+}
+
+/// `E[f(X)]` for `X ~ Poisson(λ)`, summed over `λ ± 12σ`. Past 4096 terms the sum strides
+/// over the range (the distribution is then smooth on the scale of a stride), so the cost is
+/// bounded whatever `λ` is — a decoded file may claim any load.
+pub fn poisson_mean(lambda: f64, f: impl Fn(f64) -> f64) -> f64 {
+    if !(lambda > 0.0) {
+        return f(0.0);
+    }
+    if !lambda.is_finite() {
+        return f(f64::MAX);
+    }
     let sigma = lambda.sqrt();
-    let lo = (lambda - 12.0 * sigma - 2.0).floor().max(0.0) as u64;
-    let hi = (lambda + 12.0 * sigma + 12.0).ceil() as u64;
+    let lo = (lambda - 12.0 * sigma - 2.0).floor().max(0.0);
+    let hi = (lambda + 12.0 * sigma + 12.0).ceil();
+    let stride = ((hi - lo) / 4096.0).ceil().max(1.0);
     let ln_lambda = lambda.ln();
     let mut total = 0.0;
     let mut weight = 0.0;
-    for i in lo..=hi {
-        let x = i as f64;
+    let mut x = lo;
+    while x <= hi {
         // ln Poisson(i; λ) = i·ln λ - λ - ln Γ(i + 1)
-        let lp = x * ln_lambda - lambda - ln_gamma(x + 1.0);
-        let w = lp.exp();
+        let w = (x * ln_lambda - lambda - ln_gamma(x + 1.0)).exp();
         weight += w;
-        total += w * bloom_fpr(block_bits, x, k);
+        total += w * f(x);
+        x += stride;
     }
     if weight > 0.0 {
         total / weight
     } else {
-        bloom_fpr(m, n, k)
+        f(lambda)
     }
 }
 
@@ -240,25 +254,8 @@ pub fn split_block_fpr(blocks: f64, n: f64) -> f64 {
     if blocks < 1.0 {
         return 1.0;
     }
-    let lambda = n / blocks;
-    let sigma = lambda.sqrt();
-    let lo = (lambda - 12.0 * sigma - 2.0).floor().max(0.0) as u64;
-    let hi = (lambda + 12.0 * sigma + 12.0).ceil() as u64;
-    let ln_lambda = lambda.ln();
     let ln_keep = (31.0f64 / 32.0).ln();
-    let mut total = 0.0;
-    let mut weight = 0.0;
-    for i in lo..=hi {
-        let x = i as f64;
-        let w = (x * ln_lambda - lambda - ln_gamma(x + 1.0)).exp();
-        weight += w;
-        total += w * (1.0 - (x * ln_keep).exp()).powi(8);
-    }
-    if weight > 0.0 {
-        total / weight
-    } else {
-        (1.0 - (lambda * ln_keep).exp()).powi(8)
-    }
+    poisson_mean(n / blocks, |i| (1.0 - (i * ln_keep).exp()).powi(8))
 }
 
 /// Bits per distinct value that the Parquet format specifies for a split-block Bloom filter at
@@ -279,12 +276,16 @@ pub fn parquet_sbbf_bytes(ndv: f64, fpp: f64) -> u64 {
 /// Smallest number of blocks for which a split-block Bloom filter of `n` items has FPR ≤ `p`
 /// by [`split_block_fpr`] (bisection; the FPR decreases with the block count).
 pub fn split_block_blocks_for(n: f64, p: f64) -> u64 {
-    let mut hi = (n * parquet_sbbf_bits_per_value(p) / 256.0).ceil().max(1.0);
-    let mut tries = 0;
-    while split_block_fpr(hi, n) > p && tries < 200 {
+    // Past 2^48 blocks (8 PiB) nobody's filter lies: return that and let the caller's size limit
+    // refuse it, rather than search further (p = 1e-300 can never be met).
+    const CAP: f64 = (1u64 << 48) as f64;
+    let mut hi = (n * parquet_sbbf_bits_per_value(p) / 256.0).ceil().clamp(1.0, CAP);
+    while split_block_fpr(hi, n) > p {
+        if hi >= CAP {
+            return CAP as u64;
+        }
         // Whole blocks only, or the bisection below could stall between two integers.
-        hi = (hi * 1.5).ceil();
-        tries += 1;
+        hi = (hi * 1.5).ceil().min(CAP);
     }
     let mut lo = 0.0f64; // FPR(0 blocks) = 1 > p
     while hi - lo > 1.0 {

@@ -87,22 +87,9 @@ macro_rules! conformance {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The families. One line each; the lead adds the others as their branches merge, e.g.:
-//
-// conformance!(blocked_bloom: sift::BlockedBloom = Family::dynamic(sift::BlockedBloom::new).with_eq());
-// conformance!(counting_bloom: sift::CountingBloom = Family::dynamic(sift::CountingBloom::new).removable().with_eq());
-// conformance!(scalable_bloom: sift::ScalableBloom = Family::dynamic(sift::ScalableBloom::new).with_eq());
-// conformance!(split_block_bloom: sift::SplitBlockBloom = Family::dynamic(sift::SplitBlockBloom::new).with_eq());
-// conformance!(atomic_bloom: sift::AtomicBloom = Family::dynamic(sift::AtomicBloom::new));
-// conformance!(xor8: sift::Xor8 = Family::built(|_, k| sift::Xor8::build(k), |_, h| sift::Xor8::build_from_hashes(h)).fpr_targets(&[1.0 / 256.0]));
-// conformance!(binary_fuse8: sift::BinaryFuse8 = Family::built(|_, k| sift::BinaryFuse8::build(k), |_, h| sift::BinaryFuse8::build_from_hashes(h)).fpr_targets(&[1.0 / 256.0]));
-// conformance!(binary_fuse16: sift::BinaryFuse16 = Family::built(|_, k| sift::BinaryFuse16::build(k), |_, h| sift::BinaryFuse16::build_from_hashes(h)).fpr_targets(&[1.0 / 65536.0]));
-// conformance!(gcs: sift::Gcs = Family::built(|p, k| sift::Gcs::build(k, p), |p, h| sift::Gcs::build_from_hashes(h, p)).params_ctor(..));
-//
-// (Signatures of the families not yet merged are guesses: adapt the closures to the real ones.
-// A family that is not `PartialEq` drops `.with_eq()`; one with a fixed rate lists it in
-// `.fpr_targets(..)`; tolerances: `.model_error(..)`, `.target_slack(..)`, `.sizing_floor(..)`.)
-// Also add the type to `fuzz/fuzz_targets/decode.rs` (one line).
+// The families: one line each. A family that is not `PartialEq` drops `.with_eq()`; one with a
+// fixed rate lists it in `.fpr_targets(..)`; tolerances: `.model_error(..)`, `.target_slack(..)`,
+// `.sizing_floor(..)`. Also add the type to `fuzz/fuzz_targets/decode.rs` (one line).
 // ---------------------------------------------------------------------------------------------
 
 conformance!(bloom: sift::Bloom = Family::dynamic(sift::Bloom::new)
@@ -193,3 +180,47 @@ conformance!(cuckoo: sift::Cuckoo = Family::dynamic(sift::Cuckoo::new)
     .repeat_headroom(1.25));
 
 conformance!(quotient: sift::Quotient = Family::dynamic(sift::Quotient::new).removable().with_eq());
+
+conformance!(blocked_bloom: sift::BlockedBloom = Family::dynamic(sift::BlockedBloom::new)
+    .exact_fpr(sift::BlockedBloom::current_fpr)
+    .union(sift::BlockedBloom::union)
+    .with_eq());
+
+// Same bits and file as BlockedBloom; inserted through `insert(&self)`.
+conformance!(atomic_bloom: sift::AtomicBloom = Family::dynamic(sift::AtomicBloom::new));
+
+conformance!(scalable_bloom: sift::ScalableBloom = Family::dynamic(sift::ScalableBloom::new).with_eq());
+
+conformance!(counting_bloom: sift::CountingBloom = Family::dynamic(sift::CountingBloom::new)
+    .exact_fpr(sift::CountingBloom::current_fpr)
+    .removable()
+    .with_eq());
+
+conformance!(split_block_bloom: sift::SplitBlockBloom = Family::dynamic(sift::SplitBlockBloom::new).with_eq());
+
+conformance!(xor8: sift::Xor8 = Family::built(|_, k| sift::Xor8::build(k), |_, h| sift::Xor8::build_from_hashes(h))
+    .fpr_targets(&[1.0 / 256.0])
+    .with_eq());
+
+conformance!(binary_fuse8: sift::BinaryFuse8 = Family::built(
+        |_, k| sift::BinaryFuse8::build(k),
+        |_, h| sift::BinaryFuse8::build_from_hashes(h))
+    .fpr_targets(&[1.0 / 256.0])
+    .with_eq());
+
+conformance!(binary_fuse8_4wise: sift::BinaryFuse8 = Family::built(
+        |_, k| sift::BinaryFuse8::build_with(k, sift::Arity::Four, sift::Hasher::default()),
+        |_, h| sift::BinaryFuse8::from_hashes_with(h, sift::Arity::Four, sift::Hasher::default()))
+    .fpr_targets(&[1.0 / 256.0])
+    .with_eq());
+
+conformance!(binary_fuse16: sift::BinaryFuse16 = Family::built(
+        |_, k| sift::BinaryFuse16::build(k),
+        |_, h| sift::BinaryFuse16::build_from_hashes(h))
+    .fpr_targets(&[1.0 / 65536.0])
+    .with_eq());
+
+conformance!(gcs: sift::Gcs = Family::built(
+        |p, k| sift::Gcs::build_with_params(k, sift::GcsParams::for_fpr(p)?),
+        |p, h| sift::Gcs::from_hashes_with_params(h, sift::GcsParams::for_fpr(p)?))
+    .with_eq());

@@ -121,11 +121,14 @@ fn check_num_bytes(num_bytes: u64) -> Result<u64> {
 
 impl SplitBlockBloom {
     /// A filter for `expected_items` distinct values at false-positive rate `fpr`, hashed with
-    /// XXH64 seed 0, in a size Parquet writers use (a power of two bytes, at least 32): the
-    /// smallest such size whose true split-block FPR ([`crate::math::split_block_fpr`]) is at
-    /// most `fpr`. This is the size of [`SplitBlockBloom::for_parquet`] or twice it, since the
-    /// spec's sizing formula underestimates the FPR (by 46% at 1%: a writer's filter can miss its
-    /// target when the formula lands just below a power of two). Not capped at 128 MiB.
+    /// XXH64 seed 0 as Parquet hashes: the smallest number of 32-byte blocks whose true
+    /// split-block FPR ([`crate::math::split_block_fpr`]) is at most `fpr` (the spec's sizing
+    /// formula underestimates the FPR by 46% at 1%, so this is larger than that formula's size).
+    ///
+    /// Parquet writers use power-of-two sizes between 32 bytes and 128 MiB: for a filter to put in
+    /// a Parquet file, use [`SplitBlockBloom::for_parquet`] (the writers' exact size) or
+    /// [`SplitBlockBloom::with_num_bytes`] with a power of two. Rounding to a power of two costs
+    /// up to 2x the memory, which a native filter does not need to pay.
     pub fn new(expected_items: usize, fpr: f64) -> Result<Self> {
         Self::with_hasher(expected_items, fpr, PARQUET_HASHER)
     }
@@ -146,8 +149,7 @@ impl SplitBlockBloom {
         if spec_bytes > limit {
             return Err(too_big(spec_bytes));
         }
-        let tight = math::split_block_blocks_for(n, fpr).saturating_mul(BLOCK_BYTES as u64);
-        let bytes = tight.max(PARQUET_MIN_BYTES as u64).checked_next_power_of_two().unwrap_or(u64::MAX);
+        let bytes = math::split_block_blocks_for(n, fpr).saturating_mul(BLOCK_BYTES as u64);
         if bytes as f64 > limit {
             return Err(too_big(bytes as f64));
         }
@@ -416,15 +418,18 @@ mod tests {
                 let ours = SplitBlockBloom::for_parquet(ndv as usize, fpp).unwrap();
                 assert_eq!(ours.num_blocks(), theirs.num_blocks(), "ndv {ndv}, fpp {fpp}");
                 assert!(ours.is_parquet_size());
-                // `new` meets the target with a Parquet size, the same as the writers' or twice it.
+                // `new` meets the target with the fewest whole blocks: at most the next power of
+                // two above it, which is the writers' size or twice it.
                 let native = SplitBlockBloom::new(ndv as usize, fpp).unwrap();
-                assert!(native.is_parquet_size());
-                assert!(math::split_block_fpr(native.num_blocks() as f64, ndv as f64) <= fpp);
-                let ratio = native.num_blocks() / theirs.num_blocks();
+                let fpr = |blocks: usize| math::split_block_fpr(blocks as f64, ndv as f64);
+                assert!(fpr(native.num_blocks()) <= fpp);
+                assert!(native.num_blocks() == 1 || fpr(native.num_blocks() - 1) > fpp);
+                let pow2 = native.num_blocks().next_power_of_two().max(theirs.num_blocks());
+                let ratio = pow2 / theirs.num_blocks();
                 assert!(ratio == 1 || ratio == 2, "ndv {ndv}, fpp {fpp}: {ratio}");
             }
         }
-        // The 128 MiB clamp: for_parquet follows it, new does not.
+        // The 128 MiB clamp: for_parquet follows it, new does not (nor the power-of-two sizes).
         assert_eq!(SplitBlockBloom::for_parquet(200_000_000, 0.01).unwrap().num_bytes(), PARQUET_MAX_BYTES);
     }
 
