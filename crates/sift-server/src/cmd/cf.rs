@@ -453,7 +453,7 @@ mod tests {
     fn insert_tokens_by_first_byte() {
         let d = crate::config::Params::default().cuckoo;
         let p = |a: &[&str]| parse_insert(&args(a), "cf.insert", &d);
-        assert_eq!(p(&["CF.INSERT", "k", "nx", "ITEMS", "a"]).unwrap().nocreate, true);
+        assert!(p(&["CF.INSERT", "k", "nx", "ITEMS", "a"]).unwrap().nocreate);
         assert_eq!(
             p(&["CF.INSERT", "k", "CAPACITY", "3", "ITEMS", "a"]),
             Err(Frame::error(err::CF_INSERT_CAPACITY_RANGE))
