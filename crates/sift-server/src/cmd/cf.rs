@@ -463,4 +463,122 @@ mod tests {
             Err(Frame::error("ERR wrong number of arguments for 'cf.insert' command"))
         );
     }
+
+    /// Records every write the dispatcher logs, to replay it elsewhere.
+    #[derive(Default)]
+    struct Recorder(std::sync::Arc<parking_lot::Mutex<Vec<Vec<Bytes>>>>);
+
+    impl crate::persist::Persistence for Recorder {
+        fn name(&self) -> &'static str {
+            "recorder"
+        }
+        fn aof_enabled(&self) -> bool {
+            true
+        }
+        fn load(&self, _: &mut Locked<'_>) -> Result<usize, crate::persist::PersistError> {
+            Ok(0)
+        }
+        fn record(&self, argv: &[Bytes]) {
+            self.0.lock().push(argv.to_vec());
+        }
+        fn commit(&self) -> Result<(), crate::persist::PersistError> {
+            Ok(())
+        }
+        fn save(&self, _: &mut Locked<'_>) -> Result<(), crate::persist::PersistError> {
+            Ok(())
+        }
+        fn bgsave(&self, _: &mut Locked<'_>) -> Result<(), crate::persist::PersistError> {
+            Ok(())
+        }
+        fn bgsave_in_progress(&self) -> bool {
+            false
+        }
+        fn last_save_unix(&self) -> u64 {
+            0
+        }
+    }
+
+    fn run(server: &crate::shared::Shared, s: &mut crate::cmd::Session, argv: Vec<Bytes>) -> Frame {
+        crate::cmd::execute(server, s, argv).expect("a reply")
+    }
+
+    fn full_dump(
+        server: &crate::shared::Shared,
+        s: &mut crate::cmd::Session,
+        p: &str,
+        key: &str,
+    ) -> Vec<Frame> {
+        let mut out = Vec::new();
+        let mut it = 0i64;
+        loop {
+            let r = run(server, s, args(&[&format!("{p}.SCANDUMP"), key, &it.to_string()]));
+            let Frame::Array(pair) = &r else { panic!("{r:?}") };
+            let Frame::Integer(next) = pair[0] else { panic!("{r:?}") };
+            out.push(r.clone());
+            if next == 0 {
+                return out;
+            }
+            it = next;
+        }
+    }
+
+    /// The writes the dispatcher records (CF.COMPACT included, although it is registered
+    /// read-only) rebuild every filter exactly when replayed on an empty server: what an
+    /// append-only log relies on.
+    #[test]
+    fn recorded_writes_replay_to_identical_filters() {
+        use crate::shared::Shared;
+        let rec = Recorder::default();
+        let log = rec.0.clone();
+        let a = Shared::new(crate::config::Params::default(), Box::new(rec));
+        let mut s = crate::cmd::Session::new(1, true);
+        let mut cmds: Vec<Vec<String>> = vec![
+            vec!["BF.RESERVE".into(), "b".into(), "0.01".into(), "10".into()],
+            vec![
+                "BF.INSERT".into(),
+                "i".into(),
+                "NONSCALING".into(),
+                "CAPACITY".into(),
+                "3".into(),
+                "ITEMS".into(),
+            ],
+            vec!["CF.RESERVE".into(), "c".into(), "8".into(), "EXPANSION".into(), "2".into()],
+            vec!["BF.ADD".into(), "auto".into(), "x".into()],
+            vec!["BF.RESERVE".into(), "b".into(), "0.01".into(), "10".into()],
+        ];
+        cmds[1].extend((0..6).map(|i| format!("n{i}")));
+        let mut madd = vec!["BF.MADD".to_string(), "b".into()];
+        madd.extend((0..50).map(|i| format!("m{i}")));
+        cmds.push(madd);
+        let mut ins = vec!["CF.INSERT".to_string(), "c".into(), "ITEMS".into()];
+        ins.extend((0..60).map(|i| format!("c{i}")));
+        cmds.push(ins);
+        for i in 0..20 {
+            cmds.push(vec!["CF.DEL".into(), "c".into(), format!("c{i}")]);
+        }
+        cmds.push(vec!["CF.COMPACT".into(), "c".into()]);
+        cmds.push(vec!["CF.ADDNX".into(), "c".into(), "c50".into()]);
+        for c in &cmds {
+            let argv: Vec<&str> = c.iter().map(String::as_str).collect();
+            run(&a, &mut s, args(&argv));
+        }
+        let recorded = log.lock().clone();
+        assert!(recorded.iter().any(|c| c[0].eq_ignore_ascii_case(b"CF.COMPACT")), "CF.COMPACT is logged");
+        let reserves = recorded.iter().filter(|c| c[0].eq_ignore_ascii_case(b"BF.RESERVE")).count();
+        assert_eq!(
+            reserves, 1,
+            "the refused second BF.RESERVE (item exists) changed nothing and is not logged"
+        );
+        let b =
+            Shared::new(crate::config::Params::default(), Box::new(crate::persist::MemoryOnly::default()));
+        let mut t = crate::cmd::Session::new(2, true);
+        for argv in recorded {
+            run(&b, &mut t, argv);
+        }
+        for (p, key) in [("BF", "b"), ("BF", "i"), ("BF", "auto"), ("CF", "c")] {
+            assert_eq!(full_dump(&a, &mut s, p, key), full_dump(&b, &mut t, p, key), "{key}");
+            let debug = args(&[&format!("{p}.DEBUG"), key]);
+            assert_eq!(run(&a, &mut s, debug.clone()), run(&b, &mut t, debug), "{key}");
+        }
+    }
 }
