@@ -19,11 +19,8 @@ fn error_texts_are_exact() {
         "-ERR unknown command 'nosuch', with args beginning with: 'a' 'b' \r\n"
     );
     assert_eq!(c.cmd_text(&["NoSuch"]), "-ERR unknown command 'NoSuch', with args beginning with: \r\n");
-    // BF/CF rows exist in the table but have no handler yet: unknown, as the brief asks.
-    assert_eq!(
-        c.cmd_text(&["BF.ADD", "k", "v"]),
-        "-ERR unknown command 'BF.ADD', with args beginning with: 'k' 'v' \r\n"
-    );
+    // The BF/CF commands are registered; arity errors use the lower-case registered name.
+    assert_eq!(c.cmd_text(&["Bf.Add", "k"]), "-ERR wrong number of arguments for 'bf.add' command\r\n");
     assert_eq!(c.cmd_text(&["GET"]), "-ERR wrong number of arguments for 'get' command\r\n");
     assert_eq!(
         c.cmd_text(&["Client", "SetName"]),
@@ -72,7 +69,7 @@ fn resp2_and_resp3_shapes() {
     assert!(hello.starts_with("%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$5\r\n8.0.0\r\n$5\r\nproto\r\n:3\r\n$2\r\nid\r\n:"), "{hello}");
     assert!(
         hello.ends_with(
-            "$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"
+            "$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*1\r\n%4\r\n$4\r\nname\r\n$2\r\nbf\r\n$3\r\nver\r\n:80000\r\n$4\r\npath\r\n$0\r\n\r\n$4\r\nargs\r\n*0\r\n"
         ),
         "{hello}"
     );
@@ -322,8 +319,18 @@ fn command_table_replies() {
         "{get}"
     );
     assert!(get.ends_with("*0\r\n$-1\r\n"), "{get}");
-    // BF rows are not registered yet, so COMMAND does not list them.
-    assert_eq!(c.cmd_text(&["COMMAND", "INFO", "bf.add"]), "*1\r\n$-1\r\n");
+    // The BF/CF rows with the arity, flags and categories of spec §2.3 / §2.5.
+    let bf_add = c.cmd_text(&["COMMAND", "INFO", "bf.add"]);
+    assert!(
+        bf_add.starts_with("*1\r\n*10\r\n$6\r\nbf.add\r\n:3\r\n*3\r\n+write\r\n+denyoom\r\n+module\r\n:1\r\n:1\r\n:1\r\n*2\r\n+@write\r\n+@bloom\r\n"),
+        "{bf_add}"
+    );
+    let compact = c.cmd_text(&["COMMAND", "INFO", "cf.compact"]);
+    assert!(
+        compact
+            .starts_with("*1\r\n*10\r\n$10\r\ncf.compact\r\n:-1\r\n*3\r\n+readonly\r\n+module\r\n+fast\r\n"),
+        "{compact}"
+    );
     let docs = c.cmd_text(&["COMMAND", "DOCS", "ping"]);
     assert!(docs.starts_with("*2\r\n$4\r\nping\r\n*6\r\n$7\r\nsummary\r\n"), "{docs}");
     let all = c.cmd(&["COMMAND"]);

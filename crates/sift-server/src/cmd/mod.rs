@@ -7,9 +7,11 @@
 //! later, a Redis module shim) only moves bytes.
 //!
 //! Handlers have the type [`Handler`]. Command groups: [`keys`] (generic key commands),
-//! [`server`] (connection, server, transactions, config), and `bf.rs` / `cf.rs` for the
-//! RedisBloom commands (see [`table`] for how they are registered).
+//! [`server`] (connection, server, transactions, config), and [`bf`] / [`cf`] for the
+//! RedisBloom commands.
 
+pub mod bf;
+pub mod cf;
 pub mod err;
 pub mod keys;
 pub mod parse;
@@ -174,7 +176,7 @@ fn run_locked(
     let mut ctx = Ctx { session, server, keys, propagate: None };
     let reply = handler(&mut ctx, argv);
     let propagate = ctx.propagate.take();
-    if spec.flags & table::WRITE != 0 && keys.mutations() > before {
+    if spec.flags & (table::WRITE | table::PROPAGATE) != 0 && keys.mutations() > before {
         match propagate {
             Some(cmds) => cmds.iter().for_each(|c| server.persistence.record(c)),
             None => server.persistence.record(argv),

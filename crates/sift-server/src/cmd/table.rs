@@ -2,16 +2,16 @@
 //! positions, ACL categories and handler. It drives dispatch ([`lookup`]), arity errors, shard
 //! locking (which keys a command touches) and the `COMMAND` replies.
 //!
-//! # Registering the BF/CF handlers
+//! # The BF/CF rows
 //!
-//! The BF.* and CF.* rows are already here with the arities of spec §2.3 and the flags and
-//! categories of §2.5. A row whose `handler` is `None` does not exist for clients (unknown
-//! command, not listed by COMMAND). To enable a command, write its handler in `cmd/bf.rs` or
-//! `cmd/cf.rs` with the [`Handler`] signature and set `handler: Some(bf::add)` in its row
-//! (`pub mod bf;` in `cmd/mod.rs`). Key position is `argv[1]` for all of them; the dispatcher
-//! locks that key's shard before calling the handler. Extra argument-count rules of §2.3
-//! (BF.RESERVE at most 7, CF.RESERVE odd, CF.COMPACT exactly 2, BF.INFO at most 3) are the
-//! handler's to check, with [`super::err::arity`].
+//! The BF.* and CF.* rows carry the arities of spec §2.3 and the flags and categories of §2.5;
+//! their handlers are in [`super::bf`] and [`super::cf`]. A row whose `handler` is `None` does
+//! not exist for clients (unknown command, not listed by COMMAND). Key position is `argv[1]` for
+//! all of them; the dispatcher locks that key's shard before calling the handler. Extra
+//! argument-count rules of §2.3 (BF.RESERVE at most 7, CF.RESERVE odd, CF.COMPACT exactly 2,
+//! BF.INFO at most 3) are checked by the handlers, with [`super::err::arity`]. CF.COMPACT is
+//! registered read-only, as RedisBloom does, with the internal [`PROPAGATE`] flag so that its
+//! changes still reach persistence.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -19,7 +19,7 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 
 use super::Handler;
-use super::{keys, server};
+use super::{bf, cf, keys, server};
 use crate::frame::Frame;
 
 /// Changes data.
@@ -50,6 +50,9 @@ pub const NO_QUEUE: u32 = 1 << 16;
 pub const ALL_KEYS: u32 = 1 << 17;
 /// Internal: visits the shards one at a time (KEYS, SCAN, DBSIZE).
 pub const EACH_SHARD: u32 = 1 << 18;
+/// Internal: registered read-only (as RedisBloom registers CF.COMPACT, spec §2.5) but moves data,
+/// so persistence must record it when it changed the keyspace.
+pub const PROPAGATE: u32 = 1 << 19;
 
 /// Flag names as `COMMAND` reports them.
 const FLAG_NAMES: &[(u32, &str)] = &[
@@ -278,36 +281,36 @@ const BF_WRITE: u32 = WRITE | DENYOOM | MODULE;
 const BF_READ: u32 = READONLY | FAST | MODULE;
 const CF_DEL: u32 = WRITE | FAST | MODULE;
 
-/// Every command. BF.*/CF.* rows have no handler yet (see the module docs).
+/// Every command.
 pub static COMMANDS: &[CommandSpec] = &[
     // --- RedisBloom: Bloom (spec §2.3, §2.5) ---
-    row("bf.reserve", -4, BF_WRITE, KEY1, &["@write", "@fast", "@bloom"], None, "bf", "Creates a new Bloom Filter"),
-    row("bf.add", 3, BF_WRITE, KEY1, &["@write", "@bloom"], None, "bf", "Adds an item to a Bloom Filter"),
-    row("bf.madd", -3, BF_WRITE, KEY1, &["@write", "@bloom"], None, "bf", "Adds one or more items to a Bloom Filter. A filter will be created if it does not exist"),
-    row("bf.insert", -4, BF_WRITE, KEY1, &["@write", "@bloom"], None, "bf", "Adds one or more items to a Bloom Filter. A filter will be created if it does not exist"),
-    row("bf.exists", 3, BF_READ, KEY1, &["@read", "@bloom"], None, "bf", "Checks whether an item exists in a Bloom Filter"),
-    row("bf.mexists", -3, BF_READ, KEY1, &["@read", "@bloom"], None, "bf", "Checks whether one or more items exist in a Bloom Filter"),
-    row("bf.info", -2, BF_READ, KEY1, &["@read", "@fast", "@bloom"], None, "bf", "Returns information about a Bloom Filter"),
-    row("bf.card", 2, BF_READ, KEY1, &["@read", "@fast", "@bloom"], None, "bf", "Returns the cardinality of a Bloom filter"),
-    row("bf.scandump", 3, BF_READ, KEY1, &["@read", "@bloom"], None, "bf", "Begins an incremental save of the bloom filter"),
-    row("bf.loadchunk", 4, BF_WRITE, KEY1, &["@write", "@bloom"], None, "bf", "Restores a filter previously saved using SCANDUMP"),
-    row("bf.debug", 2, BF_READ, KEY1, &["@read", "@bloom"], None, "bf", "Returns the internal layout of a Bloom filter"),
+    row("bf.reserve", -4, BF_WRITE, KEY1, &["@write", "@fast", "@bloom"], Some(bf::reserve), "bf", "Creates a new Bloom Filter"),
+    row("bf.add", 3, BF_WRITE, KEY1, &["@write", "@bloom"], Some(bf::add), "bf", "Adds an item to a Bloom Filter"),
+    row("bf.madd", -3, BF_WRITE, KEY1, &["@write", "@bloom"], Some(bf::madd), "bf", "Adds one or more items to a Bloom Filter. A filter will be created if it does not exist"),
+    row("bf.insert", -4, BF_WRITE, KEY1, &["@write", "@bloom"], Some(bf::insert), "bf", "Adds one or more items to a Bloom Filter. A filter will be created if it does not exist"),
+    row("bf.exists", 3, BF_READ, KEY1, &["@read", "@bloom"], Some(bf::exists), "bf", "Checks whether an item exists in a Bloom Filter"),
+    row("bf.mexists", -3, BF_READ, KEY1, &["@read", "@bloom"], Some(bf::mexists), "bf", "Checks whether one or more items exist in a Bloom Filter"),
+    row("bf.info", -2, BF_READ, KEY1, &["@read", "@fast", "@bloom"], Some(bf::info), "bf", "Returns information about a Bloom Filter"),
+    row("bf.card", 2, BF_READ, KEY1, &["@read", "@fast", "@bloom"], Some(bf::card), "bf", "Returns the cardinality of a Bloom filter"),
+    row("bf.scandump", 3, BF_READ, KEY1, &["@read", "@bloom"], Some(bf::scandump), "bf", "Begins an incremental save of the bloom filter"),
+    row("bf.loadchunk", 4, BF_WRITE, KEY1, &["@write", "@bloom"], Some(bf::loadchunk), "bf", "Restores a filter previously saved using SCANDUMP"),
+    row("bf.debug", 2, BF_READ, KEY1, &["@read", "@bloom"], Some(bf::debug), "bf", "Returns the internal layout of a Bloom filter"),
     // --- RedisBloom: cuckoo ---
-    row("cf.reserve", -3, BF_WRITE, KEY1, &["@write", "@fast", "@cuckoo"], None, "bf", "Creates a new Cuckoo Filter"),
-    row("cf.add", 3, BF_WRITE, KEY1, &["@write", "@cuckoo"], None, "bf", "Adds an item to a Cuckoo Filter"),
-    row("cf.addnx", 3, BF_WRITE, KEY1, &["@write", "@cuckoo"], None, "bf", "Adds an item to a Cuckoo Filter if the item did not exist previously."),
-    row("cf.insert", -4, BF_WRITE, KEY1, &["@write", "@cuckoo"], None, "bf", "Adds one or more items to a Cuckoo Filter. A filter will be created if it does not exist"),
-    row("cf.insertnx", -4, BF_WRITE, KEY1, &["@write", "@cuckoo"], None, "bf", "Adds one or more items to a Cuckoo Filter if the items did not exist previously. A filter will be created if it does not exist"),
-    row("cf.exists", 3, BF_READ, KEY1, &["@read", "@cuckoo"], None, "bf", "Checks whether one or more items exist in a Cuckoo Filter"),
-    row("cf.mexists", -3, BF_READ, KEY1, &["@read", "@cuckoo"], None, "bf", "Checks whether one or more items exist in a Cuckoo Filter"),
-    row("cf.count", 3, BF_READ, KEY1, &["@read", "@cuckoo"], None, "bf", "Return the number of times an item might be in a Cuckoo Filter"),
-    row("cf.del", 3, CF_DEL, KEY1, &["@write", "@cuckoo"], None, "bf", "Deletes an item from a Cuckoo Filter"),
+    row("cf.reserve", -3, BF_WRITE, KEY1, &["@write", "@fast", "@cuckoo"], Some(cf::reserve), "bf", "Creates a new Cuckoo Filter"),
+    row("cf.add", 3, BF_WRITE, KEY1, &["@write", "@cuckoo"], Some(cf::add), "bf", "Adds an item to a Cuckoo Filter"),
+    row("cf.addnx", 3, BF_WRITE, KEY1, &["@write", "@cuckoo"], Some(cf::addnx), "bf", "Adds an item to a Cuckoo Filter if the item did not exist previously."),
+    row("cf.insert", -4, BF_WRITE, KEY1, &["@write", "@cuckoo"], Some(cf::insert), "bf", "Adds one or more items to a Cuckoo Filter. A filter will be created if it does not exist"),
+    row("cf.insertnx", -4, BF_WRITE, KEY1, &["@write", "@cuckoo"], Some(cf::insertnx), "bf", "Adds one or more items to a Cuckoo Filter if the items did not exist previously. A filter will be created if it does not exist"),
+    row("cf.exists", 3, BF_READ, KEY1, &["@read", "@cuckoo"], Some(cf::exists), "bf", "Checks whether one or more items exist in a Cuckoo Filter"),
+    row("cf.mexists", -3, BF_READ, KEY1, &["@read", "@cuckoo"], Some(cf::mexists), "bf", "Checks whether one or more items exist in a Cuckoo Filter"),
+    row("cf.count", 3, BF_READ, KEY1, &["@read", "@cuckoo"], Some(cf::count), "bf", "Return the number of times an item might be in a Cuckoo Filter"),
+    row("cf.del", 3, CF_DEL, KEY1, &["@write", "@cuckoo"], Some(cf::del), "bf", "Deletes an item from a Cuckoo Filter"),
     // No arity registered by RedisBloom (COMMAND reports -1); the handler checks argc == 2.
-    row("cf.compact", -1, BF_READ, KEY1, &["@read", "@cuckoo"], None, "bf", "Compacts a Cuckoo Filter"),
-    row("cf.info", 2, BF_READ, KEY1, &["@read", "@fast", "@cuckoo"], None, "bf", "Returns information about a Cuckoo Filter"),
-    row("cf.scandump", 3, BF_READ, KEY1, &["@read", "@cuckoo"], None, "bf", "Begins an incremental save of the bloom filter"),
-    row("cf.loadchunk", 4, BF_WRITE, KEY1, &["@write", "@cuckoo"], None, "bf", "Restores a filter previously saved using SCANDUMP"),
-    row("cf.debug", 2, BF_READ, KEY1, &["@read", "@cuckoo"], None, "bf", "Returns the internal layout of a Cuckoo filter"),
+    row("cf.compact", -1, BF_READ | PROPAGATE, KEY1, &["@read", "@cuckoo"], Some(cf::compact), "bf", "Compacts a Cuckoo Filter"),
+    row("cf.info", 2, BF_READ, KEY1, &["@read", "@fast", "@cuckoo"], Some(cf::info), "bf", "Returns information about a Cuckoo Filter"),
+    row("cf.scandump", 3, BF_READ, KEY1, &["@read", "@cuckoo"], Some(cf::scandump), "bf", "Begins an incremental save of the bloom filter"),
+    row("cf.loadchunk", 4, BF_WRITE, KEY1, &["@write", "@cuckoo"], Some(cf::loadchunk), "bf", "Restores a filter previously saved using SCANDUMP"),
+    row("cf.debug", 2, BF_READ, KEY1, &["@read", "@cuckoo"], Some(cf::debug), "bf", "Returns the internal layout of a Cuckoo filter"),
     // --- connection ---
     row("ping", -1, FAST | STALE, NO_KEYS, &["@fast", "@connection"], Some(server::ping), "connection", "Returns the server's liveliness response."),
     row("echo", 2, FAST | STALE | LOADING, NO_KEYS, &["@fast", "@connection"], Some(server::echo), "connection", "Returns the given string."),

@@ -87,6 +87,12 @@ impl Raw {
         self.reply()
     }
 
+    /// Sends a command with binary-safe arguments and returns its reply's bytes.
+    pub fn cmd_bytes<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Vec<u8> {
+        self.send(&encode_bytes(args));
+        self.reply()
+    }
+
     /// Sends a command and returns its reply as (lossy) text, for readable asserts.
     pub fn cmd_text(&mut self, args: &[&str]) -> String {
         String::from_utf8_lossy(&self.cmd(args)).into_owned()
@@ -149,6 +155,18 @@ pub fn encode(args: &[&str]) -> Vec<u8> {
     for a in args {
         out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
         out.extend_from_slice(a.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// [`encode`] for binary arguments.
+pub fn encode_bytes<A: AsRef<[u8]>>(args: &[A]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        let a = a.as_ref();
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
         out.extend_from_slice(b"\r\n");
     }
     out

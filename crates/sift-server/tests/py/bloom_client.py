@@ -1,0 +1,107 @@
+"""redis-py's Bloom and cuckoo helpers (r.bf(), r.cf()) against sift-server.
+
+Run by `tests/bloom_commands.rs` as `python3 bloom_client.py <port> <protocol 2|3>`; prints
+`redis-py OK` on success and exits non-zero (with a traceback) on the first failed check.
+"""
+
+import sys
+
+import redis
+
+
+def info_field(info, attr, name):
+    """BF.INFO / CF.INFO: redis-py builds an object in RESP2 and may hand back a dict in RESP3."""
+    if isinstance(info, dict):
+        return info[name if name in info else name.encode()]
+    return getattr(info, attr)
+
+
+def dump(client_part, key):
+    chunks = []
+    it = 0
+    while True:
+        it, data = client_part.scandump(key, it)
+        if it == 0:
+            return chunks
+        chunks.append((it, data))
+
+
+def main():
+    port, proto = int(sys.argv[1]), int(sys.argv[2])
+    r = redis.Redis(host="127.0.0.1", port=port, protocol=proto)
+    r.flushall()
+    bf, cf = r.bf(), r.cf()
+
+    # Bloom.
+    assert bf.reserve("bf", 0.01, 1000)
+    assert bf.add("bf", "a") in (1, True)
+    assert bf.add("bf", "a") in (0, False)
+    assert [bool(x) for x in bf.madd("bf", "a", "b", "c")] == [False, True, True]
+    assert [bool(x) for x in bf.mexists("bf", "a", "b", "zz")] == [True, True, False]
+    assert bool(bf.exists("bf", "c")) and not bool(bf.exists("missing", "c"))
+    assert bf.card("bf") == 3
+    info = bf.info("bf")
+    assert info_field(info, "capacity", "Capacity") == 1000
+    assert info_field(info, "insertedNum", "Number of items inserted") == 3
+    assert info_field(info, "expansionRate", "Expansion rate") == 2
+    res = bf.insert("ins", ["x", "y"], capacity=2, error=0.001, noScale=True)
+    assert [bool(x) for x in res] == [True, True], res
+    info = bf.info("ins")
+    assert info_field(info, "expansionRate", "Expansion rate") is None
+    try:
+        bf.add("ins", "z")
+        raise AssertionError("a full non-scaling filter accepted an item")
+    except redis.ResponseError as e:
+        assert "non scaling filter is full" in str(e), e
+    try:
+        bf.insert("nope", ["x"], noCreate=True)
+        raise AssertionError("NOCREATE created a filter")
+    except redis.ResponseError as e:
+        assert "not found" in str(e), e
+    chunks = dump(bf, "bf")
+    assert len(chunks) == 2, chunks
+    for it, data in chunks:
+        assert bf.loadchunk("bf2", it, data) in (b"OK", "OK", True)
+    assert [bool(x) for x in bf.mexists("bf2", "a", "b", "c")] == [True, True, True]
+    assert dump(bf, "bf2") == chunks
+
+    # Cuckoo.
+    assert cf.reserve("cf", 1000)
+    assert bool(cf.add("cf", "a"))
+    assert not bool(cf.addnx("cf", "a"))
+    assert [bool(x) for x in cf.insert("cf", ["b", "c"])] == [True, True]
+    assert cf.insertnx("cf", ["b", "d"]) == [0, 1]
+    assert cf.count("cf", "a") == 1
+    assert [bool(x) for x in cf.mexists("cf", "a", "zz")] == [True, False]
+    assert bool(cf.delete("cf", "a")) and not bool(cf.exists("cf", "a"))
+    info = cf.info("cf")
+    assert info_field(info, "insertedNum", "Number of items inserted") == 3
+    assert info_field(info, "deletedNum", "Number of items deleted") == 1
+    assert info_field(info, "bucketNum", "Number of buckets") == 512
+    assert info_field(info, "size", "Size") == 1080
+    chunks = dump(cf, "cf")
+    assert len(chunks) == 2, chunks
+    for it, data in chunks:
+        assert cf.loadchunk("cf2", it, data) in (b"OK", "OK", True)
+    assert [bool(x) for x in cf.mexists("cf2", "b", "c", "d")] == [True, True, True]
+    assert cf.reserve("full", 4, expansion=0)
+    res = cf.insert("full", ["1", "2", "3", "4", "5"])
+    assert res[-1] in (-1, False), res
+    try:
+        cf.add("full", "6")
+        raise AssertionError("a full filter accepted an item")
+    except redis.ResponseError as e:
+        assert "Filter is full" in str(e), e
+    assert r.type("cf") in (b"MBbloomCF", "MBbloomCF")
+
+    # A pipeline (MULTI/EXEC by default in redis-py).
+    pipe = r.pipeline()
+    pipe.bf().add("bf", "piped")
+    pipe.cf().count("cf2", "b")
+    out = pipe.execute()
+    assert bool(out[0]) and out[1] == 1, out
+    print("redis-py OK (RESP%d)" % proto)
+
+
+if __name__ == "__main__":
+    main()
