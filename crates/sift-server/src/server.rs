@@ -47,6 +47,7 @@ impl Server {
         let shared = Arc::new(Shared::new(params, persistence));
         shared.port.store(listener.local_addr()?.port(), Ordering::Relaxed);
         let started = Instant::now();
+        shared.persistence.attach(Arc::downgrade(&shared));
         let loaded = shared.persistence.load(&mut shared.db.lock_all()).map_err(std::io::Error::other)?;
         tracing::info!(
             keys = loaded,
@@ -104,6 +105,8 @@ impl Server {
             // SHUTDOWN saved before replying; a signal saves here, as redis-server does.
             shared.persistence.save(&mut shared.db.lock_all()).map_err(std::io::Error::other)?;
         }
+        // Whatever happened above: every recorded write reaches the disk before the exit.
+        shared.persistence.shutdown().map_err(std::io::Error::other)?;
         tracing::info!("server stopped");
         Ok(())
     }
@@ -170,11 +173,19 @@ impl Drop for Registered<'_> {
     }
 }
 
-fn commit(shared: &Shared, session: &mut Session) {
+/// Commits the batch's writes before its replies go out; if that fails, the replies are
+/// replaced by errors, so no write is acknowledged that may not be durable. The commit may
+/// fsync: on a multi-threaded runtime the worker hands its other tasks over meanwhile.
+fn commit(shared: &Shared, session: &mut Session, conn: &mut Connection) {
     if session.needs_commit {
         session.needs_commit = false;
-        if let Err(e) = shared.persistence.commit() {
-            tracing::error!("persistence commit failed: {e}");
+        let run = || shared.persistence.commit();
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        let result = if multi_thread { tokio::task::block_in_place(run) } else { run() };
+        if let Err(e) = result {
+            tracing::error!("persistence commit failed, the batch's replies become errors: {e}");
+            conn.replace_pending_replies(cmd::err::COMMIT_FAILED);
         }
     }
 }
@@ -190,7 +201,7 @@ async fn serve(shared: &Shared, mut conn: Connection, id: u64) {
                 Ok(Some(argv)) => argv,
                 Ok(None) => break,
                 Err(e) => {
-                    commit(shared, &mut session);
+                    commit(shared, &mut session, &mut conn);
                     tracing::debug!(client = id, "protocol error: {e}");
                     let _ = conn.fail(&e).await;
                     linger(&mut conn).await;
@@ -206,18 +217,18 @@ async fn serve(shared: &Shared, mut conn: Connection, id: u64) {
                 }
             }
             if session.after != After::Continue {
-                commit(shared, &mut session);
+                commit(shared, &mut session, &mut conn);
                 let _ = conn.close().await;
                 return;
             }
             if conn.pending_output() > FLUSH_THRESHOLD {
-                commit(shared, &mut session);
+                commit(shared, &mut session, &mut conn);
                 if conn.flush().await.is_err() {
                     return;
                 }
             }
         }
-        commit(shared, &mut session);
+        commit(shared, &mut session, &mut conn);
         if conn.flush().await.is_err() {
             return;
         }
