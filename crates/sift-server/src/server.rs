@@ -264,3 +264,89 @@ async fn linger(conn: &mut Connection) {
     })
     .await;
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+    use crate::db::Locked;
+    use crate::persist::PersistError;
+
+    /// A store whose disk breaks at the first commit.
+    #[derive(Debug, Default)]
+    struct Broken {
+        failed: AtomicBool,
+    }
+
+    impl Persistence for Broken {
+        fn name(&self) -> &'static str {
+            "broken"
+        }
+        fn aof_enabled(&self) -> bool {
+            true
+        }
+        fn write_error(&self) -> Option<String> {
+            self.failed.load(Ordering::Relaxed).then(|| "disk on fire".to_string())
+        }
+        fn load(&self, _keys: &mut Locked<'_>) -> Result<usize, PersistError> {
+            Ok(0)
+        }
+        fn record(&self, _argv: &[bytes::Bytes]) {}
+        fn commit(&self) -> Result<(), PersistError> {
+            self.failed.store(true, Ordering::Relaxed);
+            Err(PersistError::Io(std::io::Error::other("disk on fire")))
+        }
+        fn save(&self, _keys: &mut Locked<'_>) -> Result<(), PersistError> {
+            Ok(())
+        }
+        fn bgsave(&self, _keys: &mut Locked<'_>) -> Result<(), PersistError> {
+            Ok(())
+        }
+        fn bgsave_in_progress(&self) -> bool {
+            false
+        }
+        fn last_save_unix(&self) -> u64 {
+            0
+        }
+    }
+
+    async fn read_lines(s: &mut TcpStream, n: usize) -> String {
+        let mut buf = Vec::new();
+        while buf.windows(2).filter(|w| w == b"\r\n").count() < n {
+            let mut chunk = [0u8; 1024];
+            let k = s.read(&mut chunk).await.unwrap();
+            assert!(k > 0, "closed after {:?}", String::from_utf8_lossy(&buf));
+            buf.extend_from_slice(&chunk[..k]);
+        }
+        String::from_utf8(buf).unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_commit_turns_every_reply_of_the_batch_into_an_error() {
+        let mut params = Params::default();
+        params.set("port", b"0", true).unwrap();
+        let server = Server::bind(params, Box::new(Broken::default())).await.unwrap();
+        let (addr, shared) = (server.local_addr().unwrap(), server.shared());
+        let task = tokio::spawn(server.run(std::future::pending()));
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        // A pipelined batch: a write and a read. Neither reply may claim success.
+        s.write_all(b"*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n*2\r\n$4\r\nPING\r\n$2\r\nhi\r\n")
+            .await
+            .unwrap();
+        let err = format!("-{}\r\n", cmd::err::COMMIT_FAILED);
+        assert_eq!(read_lines(&mut s, 2).await, format!("{err}{err}"));
+        // Later writes are refused before they run; reads still work.
+        s.write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nb\r\n$1\r\n2\r\n*2\r\n$6\r\nEXISTS\r\n$1\r\nb\r\n")
+            .await
+            .unwrap();
+        assert_eq!(
+            read_lines(&mut s, 2).await,
+            "-MISCONF Errors writing to the AOF file: disk on fire\r\n:0\r\n"
+        );
+        shared.request_shutdown();
+        task.await.unwrap().unwrap();
+    }
+}
