@@ -55,6 +55,8 @@ enum Kind {
     CfInitialSize,
     /// `maxmemory`: a size with an optional unit.
     Memory,
+    /// Another size with an optional unit, kept as its string (read where it is used).
+    Size,
     /// `maxclients`.
     Clients,
     /// `yes`/`no`.
@@ -84,6 +86,8 @@ const PARAMS: &[(&str, Kind)] = &[
     ("appendonly", Kind::Bool),
     ("appendfsync", Kind::Fsync),
     ("save", Kind::Text),
+    ("auto-aof-rewrite-percentage", Kind::Int(0, i64::MAX)),
+    ("auto-aof-rewrite-min-size", Kind::Size),
     ("maxmemory", Kind::Memory),
     ("maxclients", Kind::Clients),
     ("requirepass", Kind::Text),
@@ -154,9 +158,11 @@ impl Default for Params {
                     "bind" => "127.0.0.1",
                     "dir" => "./sift-data",
                     "databases" => "1",
-                    "appendonly" => "no",
-                    "appendfsync" => "everysec",
+                    "appendonly" => "yes",
+                    "appendfsync" => "always",
                     "save" => "3600 1 300 100 60 10000",
+                    "auto-aof-rewrite-percentage" => "100",
+                    "auto-aof-rewrite-min-size" => "64mb",
                     "maxmemory" => "0",
                     "maxclients" => "10000",
                     "requirepass" => "",
@@ -248,6 +254,8 @@ impl Params {
                     "cf-max-iterations" => self.cuckoo.max_iterations = v,
                     "cf-expansion-factor" => self.cuckoo.expansion = v,
                     "cf-max-expansions" => self.cuckoo.max_expansions = v,
+                    // Read by persistence where it is used.
+                    "auto-aof-rewrite-percentage" => {}
                     _ => unreachable!("every Int parameter is handled"),
                 }
             }
@@ -264,6 +272,9 @@ impl Params {
             Kind::Memory => {
                 self.maxmemory =
                     parse_memory(&text).ok_or_else(|| invalid("argument must be a memory value".into()))?;
+            }
+            Kind::Size => {
+                parse_memory(&text).ok_or_else(|| invalid("argument must be a memory value".into()))?;
             }
             Kind::Clients => {
                 let v = int_in(1, 1_000_000)?;

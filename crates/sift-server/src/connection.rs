@@ -28,6 +28,8 @@ pub struct Connection {
     stream: TcpStream,
     rbuf: BytesMut,
     wbuf: BytesMut,
+    /// Replies in `wbuf` (they all belong to requests not yet committed).
+    replies: usize,
     limits: Limits,
 }
 
@@ -40,6 +42,7 @@ impl Connection {
             stream,
             rbuf: BytesMut::with_capacity(READ_CHUNK),
             wbuf: BytesMut::with_capacity(READ_CHUNK),
+            replies: 0,
             limits,
         }
     }
@@ -79,6 +82,19 @@ impl Connection {
     /// Encodes a reply into the output buffer.
     pub fn write_frame(&mut self, reply: &Frame, protocol: u8) {
         reply.encode(protocol, &mut self.wbuf);
+        self.replies += 1;
+    }
+
+    /// Replaces every reply not yet sent by the error `message` (one per reply, so the client
+    /// still gets one answer per request): used when persistence could not make the batch's
+    /// writes durable, so none of its replies may claim success.
+    pub fn replace_pending_replies(&mut self, message: &str) {
+        let n = self.replies;
+        self.wbuf.clear();
+        self.replies = 0;
+        for _ in 0..n {
+            self.write_frame(&Frame::error(message.to_string()), 2);
+        }
     }
 
     /// Bytes waiting to be sent.
@@ -95,6 +111,7 @@ impl Connection {
             }
             self.wbuf.advance(n);
         }
+        self.replies = 0;
         self.stream.flush().await
     }
 

@@ -115,12 +115,23 @@ impl Entry {
     }
 }
 
+/// A hook a background snapshot installs on every shard (copy-on-write at shard granularity,
+/// see `persist::disk`): called once, with the shard's state as it is just before its first
+/// change after the snapshot began, so the snapshot sees every shard as of that moment while
+/// only ever holding one shard's lock at a time. Removing an expired key does not run it: such
+/// a key is dropped when the snapshot is loaded anyway.
+pub trait BeforeWrite: Send + Sync + std::fmt::Debug {
+    /// Copies what the snapshot needs of shard number `index`, whose state is `shard`.
+    fn before_write(&self, index: usize, shard: &Shard);
+}
+
 /// One shard: its map, its deadline index and its change counter.
 #[derive(Debug, Default)]
 pub struct Shard {
     map: HashMap<Bytes, Entry>,
     deadlines: BTreeSet<(u64, Bytes)>,
     dirty: u64,
+    before_write: Option<std::sync::Arc<dyn BeforeWrite>>,
 }
 
 impl Shard {
@@ -147,6 +158,23 @@ impl Shard {
     /// Changes made to this shard since start-up.
     pub fn dirty(&self) -> u64 {
         self.dirty
+    }
+
+    /// Installs (or, with `None`, removes) the hook run before the shard's next change.
+    pub fn set_before_write(&mut self, hook: Option<std::sync::Arc<dyn BeforeWrite>>) {
+        self.before_write = hook;
+    }
+
+    /// Removes and returns the hook, if one is installed.
+    pub fn take_before_write(&mut self) -> Option<std::sync::Arc<dyn BeforeWrite>> {
+        self.before_write.take()
+    }
+
+    /// Runs and removes the hook, if one is installed: every change goes through this first.
+    fn run_before_write(&mut self, index: usize) {
+        if let Some(hook) = self.before_write.take() {
+            hook.before_write(index, self);
+        }
     }
 
     fn remove(&mut self, key: &[u8]) -> Option<Entry> {
@@ -310,7 +338,10 @@ impl Locked<'_> {
 
     fn touched(&mut self, key: &[u8]) {
         self.mutations += 1;
-        self.shard(key).dirty += 1;
+        let index = shard_of(key);
+        let shard = self.shard(key);
+        shard.run_before_write(index);
+        shard.dirty += 1;
     }
 
     /// The live entry of `key` (an expired one is removed first).
@@ -419,7 +450,8 @@ impl Locked<'_> {
     pub fn clear(&mut self) -> usize {
         let mut n = 0;
         let mut changed = 0;
-        self.for_each_shard(|_, s| {
+        self.for_each_shard(|i, s| {
+            s.run_before_write(i);
             let k = s.clear();
             if k > 0 {
                 s.dirty += 1;

@@ -47,6 +47,7 @@ impl Server {
         let shared = Arc::new(Shared::new(params, persistence));
         shared.port.store(listener.local_addr()?.port(), Ordering::Relaxed);
         let started = Instant::now();
+        shared.persistence.attach(Arc::downgrade(&shared));
         let loaded = shared.persistence.load(&mut shared.db.lock_all()).map_err(std::io::Error::other)?;
         tracing::info!(
             keys = loaded,
@@ -104,6 +105,8 @@ impl Server {
             // SHUTDOWN saved before replying; a signal saves here, as redis-server does.
             shared.persistence.save(&mut shared.db.lock_all()).map_err(std::io::Error::other)?;
         }
+        // Whatever happened above: every recorded write reaches the disk before the exit.
+        shared.persistence.shutdown().map_err(std::io::Error::other)?;
         tracing::info!("server stopped");
         Ok(())
     }
@@ -170,11 +173,19 @@ impl Drop for Registered<'_> {
     }
 }
 
-fn commit(shared: &Shared, session: &mut Session) {
+/// Commits the batch's writes before its replies go out; if that fails, the replies are
+/// replaced by errors, so no write is acknowledged that may not be durable. The commit may
+/// fsync: on a multi-threaded runtime the worker hands its other tasks over meanwhile.
+fn commit(shared: &Shared, session: &mut Session, conn: &mut Connection) {
     if session.needs_commit {
         session.needs_commit = false;
-        if let Err(e) = shared.persistence.commit() {
-            tracing::error!("persistence commit failed: {e}");
+        let run = || shared.persistence.commit();
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        let result = if multi_thread { tokio::task::block_in_place(run) } else { run() };
+        if let Err(e) = result {
+            tracing::error!("persistence commit failed, the batch's replies become errors: {e}");
+            conn.replace_pending_replies(cmd::err::COMMIT_FAILED);
         }
     }
 }
@@ -190,7 +201,7 @@ async fn serve(shared: &Shared, mut conn: Connection, id: u64) {
                 Ok(Some(argv)) => argv,
                 Ok(None) => break,
                 Err(e) => {
-                    commit(shared, &mut session);
+                    commit(shared, &mut session, &mut conn);
                     tracing::debug!(client = id, "protocol error: {e}");
                     let _ = conn.fail(&e).await;
                     linger(&mut conn).await;
@@ -206,18 +217,18 @@ async fn serve(shared: &Shared, mut conn: Connection, id: u64) {
                 }
             }
             if session.after != After::Continue {
-                commit(shared, &mut session);
+                commit(shared, &mut session, &mut conn);
                 let _ = conn.close().await;
                 return;
             }
             if conn.pending_output() > FLUSH_THRESHOLD {
-                commit(shared, &mut session);
+                commit(shared, &mut session, &mut conn);
                 if conn.flush().await.is_err() {
                     return;
                 }
             }
         }
-        commit(shared, &mut session);
+        commit(shared, &mut session, &mut conn);
         if conn.flush().await.is_err() {
             return;
         }
@@ -252,4 +263,90 @@ async fn linger(conn: &mut Connection) {
         }
     })
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+    use crate::db::Locked;
+    use crate::persist::PersistError;
+
+    /// A store whose disk breaks at the first commit.
+    #[derive(Debug, Default)]
+    struct Broken {
+        failed: AtomicBool,
+    }
+
+    impl Persistence for Broken {
+        fn name(&self) -> &'static str {
+            "broken"
+        }
+        fn aof_enabled(&self) -> bool {
+            true
+        }
+        fn write_error(&self) -> Option<String> {
+            self.failed.load(Ordering::Relaxed).then(|| "disk on fire".to_string())
+        }
+        fn load(&self, _keys: &mut Locked<'_>) -> Result<usize, PersistError> {
+            Ok(0)
+        }
+        fn record(&self, _argv: &[bytes::Bytes]) {}
+        fn commit(&self) -> Result<(), PersistError> {
+            self.failed.store(true, Ordering::Relaxed);
+            Err(PersistError::Io(std::io::Error::other("disk on fire")))
+        }
+        fn save(&self, _keys: &mut Locked<'_>) -> Result<(), PersistError> {
+            Ok(())
+        }
+        fn bgsave(&self, _keys: &mut Locked<'_>) -> Result<(), PersistError> {
+            Ok(())
+        }
+        fn bgsave_in_progress(&self) -> bool {
+            false
+        }
+        fn last_save_unix(&self) -> u64 {
+            0
+        }
+    }
+
+    async fn read_lines(s: &mut TcpStream, n: usize) -> String {
+        let mut buf = Vec::new();
+        while buf.windows(2).filter(|w| w == b"\r\n").count() < n {
+            let mut chunk = [0u8; 1024];
+            let k = s.read(&mut chunk).await.unwrap();
+            assert!(k > 0, "closed after {:?}", String::from_utf8_lossy(&buf));
+            buf.extend_from_slice(&chunk[..k]);
+        }
+        String::from_utf8(buf).unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_commit_turns_every_reply_of_the_batch_into_an_error() {
+        let mut params = Params::default();
+        params.set("port", b"0", true).unwrap();
+        let server = Server::bind(params, Box::new(Broken::default())).await.unwrap();
+        let (addr, shared) = (server.local_addr().unwrap(), server.shared());
+        let task = tokio::spawn(server.run(std::future::pending()));
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        // A pipelined batch: a write and a read. Neither reply may claim success.
+        s.write_all(b"*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n*2\r\n$4\r\nPING\r\n$2\r\nhi\r\n")
+            .await
+            .unwrap();
+        let err = format!("-{}\r\n", cmd::err::COMMIT_FAILED);
+        assert_eq!(read_lines(&mut s, 2).await, format!("{err}{err}"));
+        // Later writes are refused before they run; reads still work.
+        s.write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nb\r\n$1\r\n2\r\n*2\r\n$6\r\nEXISTS\r\n$1\r\nb\r\n")
+            .await
+            .unwrap();
+        assert_eq!(
+            read_lines(&mut s, 2).await,
+            "-MISCONF Errors writing to the AOF file: disk on fire\r\n:0\r\n"
+        );
+        shared.request_shutdown();
+        task.await.unwrap().unwrap();
+    }
 }

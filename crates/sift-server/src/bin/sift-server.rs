@@ -10,7 +10,7 @@ use anyhow::{bail, Context as _};
 use clap::Parser;
 use sift_server::config::Params;
 use sift_server::frame::split_args;
-use sift_server::persist::MemoryOnly;
+use sift_server::persist::disk::{Disk, DiskOptions};
 use sift_server::server::Server;
 
 /// A Redis-protocol server with RedisBloom-compatible BF.* and CF.* commands.
@@ -28,15 +28,25 @@ struct Args {
     /// Address to listen on.
     #[arg(long)]
     bind: Option<String>,
-    /// Directory for persistence files.
+    /// Data directory: the snapshot, the append-only log segments, MANIFEST [default: ./sift-data].
     #[arg(long)]
     dir: Option<PathBuf>,
-    /// Enable the append-only log: yes or no.
+    /// Append-only log of every write: yes (default) or no (snapshots only: SAVE, BGSAVE,
+    /// `save` rules, shutdown).
     #[arg(long)]
     appendonly: Option<String>,
-    /// When the append-only log is fsynced.
+    /// When the log is fsynced: always (default; once per pipelined batch, before its replies),
+    /// everysec, or no (left to the OS). A killed process loses nothing in any mode; a machine
+    /// crash can lose the last second (everysec) or more (no).
     #[arg(long, value_parser = ["always", "everysec", "no"])]
     appendfsync: Option<String>,
+    /// Rewrite the log (snapshot + fresh log) when it reaches this % of the last snapshot's
+    /// size [default: 100; 0 disables].
+    #[arg(long = "auto-aof-rewrite-percentage")]
+    auto_aof_rewrite_percentage: Option<String>,
+    /// ... and at least this size [default: 64mb].
+    #[arg(long = "auto-aof-rewrite-min-size")]
+    auto_aof_rewrite_min_size: Option<String>,
     /// Password clients must give with AUTH.
     #[arg(long)]
     requirepass: Option<String>,
@@ -103,7 +113,9 @@ fn build_params(args: &Args) -> anyhow::Result<Params> {
     if let Some(path) = &args.config {
         apply_file(&mut params, path)?;
     }
-    let flags: [(&str, Option<String>); 16] = [
+    let flags: [(&str, Option<String>); 18] = [
+        ("auto-aof-rewrite-percentage", args.auto_aof_rewrite_percentage.clone()),
+        ("auto-aof-rewrite-min-size", args.auto_aof_rewrite_min_size.clone()),
         ("port", args.port.map(|p| p.to_string())),
         ("bind", args.bind.clone()),
         ("dir", args.dir.as_ref().map(|d| d.display().to_string())),
@@ -165,11 +177,14 @@ fn run() -> anyhow::Result<()> {
     let params = build_params(&args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
-        tracing::warn!(
-            "persistence is not implemented yet (memory-only): SAVE does nothing, data is lost on exit"
+        let opts = DiskOptions::from_params(&params);
+        tracing::info!(
+            dir = %opts.dir.display(),
+            appendonly = opts.appendonly,
+            appendfsync = ?opts.fsync,
+            "persistence"
         );
-        let server =
-            Server::bind(params, Box::new(MemoryOnly::default())).await.context("starting the server")?;
+        let server = Server::bind(params, Box::new(Disk::new(opts))).await.context("starting the server")?;
         let addr = server.local_addr()?;
         tracing::info!("listening on {addr}");
         let mut out = std::io::stdout().lock();

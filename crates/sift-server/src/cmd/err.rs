@@ -171,3 +171,12 @@ pub fn unknown_subcommand(sub: &[u8], container: &str) -> String {
 pub fn invalid_expire(cmd: &str) -> String {
     format!("ERR invalid expire time in '{cmd}' command")
 }
+
+/// A write refused because the append-only log can no longer be written or synced (Redis's
+/// MISCONF family); the detail follows.
+pub const MISCONF_AOF: &str = "MISCONF Errors writing to the AOF file";
+
+/// The reply that replaces every reply of a batch whose log commit (write or fsync) failed:
+/// none of them may claim success.
+pub const COMMIT_FAILED: &str =
+    "ERR the append-only log could not be written or synced: this batch's writes are not durable";

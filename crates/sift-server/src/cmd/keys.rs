@@ -321,8 +321,8 @@ pub fn flush(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
     Frame::ok()
 }
 
-/// SET key value [NX|XX] [EX seconds|PX milliseconds|KEEPTTL]: enough for tests that need keys
-/// of another type, and for clients' smoke tests.
+/// SET key value [NX|XX] [EX seconds|PX milliseconds|EXAT unix-s|PXAT unix-ms|KEEPTTL]: enough
+/// for tests that need keys of another type, and for clients' smoke tests.
 pub fn set(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
     let (key, value) = (&argv[1], &argv[2]);
     let (mut nx, mut xx, mut keepttl) = (false, false, false);
@@ -341,6 +341,18 @@ pub fn set(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
                 };
                 let ms = v.checked_mul(unit).and_then(|ms| ms.checked_add(ctx.keys.now_ms() as i64));
                 match ms {
+                    Some(ms) if v > 0 => deadline = Some(ms as u64),
+                    _ => return Frame::error(err::invalid_expire("set")),
+                }
+                i += 1;
+            }
+            // Absolute deadlines: what persistence records for EX/PX, so a replay keeps the clock.
+            b"EXAT" | b"PXAT" if deadline.is_none() && !keepttl && i + 1 < argv.len() => {
+                let unit = if opt == b"EXAT" { 1000 } else { 1 };
+                let Some(v) = parse_i64(&argv[i + 1]) else {
+                    return Frame::error(err::NOT_INTEGER);
+                };
+                match v.checked_mul(unit) {
                     Some(ms) if v > 0 => deadline = Some(ms as u64),
                     _ => return Frame::error(err::invalid_expire("set")),
                 }

@@ -117,6 +117,21 @@ pub fn execute(server: &Shared, session: &mut Session, argv: Vec<Bytes>) -> Opti
         }
         return Some(Frame::error(err::NOAUTH));
     }
+    let writes = spec.flags & table::WRITE != 0
+        || (spec.name == "exec"
+            && session
+                .multi
+                .as_ref()
+                .is_some_and(|m| m.queued.iter().any(|(s, _)| s.flags & table::WRITE != 0)));
+    if writes {
+        // The log failed: applying the write in memory would make it visible, but not durable.
+        if let Some(why) = server.persistence.write_error() {
+            if let Some(m) = session.multi.as_mut() {
+                m.aborted = true;
+            }
+            return Some(Frame::error(format!("{}: {why}", err::MISCONF_AOF)));
+        }
+    }
     if in_multi && spec.flags & table::NO_QUEUE == 0 {
         session.multi.as_mut().expect("in multi").queued.push((spec, argv));
         return Some(Frame::Simple("QUEUED".into()));
@@ -184,6 +199,18 @@ fn run_locked(
         session.needs_commit = true;
     }
     reply
+}
+
+/// Applies one logged write command to `keys` (which must hold every shard), without recording
+/// it: how persistence replays its log at start-up. Returns the command's reply (an error reply
+/// is not a failure of the replay: e.g. RENAME of a key that has expired since it was logged).
+pub fn replay(server: &Shared, keys: &mut Locked<'_>, argv: &[Bytes]) -> Result<Frame, String> {
+    debug_assert!(keys.holds_all());
+    let spec = resolve(argv)?;
+    let handler = spec.handler.expect("resolve returns only rows with a handler");
+    let mut session = Session::new(0, true);
+    let mut ctx = Ctx { session: &mut session, server, keys, propagate: None };
+    Ok(handler(&mut ctx, argv))
 }
 
 /// EXEC: runs the queued commands under one lock of the union of their shards, so no other

@@ -347,15 +347,22 @@ fn info_section(ctx: &mut Ctx<'_, '_>, section: &str) -> String {
             let mut total = 0;
             ctx.keys.for_each_shard(|_, sh| total += sh.dirty());
             let dirty = total.saturating_sub(s.dirty_at_save.load(std::sync::atomic::Ordering::Relaxed));
-            line!("loading:0");
+            line!("loading:{}", p.loading() as u8);
             line!("async_loading:0");
             line!("rdb_changes_since_last_save:{dirty}");
             line!("rdb_bgsave_in_progress:{}", p.bgsave_in_progress() as u8);
             line!("rdb_last_save_time:{}", p.last_save_unix());
-            line!("rdb_last_bgsave_status:ok");
             line!("aof_enabled:{}", p.aof_enabled() as u8);
-            line!("aof_rewrite_in_progress:0");
             line!("persistence_engine:{}", p.name());
+            let extra = p.info_fields();
+            for (name, default) in [("rdb_last_bgsave_status", "ok"), ("aof_rewrite_in_progress", "0")] {
+                if !extra.iter().any(|(n, _)| *n == name) {
+                    line!("{name}:{default}");
+                }
+            }
+            for (name, value) in extra {
+                line!("{name}:{value}");
+            }
         }
         "stats" => {
             line!("# Stats");

@@ -349,7 +349,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     row("randomkey", 1, READONLY | EACH_SHARD, NO_KEYS, &["@keyspace", "@read", "@slow"], Some(keys::randomkey), "generic", "Returns a random key name from the database."),
     row("flushdb", -1, WRITE | ALL_KEYS, NO_KEYS, &["@keyspace", "@write", "@slow", "@dangerous"], Some(keys::flush), "server", "Removes all keys from the current database."),
     row("flushall", -1, WRITE | ALL_KEYS, NO_KEYS, &["@keyspace", "@write", "@slow", "@dangerous"], Some(keys::flush), "server", "Removes all keys from all databases."),
-    row("set", 3, WRITE | DENYOOM, KEY1, &["@write", "@string", "@slow"], Some(keys::set), "string", "Sets the string value of a key."),
+    row("set", -3, WRITE | DENYOOM, KEY1, &["@write", "@string", "@slow"], Some(keys::set), "string", "Sets the string value of a key."),
     row("get", 2, READONLY | FAST, KEY1, &["@read", "@string", "@fast"], Some(keys::get), "string", "Returns the string value of a key."),
     row("memory", -2, 0, NO_KEYS, &["@slow"], None, "server", "A container for memory diagnostics commands.").with_subcommands(&[
         row("memory|usage", -3, READONLY, (2, 2, 1), &["@read", "@slow"], Some(keys::memory_usage), "server", "Estimates the memory usage of a key."),

@@ -18,12 +18,27 @@
 //!   consistent point-in-time snapshot. [`Persistence::bgsave`] gets the same view and may copy
 //!   what it needs and finish in the background.
 //! * `DEBUG RELOAD` is `save`, then clear the keyspace, then `load`, all under the same locks.
+//! * [`Persistence::attach`] is called once, before `load`, with the server state: an engine
+//!   that replays its log through the command code or snapshots in the background keeps it.
+//! * When [`Persistence::commit`] fails, the connection replaces every reply of the batch by
+//!   an error: a write whose record may not be durable is never acknowledged. While
+//!   [`Persistence::write_error`] is `Some`, write commands are refused before they run.
+//! * [`Persistence::shutdown`] runs last, when the server stops: flush and sync everything.
 //!
-//! The only implementation here is [`MemoryOnly`], a placeholder that keeps nothing.
+//! Implementations: [`disk::Disk`], the durable store (append-only log, snapshots, recovery; the
+//! byte layout is in `docs/PERSISTENCE.md`), and [`MemoryOnly`], which keeps nothing.
+
+pub mod aof;
+pub mod disk;
+pub mod manifest;
+pub mod snapshot;
+
+use std::sync::Weak;
 
 use bytes::Bytes;
 
 use crate::db::Locked;
+use crate::shared::Shared;
 
 /// A persistence failure.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +57,24 @@ pub trait Persistence: Send + Sync + 'static {
     fn name(&self) -> &'static str;
     /// Is an append-only log active (`INFO persistence` `aof_enabled`)?
     fn aof_enabled(&self) -> bool;
+    /// Receives the server state once, before [`Persistence::load`].
+    fn attach(&self, _shared: Weak<Shared>) {}
+    /// Why writes are refused right now (the log failed), if they are.
+    fn write_error(&self) -> Option<String> {
+        None
+    }
+    /// Flushes and syncs everything and stops background work (server shutdown).
+    fn shutdown(&self) -> Result<(), PersistError> {
+        Ok(())
+    }
+    /// Is the keyspace being loaded (`INFO persistence` `loading`)?
+    fn loading(&self) -> bool {
+        false
+    }
+    /// Extra `field:value` lines for `INFO persistence`.
+    fn info_fields(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
     /// Fills the keyspace from storage; returns the number of keys loaded.
     fn load(&self, keys: &mut Locked<'_>) -> Result<usize, PersistError>;
     /// Appends one applied write command to the log buffer.

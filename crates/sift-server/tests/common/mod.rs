@@ -7,17 +7,33 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// A running server process, killed on drop.
+/// A running server process, killed on drop (its private data directory is removed too).
 pub struct TestServer {
     pub child: Child,
     pub addr: SocketAddr,
+    own_dir: Option<std::path::PathBuf>,
+}
+
+/// A fresh, empty directory under the system's temp dir, unique to this process and call.
+pub fn temp_dir(tag: &str) -> std::path::PathBuf {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("sift-test-{tag}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create temp dir");
+    dir
 }
 
 impl TestServer {
     /// Starts the binary with `--port 0` plus `args`, and waits for its "listening on" line.
+    /// Without a `--dir` in `args`, the server gets a private data directory.
     pub fn start(args: &[&str]) -> TestServer {
+        let own_dir = (!args.contains(&"--dir")).then(|| temp_dir("srv"));
+        let dir_args: Vec<String> =
+            own_dir.iter().flat_map(|d| ["--dir".to_string(), d.display().to_string()]).collect();
         let mut child = Command::new(env!("CARGO_BIN_EXE_sift-server"))
             .args(["--port", "0"])
+            .args(&dir_args)
             .args(args)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
@@ -28,7 +44,7 @@ impl TestServer {
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).expect("read address line");
         let addr =
             line.trim().rsplit(' ').next().unwrap().parse().unwrap_or_else(|_| panic!("bad line {line:?}"));
-        TestServer { child, addr }
+        TestServer { child, addr, own_dir }
     }
 
     pub fn port(&self) -> u16 {
@@ -56,6 +72,9 @@ impl Drop for TestServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(d) = &self.own_dir {
+            let _ = std::fs::remove_dir_all(d);
+        }
     }
 }
 

@@ -1,0 +1,940 @@
+//! [`Disk`]: the durable store of a data directory. Byte layouts: `docs/PERSISTENCE.md`,
+//! [`super::aof`], [`super::snapshot`], [`super::manifest`].
+//!
+//! # Files
+//!
+//! `MANIFEST` names one snapshot (optional) and the log segments to replay after it, in order.
+//! Recovery = load that snapshot, replay those segments. Files not named by the manifest are
+//! leftovers of an interrupted operation and are deleted at start-up.
+//!
+//! # Writes and group commit
+//!
+//! [`Persistence::record`] (under the command's shard locks) only appends the encoded record to
+//! an in-memory buffer and bumps a log sequence number (LSN). [`Persistence::commit`], called by
+//! a connection once per pipelined batch before its replies are sent, takes the I/O lock, moves
+//! the whole buffer (every connection's records, not only its own) into the segment file with one
+//! `write`, and with `appendfsync always` one `fdatasync`; the durable LSN then covers every
+//! record taken. A connection whose records a concurrent commit already covered returns without
+//! any I/O. `everysec` writes at commit (a killed process loses nothing) and a background thread
+//! fsyncs once a second; `no` leaves the fsync to the OS. A failed write or fsync is sticky: the
+//! failing batch gets error replies, and every later write command is refused (MISCONF) until a
+//! restart, because what the file holds after a failed fsync is unknown.
+//!
+//! # Snapshots and log rewrite
+//!
+//! A snapshot also restarts the log, so SAVE, BGSAVE and the automatic rewrite are one operation:
+//!
+//! 1. create the next segment (header, fsync) and store a manifest naming the old snapshot, the
+//!    old segments **and** the new one (still empty);
+//! 2. the *epoch*, under every shard lock, O(number of shards): later records go to the new
+//!    segment, and every shard gets a copy-on-write hook ([`crate::db::BeforeWrite`]);
+//! 3. a background thread visits the shards one at a time; under that shard's lock alone it
+//!    encodes the shard, unless a writer already did: the first write to a shard after the epoch
+//!    encodes the shard's state first, under the lock it holds anyway. Either way each shard is
+//!    stored as it was at the epoch, and no lock is held longer than encoding one shard (1/64 of
+//!    the data);
+//! 4. the snapshot goes to a temporary file, fsync, rename, fsync of the directory;
+//! 5. a manifest naming the new snapshot and the segments from the new one on is stored; the
+//!    old files are deleted.
+//!
+//! A crash before 5 recovers from the old snapshot and every segment (old ones then the new);
+//! after 5 from the new snapshot and the new segment. SAVE does the same synchronously under the
+//! locks its command holds. The automatic rewrite starts when the log exceeds
+//! `auto-aof-rewrite-min-size` and `auto-aof-rewrite-percentage` % of the last snapshot's size;
+//! the `save` rules (seconds, changes) trigger it too.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufWriter, Read as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use sift::compat::redisbloom::LoadLimits;
+
+use super::aof::{self, ScanEnd, SEGMENT_HEADER_LEN};
+use super::manifest::{self, sync_dir, Manifest, MANIFEST};
+use super::snapshot;
+use super::{PersistError, Persistence};
+use crate::config::{parse_memory, Params};
+use crate::db::{now_ms, BeforeWrite, Locked, Shard, SHARDS};
+use crate::shared::Shared;
+
+/// When the log is fsynced (`appendfsync`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fsync {
+    /// Before the replies of every batch that wrote (group commit).
+    Always,
+    /// Once a second, in the background.
+    EverySec,
+    /// Never explicitly.
+    No,
+}
+
+/// What [`Disk`] needs from the configuration.
+#[derive(Debug, Clone)]
+pub struct DiskOptions {
+    /// The data directory.
+    pub dir: PathBuf,
+    /// Append-only log on (`appendonly yes`).
+    pub appendonly: bool,
+    /// Its fsync policy.
+    pub fsync: Fsync,
+}
+
+impl DiskOptions {
+    /// From `dir`, `appendonly`, `appendfsync`.
+    pub fn from_params(params: &Params) -> DiskOptions {
+        let fsync = match params.get("appendfsync") {
+            Some("everysec") => Fsync::EverySec,
+            Some("no") => Fsync::No,
+            _ => Fsync::Always,
+        };
+        DiskOptions {
+            dir: PathBuf::from(params.get("dir").unwrap_or("./sift-data")),
+            appendonly: params.get("appendonly") != Some("no"),
+            fsync,
+        }
+    }
+}
+
+/// An open log segment.
+#[derive(Debug)]
+struct SegFile {
+    id: u64,
+    file: File,
+    /// Bytes in the file.
+    len: AtomicU64,
+}
+
+/// Records not yet written, per segment (more than one only right after an epoch).
+#[derive(Debug)]
+struct PendingSeg {
+    seg: Arc<SegFile>,
+    bytes: Vec<u8>,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    segs: Vec<PendingSeg>,
+    /// LSN of the last record appended.
+    last_lsn: u64,
+}
+
+/// One shard's entries, encoded, and their count.
+type Section = (Vec<u8>, u64);
+
+/// A background snapshot in progress.
+#[derive(Debug)]
+struct SnapJob {
+    snap_id: u64,
+    /// The segment the log switched to at the epoch (None without a log).
+    seg_id: Option<u64>,
+    /// `Db::dirty` at the epoch.
+    dirty: u64,
+    cancelled: AtomicBool,
+    /// Each shard's entries as of the epoch, encoded, with their count.
+    slots: Vec<Mutex<Option<Section>>>,
+}
+
+impl BeforeWrite for SnapJob {
+    fn before_write(&self, index: usize, shard: &Shard) {
+        if !self.cancelled.load(Ordering::Acquire) {
+            *self.slots[index].lock() = Some(snapshot::encode_shard(shard, now_ms()));
+        }
+    }
+}
+
+/// Manifest and job state. Lock order: shard locks, then this, then `pending`.
+#[derive(Debug, Default)]
+struct State {
+    manifest: Manifest,
+    next_id: u64,
+    job: Option<Arc<SnapJob>>,
+    /// BGSAVE asked; the worker starts it.
+    requested: bool,
+    /// Bumped by every synchronous save: a rewrite prepared before it is void.
+    generation: u64,
+}
+
+#[derive(Debug)]
+struct Inner {
+    opts: DiskOptions,
+    shared: OnceLock<Weak<Shared>>,
+    pending: Mutex<Pending>,
+    /// Serialises writing the buffer to the files (lock order: `io`, then `pending`).
+    io: Mutex<()>,
+    /// Every record up to this LSN is written (and, with `always`, synced).
+    durable_lsn: AtomicU64,
+    failed: AtomicBool,
+    failure: Mutex<Option<String>>,
+    state: Mutex<State>,
+    opened: AtomicBool,
+    loading: AtomicBool,
+    last_save: AtomicU64,
+    bg_active: AtomicBool,
+    last_bgsave_ok: AtomicBool,
+    /// Bytes in the log segments the manifest names.
+    aof_size: AtomicU64,
+    /// Size of the snapshot the log continues.
+    base_size: AtomicU64,
+    rewrites: AtomicU64,
+    stop: AtomicBool,
+    worker: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// The durable store; see the module documentation.
+#[derive(Debug)]
+pub struct Disk {
+    inner: Arc<Inner>,
+}
+
+impl Disk {
+    /// A store for `opts.dir`; nothing is touched on disk before [`Persistence::load`].
+    pub fn new(opts: DiskOptions) -> Disk {
+        Disk {
+            inner: Arc::new(Inner {
+                opts,
+                shared: OnceLock::new(),
+                pending: Mutex::new(Pending::default()),
+                io: Mutex::new(()),
+                durable_lsn: AtomicU64::new(0),
+                failed: AtomicBool::new(false),
+                failure: Mutex::new(None),
+                state: Mutex::new(State::default()),
+                opened: AtomicBool::new(false),
+                loading: AtomicBool::new(false),
+                last_save: AtomicU64::new(now_ms() / 1000),
+                bg_active: AtomicBool::new(false),
+                last_bgsave_ok: AtomicBool::new(true),
+                aof_size: AtomicU64::new(0),
+                base_size: AtomicU64::new(0),
+                rewrites: AtomicU64::new(0),
+                stop: AtomicBool::new(false),
+                worker: Mutex::new(None),
+            }),
+        }
+    }
+}
+
+fn corrupt(path: &Path, what: impl std::fmt::Display) -> PersistError {
+    PersistError::Corrupt(format!("{}: {what}", path.display()))
+}
+
+fn io_at(path: &Path, e: std::io::Error) -> PersistError {
+    PersistError::Io(std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+}
+
+fn read_file(path: &Path) -> Result<Vec<u8>, PersistError> {
+    let mut data = Vec::new();
+    File::open(path).and_then(|mut f| f.read_to_end(&mut data)).map_err(|e| io_at(path, e))?;
+    Ok(data)
+}
+
+/// Writes a snapshot to `final_path` through a temporary file: header, the sections `sections`
+/// yields, trailer, fsync, rename, fsync of the directory. Returns the file size.
+fn write_snapshot(
+    dir: &Path,
+    final_path: &Path,
+    mut sections: impl FnMut(&mut dyn FnMut(&[u8], u64) -> std::io::Result<()>) -> std::io::Result<bool>,
+) -> std::io::Result<Option<u64>> {
+    let tmp = final_path.with_extension("sift.tmp");
+    let result = (|| {
+        let file = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
+        let mut w = BufWriter::with_capacity(1 << 20, file);
+        let head = snapshot::header(now_ms());
+        w.write_all(&head)?;
+        let mut crc = crc32c::crc32c(&head);
+        let (mut entries, mut size) = (0u64, head.len() as u64);
+        let complete = sections(&mut |bytes, n| {
+            crc = crc32c::crc32c_append(crc, bytes);
+            entries += n;
+            size += bytes.len() as u64;
+            w.write_all(bytes)
+        })?;
+        if !complete {
+            return Ok(None);
+        }
+        let t = snapshot::trailer(entries, crc);
+        w.write_all(&t)?;
+        let file = w.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        Ok(Some(size + t.len() as u64))
+    })();
+    match result {
+        Ok(Some(size)) => {
+            fs::rename(&tmp, final_path)?;
+            sync_dir(dir)?;
+            Ok(Some(size))
+        }
+        other => {
+            let _ = fs::remove_file(&tmp);
+            other
+        }
+    }
+}
+
+impl Inner {
+    fn path(&self, name: &str) -> PathBuf {
+        self.opts.dir.join(name)
+    }
+
+    fn shared(&self) -> Option<Arc<Shared>> {
+        self.shared.get().and_then(Weak::upgrade)
+    }
+
+    fn fail(&self, what: String) -> PersistError {
+        tracing::error!("append-only log failed, writes are refused until a restart: {what}");
+        *self.failure.lock() = Some(what.clone());
+        self.failed.store(true, Ordering::Release);
+        PersistError::Io(std::io::Error::other(what))
+    }
+
+    /// Moves every buffered record to its file; fsyncs sealed segments (unless `no`) and, with
+    /// `sync`, the current one. Caller holds `io`.
+    fn flush_locked(&self, sync: bool) -> Result<(), PersistError> {
+        let (taken, upto) = {
+            let mut p = self.pending.lock();
+            let Some(current) = p.segs.last().map(|s| s.seg.clone()) else { return Ok(()) };
+            let fresh = vec![PendingSeg { seg: current, bytes: Vec::new() }];
+            (std::mem::replace(&mut p.segs, fresh), p.last_lsn)
+        };
+        let n = taken.len();
+        for (i, ps) in taken.into_iter().enumerate() {
+            let name = manifest::segment_name(ps.seg.id);
+            if !ps.bytes.is_empty() {
+                (&ps.seg.file).write_all(&ps.bytes).map_err(|e| self.fail(format!("writing {name}: {e}")))?;
+                ps.seg.len.fetch_add(ps.bytes.len() as u64, Ordering::Relaxed);
+                self.aof_size.fetch_add(ps.bytes.len() as u64, Ordering::Relaxed);
+            }
+            let sealed = i + 1 < n;
+            if (sealed && self.opts.fsync != Fsync::No) || (!sealed && sync) {
+                ps.seg.file.sync_data().map_err(|e| self.fail(format!("fsync of {name}: {e}")))?;
+            }
+        }
+        self.durable_lsn.fetch_max(upto, Ordering::AcqRel);
+        Ok(())
+    }
+
+    fn commit(&self, sync: bool) -> Result<(), PersistError> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(PersistError::Io(std::io::Error::other(
+                self.failure.lock().clone().unwrap_or_default(),
+            )));
+        }
+        let target = self.pending.lock().last_lsn;
+        if self.durable_lsn.load(Ordering::Acquire) >= target && !sync {
+            return Ok(());
+        }
+        let _io = self.io.lock();
+        // A commit that ran while this one waited may have covered these records already.
+        if self.durable_lsn.load(Ordering::Acquire) >= target && !sync {
+            return Ok(());
+        }
+        self.flush_locked(sync || self.opts.fsync == Fsync::Always)
+    }
+
+    /// Creates the next segment and stores a manifest that appends it. Holds `st`.
+    fn prepare_segment(&self, st: &mut State) -> Result<Arc<SegFile>, PersistError> {
+        let id = st.next_id;
+        st.next_id += 1;
+        let path = self.path(&manifest::segment_name(id));
+        let mut file =
+            OpenOptions::new().create_new(true).append(true).open(&path).map_err(|e| io_at(&path, e))?;
+        file.write_all(&aof::segment_header(id))
+            .and_then(|()| file.sync_all())
+            .map_err(|e| io_at(&path, e))?;
+        let mut m = st.manifest.clone();
+        m.segments.push(id);
+        m.store(&self.opts.dir).map_err(|e| io_at(&self.path(MANIFEST), e))?;
+        st.manifest = m;
+        Ok(Arc::new(SegFile { id, file, len: AtomicU64::new(SEGMENT_HEADER_LEN as u64) }))
+    }
+
+    /// Deletes the snapshot and segment files the manifest does not name. Holds the state lock.
+    fn cleanup(&self, m: &Manifest) {
+        let Ok(dir) = fs::read_dir(&self.opts.dir) else { return };
+        for entry in dir.flatten() {
+            let name = entry.file_name();
+            let Some((is_snap, id)) = name.to_str().and_then(manifest::parse_name) else { continue };
+            let named = if is_snap { m.snapshot == Some(id) } else { m.segments.contains(&id) };
+            if !named {
+                if let Err(e) = fs::remove_file(entry.path()) {
+                    tracing::warn!("cannot remove {}: {e}", entry.path().display());
+                }
+            }
+        }
+    }
+
+    fn cancel_job(&self, st: &mut State, keys: &mut Locked<'_>) {
+        st.requested = false;
+        self.bg_active.store(false, Ordering::Release);
+        if let Some(job) = st.job.take() {
+            job.cancelled.store(true, Ordering::Release);
+            keys.for_each_shard(|_, s| drop(s.take_before_write()));
+            tracing::info!("background snapshot cancelled by a synchronous save");
+        }
+    }
+
+    /// SAVE: everything under the caller's locks on every shard.
+    fn save(&self, keys: &mut Locked<'_>) -> Result<(), PersistError> {
+        assert!(keys.holds_all(), "SAVE needs every shard");
+        let mut st = self.state.lock();
+        st.generation += 1;
+        self.cancel_job(&mut st, keys);
+        let seg = if self.opts.appendonly { Some(self.prepare_segment(&mut st)?) } else { None };
+        if let Some(seg) = &seg {
+            self.pending.lock().segs.push(PendingSeg { seg: seg.clone(), bytes: Vec::new() });
+        }
+        let snap_id = st.next_id;
+        st.next_id += 1;
+        let path = self.path(&manifest::snapshot_name(snap_id));
+        let now = keys.now_ms();
+        let size = write_snapshot(&self.opts.dir, &path, |sink| {
+            let mut result = Ok(());
+            keys.for_each_shard(|_, s| {
+                if result.is_ok() {
+                    let (bytes, n) = snapshot::encode_shard(s, now);
+                    result = sink(&bytes, n);
+                }
+            });
+            result.map(|()| true)
+        })
+        .map_err(|e| io_at(&path, e))?
+        .expect("a synchronous save is never interrupted");
+        let m = Manifest { snapshot: Some(snap_id), segments: seg.iter().map(|s| s.id).collect() };
+        m.store(&self.opts.dir).map_err(|e| io_at(&self.path(MANIFEST), e))?;
+        st.manifest = m.clone();
+        self.cleanup(&m);
+        self.saved(size, seg.as_deref());
+        Ok(())
+    }
+
+    fn saved(&self, snapshot_size: u64, seg: Option<&SegFile>) {
+        self.last_save.store(now_ms() / 1000, Ordering::Relaxed);
+        self.base_size.store(snapshot_size, Ordering::Relaxed);
+        self.aof_size.store(seg.map_or(0, |s| s.len.load(Ordering::Relaxed)), Ordering::Relaxed);
+        self.rewrites.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Starts a background snapshot (steps 1 and 2 of the module documentation).
+    fn start_rewrite(self: &Arc<Self>, shared: &Arc<Shared>, why: &str) {
+        let (generation, seg) = {
+            let mut st = self.state.lock();
+            if st.job.is_some() {
+                return;
+            }
+            let seg = if self.opts.appendonly {
+                match self.prepare_segment(&mut st) {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        tracing::error!("background snapshot not started: {e}");
+                        st.requested = false;
+                        self.bg_active.store(false, Ordering::Release);
+                        self.last_bgsave_ok.store(false, Ordering::Relaxed);
+                        return;
+                    }
+                }
+            } else {
+                None
+            };
+            (st.generation, seg)
+        };
+        let mut keys = shared.db.lock_all();
+        let mut st = self.state.lock();
+        if st.generation != generation || st.job.is_some() {
+            return; // a SAVE came in between and wrote its own snapshot
+        }
+        let mut dirty = 0;
+        keys.for_each_shard(|_, s| dirty += s.dirty());
+        let job = Arc::new(SnapJob {
+            snap_id: st.next_id,
+            seg_id: seg.as_ref().map(|s| s.id),
+            dirty,
+            cancelled: AtomicBool::new(false),
+            slots: (0..SHARDS).map(|_| Mutex::new(None)).collect(),
+        });
+        st.next_id += 1;
+        if let Some(seg) = seg {
+            self.pending.lock().segs.push(PendingSeg { seg, bytes: Vec::new() });
+        }
+        let hook: Arc<dyn BeforeWrite> = job.clone();
+        keys.for_each_shard(|_, s| s.set_before_write(Some(hook.clone())));
+        st.job = Some(job.clone());
+        st.requested = false;
+        self.bg_active.store(true, Ordering::Release);
+        drop(st);
+        drop(keys);
+        tracing::info!("background snapshot started ({why})");
+        let (inner, shared) = (self.clone(), shared.clone());
+        let spawned = std::thread::Builder::new()
+            .name("sift-snapshot".into())
+            .spawn(move || inner.run_job(&shared, &job));
+        if let Err(e) = spawned {
+            tracing::error!("cannot start the snapshot thread: {e}");
+        }
+    }
+
+    /// Steps 3 to 5, in the snapshot thread.
+    fn run_job(&self, shared: &Shared, job: &Arc<SnapJob>) {
+        let path = self.path(&manifest::snapshot_name(job.snap_id));
+        let started = Instant::now();
+        let result = write_snapshot(&self.opts.dir, &path, |sink| {
+            for i in 0..SHARDS {
+                if job.cancelled.load(Ordering::Acquire) {
+                    return Ok(false);
+                }
+                shared.db.lock_shards(vec![i]).with_shard(i, |s| match s.take_before_write() {
+                    Some(h) if std::ptr::addr_eq(Arc::as_ptr(&h), Arc::as_ptr(job)) => h.before_write(i, s),
+                    other => s.set_before_write(other),
+                });
+                let Some((bytes, n)) = job.slots[i].lock().take() else {
+                    return Ok(false); // cancelled while this shard was visited
+                };
+                sink(&bytes, n)?;
+            }
+            Ok(true)
+        });
+        let mut st = self.state.lock();
+        let current = st.job.as_ref().is_some_and(|j| Arc::ptr_eq(j, job));
+        if !current || job.cancelled.load(Ordering::Acquire) {
+            if let Ok(Some(_)) = result {
+                let _ = fs::remove_file(&path);
+            }
+            return;
+        }
+        job.cancelled.store(true, Ordering::Release); // stale hooks become no-ops
+        st.job = None;
+        self.bg_active.store(false, Ordering::Release);
+        let size = match result {
+            Ok(Some(size)) => size,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::error!("background snapshot failed: {}: {e}", path.display());
+                self.last_bgsave_ok.store(false, Ordering::Relaxed);
+                return;
+            }
+        };
+        let segments = match job.seg_id {
+            Some(id) => st.manifest.segments.iter().copied().skip_while(|&s| s != id).collect(),
+            None => Vec::new(),
+        };
+        let m = Manifest { snapshot: Some(job.snap_id), segments };
+        if let Err(e) = m.store(&self.opts.dir) {
+            tracing::error!("background snapshot: storing the manifest failed: {e}");
+            self.last_bgsave_ok.store(false, Ordering::Relaxed);
+            return;
+        }
+        st.manifest = m.clone();
+        self.cleanup(&m);
+        let seg = self.pending.lock().segs.last().map(|p| p.seg.clone());
+        self.saved(size, seg.as_deref());
+        self.last_bgsave_ok.store(true, Ordering::Relaxed);
+        shared.dirty_at_save.store(job.dirty, Ordering::Relaxed);
+        drop(st);
+        tracing::info!(bytes = size, "background snapshot done in {:?}", started.elapsed());
+    }
+
+    /// Should the log be rewritten now (size rule, or the `save` rules)?
+    fn rewrite_due(&self, shared: &Shared, check_save_rules: bool) -> Option<&'static str> {
+        let (pct, min, save) = {
+            let c = shared.config.read();
+            let pct = c.get("auto-aof-rewrite-percentage").and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+            let min = c.get("auto-aof-rewrite-min-size").and_then(parse_memory).unwrap_or(u64::MAX);
+            (pct, min, c.get("save").unwrap_or("").to_string())
+        };
+        if self.opts.appendonly && pct > 0 {
+            let size = self.aof_size.load(Ordering::Relaxed);
+            let base = self.base_size.load(Ordering::Relaxed);
+            if size >= min && size.saturating_mul(100) >= base.saturating_mul(pct) {
+                return Some("log size");
+            }
+        }
+        if check_save_rules && !save.trim().is_empty() {
+            let since = (now_ms() / 1000).saturating_sub(self.last_save.load(Ordering::Relaxed));
+            let changes = shared.db.dirty().saturating_sub(shared.dirty_at_save.load(Ordering::Relaxed));
+            let nums: Vec<u64> = save.split_whitespace().filter_map(|v| v.parse().ok()).collect();
+            if nums.chunks_exact(2).any(|r| changes >= r[1] && r[1] > 0 && since >= r[0]) {
+                return Some("save rule");
+            }
+        }
+        None
+    }
+
+    /// The background worker: BGSAVE requests, automatic rewrites, `everysec` fsync.
+    fn worker(self: Arc<Self>) {
+        let tick = Duration::from_millis(50);
+        let mut last_fsync = Instant::now();
+        let mut last_rules = Instant::now();
+        while !self.stop.load(Ordering::Acquire) {
+            std::thread::sleep(tick);
+            if self.opts.appendonly
+                && self.opts.fsync == Fsync::EverySec
+                && last_fsync.elapsed() >= Duration::from_secs(1)
+            {
+                last_fsync = Instant::now();
+                let seg = self.pending.lock().segs.last().map(|p| p.seg.clone());
+                if let Some(seg) = seg {
+                    if let Err(e) = seg.file.sync_data() {
+                        self.fail(format!("fsync of {}: {e}", manifest::segment_name(seg.id)));
+                    }
+                }
+            }
+            let Some(shared) = self.shared() else { continue };
+            let (requested, running) = {
+                let st = self.state.lock();
+                (st.requested, st.job.is_some())
+            };
+            if running {
+                continue;
+            }
+            let rules = last_rules.elapsed() >= Duration::from_secs(1);
+            if rules {
+                last_rules = Instant::now();
+            }
+            let why = if requested { Some("BGSAVE") } else { self.rewrite_due(&shared, rules) };
+            if let Some(why) = why {
+                self.start_rewrite(&shared, why);
+            }
+        }
+    }
+
+    /// Reads the manifest (or starts a fresh directory) and removes leftovers.
+    fn open(&self) -> Result<Manifest, PersistError> {
+        let dir = &self.opts.dir;
+        fs::create_dir_all(dir).map_err(|e| io_at(dir, e))?;
+        let mpath = self.path(MANIFEST);
+        let mut found_data = Vec::new();
+        for entry in fs::read_dir(dir).map_err(|e| io_at(dir, e))?.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".tmp") {
+                let _ = fs::remove_file(entry.path());
+            } else if manifest::parse_name(&name).is_some() {
+                found_data.push(name);
+            }
+        }
+        let m = if mpath.exists() {
+            Manifest::decode(&read_file(&mpath)?).map_err(|e| corrupt(&mpath, e))?
+        } else if !found_data.is_empty() {
+            return Err(corrupt(
+                &mpath,
+                format!(
+                    "missing, but the directory holds data files ({}); refusing to guess",
+                    found_data.join(", ")
+                ),
+            ));
+        } else {
+            Manifest::default()
+        };
+        for name in m
+            .snapshot
+            .map(manifest::snapshot_name)
+            .into_iter()
+            .chain(m.segments.iter().map(|&s| manifest::segment_name(s)))
+        {
+            if !self.path(&name).exists() {
+                return Err(corrupt(&self.path(&name), "named by the MANIFEST but missing"));
+            }
+        }
+        self.cleanup(&m);
+        Ok(m)
+    }
+
+    /// Loads the manifest's snapshot and replays its segments into `keys`. At start-up
+    /// (`startup`), a torn tail of the last segment with records is cut off.
+    fn load_into(&self, m: &Manifest, keys: &mut Locked<'_>, startup: bool) -> Result<usize, PersistError> {
+        let now = keys.now_ms();
+        let mut loaded = 0usize;
+        if let Some(id) = m.snapshot {
+            let path = self.path(&manifest::snapshot_name(id));
+            let data = read_file(&path)?;
+            self.base_size.store(data.len() as u64, Ordering::Relaxed);
+            snapshot::decode(&data, &LoadLimits::default(), |k, e| {
+                if e.expires_at().is_none_or(|t| t > now) {
+                    keys.insert_entry(k, e);
+                    loaded += 1;
+                }
+                Ok(())
+            })
+            .map_err(|e| corrupt(&path, e))?;
+        }
+        let shared = self.shared();
+        let mut aof_size = 0;
+        let mut torn: Option<(PathBuf, u64, &'static str)> = None;
+        for &id in &m.segments {
+            let path = self.path(&manifest::segment_name(id));
+            let data = Bytes::from(read_file(&path)?);
+            match aof::check_segment_header(&data) {
+                Ok(got) if got == id => {}
+                Ok(got) => return Err(corrupt(&path, format!("header names segment {got}"))),
+                Err(e) => return Err(corrupt(&path, e)),
+            }
+            let mut records = 0u64;
+            if let Some((tpath, offset, _)) = &torn {
+                // Only the last segment that holds records may end torn.
+                if data.len() > SEGMENT_HEADER_LEN {
+                    return Err(corrupt(
+                        tpath,
+                        format!("damaged record at offset {offset}, and later segments hold records"),
+                    ));
+                }
+            }
+            let end = aof::scan(&data, |_, argv| {
+                records += 1;
+                match &shared {
+                    Some(shared) => {
+                        if let Err(e) = crate::cmd::replay(shared, keys, &argv) {
+                            tracing::warn!("{}: replaying a record failed: {e}", path.display());
+                        }
+                    }
+                    None => {
+                        tracing::error!("{}: no server state attached, record not replayed", path.display())
+                    }
+                }
+            });
+            aof_size += data.len() as u64;
+            match end {
+                ScanEnd::Clean => {}
+                ScanEnd::Torn { valid_end, reason } => {
+                    aof_size -= data.len() as u64 - valid_end;
+                    torn = Some((path.clone(), valid_end, reason));
+                }
+                ScanEnd::Corrupt { offset, reason } => {
+                    return Err(corrupt(
+                        &path,
+                        format!("corrupted record at offset {offset} ({reason}); not loading"),
+                    ));
+                }
+            }
+            tracing::debug!(records, "replayed {}", path.display());
+        }
+        if let Some((path, offset, reason)) = torn {
+            if startup {
+                tracing::warn!(
+                    "{}: torn last record at offset {offset} ({reason}), left by a crash during an append; truncating the log there",
+                    path.display()
+                );
+                let f = OpenOptions::new().write(true).open(&path).map_err(|e| io_at(&path, e))?;
+                f.set_len(offset).and_then(|()| f.sync_all()).map_err(|e| io_at(&path, e))?;
+            }
+        }
+        self.aof_size.store(aof_size, Ordering::Relaxed);
+        Ok(loaded)
+    }
+}
+
+impl Persistence for Disk {
+    fn name(&self) -> &'static str {
+        "disk"
+    }
+
+    fn aof_enabled(&self) -> bool {
+        self.inner.opts.appendonly
+    }
+
+    fn attach(&self, shared: Weak<Shared>) {
+        let _ = self.inner.shared.set(shared);
+    }
+
+    fn write_error(&self) -> Option<String> {
+        if self.inner.failed.load(Ordering::Acquire) {
+            self.inner.failure.lock().clone()
+        } else {
+            None
+        }
+    }
+
+    fn load(&self, keys: &mut Locked<'_>) -> Result<usize, PersistError> {
+        let inner = &self.inner;
+        inner.loading.store(true, Ordering::Release);
+        let result = (|| {
+            if inner.opened.load(Ordering::Acquire) {
+                let m = inner.state.lock().manifest.clone();
+                return inner.load_into(&m, keys, false);
+            }
+            let m = inner.open()?;
+            let loaded = inner.load_into(&m, keys, true)?;
+            let mut st = inner.state.lock();
+            st.next_id = m.max_id() + 1;
+            st.manifest = m.clone();
+            if inner.opts.appendonly {
+                let seg = match m.segments.last() {
+                    Some(&id) => {
+                        let path = inner.path(&manifest::segment_name(id));
+                        let file =
+                            OpenOptions::new().append(true).open(&path).map_err(|e| io_at(&path, e))?;
+                        let len = file.metadata().map_err(|e| io_at(&path, e))?.len();
+                        Arc::new(SegFile { id, file, len: AtomicU64::new(len) })
+                    }
+                    None => inner.prepare_segment(&mut st)?,
+                };
+                inner.pending.lock().segs = vec![PendingSeg { seg, bytes: Vec::new() }];
+            }
+            drop(st);
+            inner.opened.store(true, Ordering::Release);
+            let worker = inner.clone();
+            let handle = std::thread::Builder::new()
+                .name("sift-persist".into())
+                .spawn(move || worker.worker())
+                .map_err(PersistError::Io)?;
+            *inner.worker.lock() = Some(handle);
+            Ok(loaded)
+        })();
+        inner.loading.store(false, Ordering::Release);
+        result
+    }
+
+    fn record(&self, argv: &[Bytes]) {
+        if !self.inner.opts.appendonly {
+            return;
+        }
+        let mut p = self.inner.pending.lock();
+        if let Some(last) = p.segs.last_mut() {
+            aof::encode_record(argv, &mut last.bytes);
+            p.last_lsn += 1;
+        }
+    }
+
+    fn commit(&self) -> Result<(), PersistError> {
+        if !self.inner.opts.appendonly {
+            return Ok(());
+        }
+        self.inner.commit(false)
+    }
+
+    fn save(&self, keys: &mut Locked<'_>) -> Result<(), PersistError> {
+        self.inner.save(keys)
+    }
+
+    fn bgsave(&self, _keys: &mut Locked<'_>) -> Result<(), PersistError> {
+        let mut st = self.inner.state.lock();
+        if st.job.is_some() || st.requested {
+            return Err(PersistError::Corrupt("Background save already in progress".into()));
+        }
+        st.requested = true;
+        self.inner.bg_active.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    fn bgsave_in_progress(&self) -> bool {
+        self.inner.bg_active.load(Ordering::Acquire)
+    }
+
+    fn last_save_unix(&self) -> u64 {
+        self.inner.last_save.load(Ordering::Relaxed)
+    }
+
+    fn reload(&self, keys: &mut Locked<'_>) -> Result<(), PersistError> {
+        self.save(keys)?;
+        keys.clear();
+        self.load(keys)?;
+        Ok(())
+    }
+
+    fn shutdown(&self) -> Result<(), PersistError> {
+        let inner = &self.inner;
+        inner.stop.store(true, Ordering::Release);
+        if let Some(h) = inner.worker.lock().take() {
+            let _ = h.join();
+        }
+        if inner.opts.appendonly
+            && inner.opened.load(Ordering::Acquire)
+            && !inner.failed.load(Ordering::Acquire)
+        {
+            let _io = inner.io.lock();
+            inner.flush_locked(true)?;
+        }
+        Ok(())
+    }
+
+    fn loading(&self) -> bool {
+        self.inner.loading.load(Ordering::Acquire)
+    }
+
+    fn info_fields(&self) -> Vec<(&'static str, String)> {
+        let i = &self.inner;
+        let running = i.state.lock().job.is_some();
+        let ok = |b: bool| if b { "ok".to_string() } else { "err".to_string() };
+        vec![
+            ("aof_rewrite_in_progress", (running as u8).to_string()),
+            ("aof_rewrites", i.rewrites.load(Ordering::Relaxed).to_string()),
+            ("aof_last_write_status", ok(!i.failed.load(Ordering::Acquire))),
+            ("aof_current_size", i.aof_size.load(Ordering::Relaxed).to_string()),
+            ("aof_base_size", i.base_size.load(Ordering::Relaxed).to_string()),
+            ("rdb_last_bgsave_status", ok(i.last_bgsave_ok.load(Ordering::Relaxed))),
+            ("appendfsync", format!("{:?}", i.opts.fsync).to_lowercase()),
+            ("dir", i.opts.dir.display().to_string()),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::Db;
+
+    fn dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("sift-unit-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        d
+    }
+
+    fn argv(parts: &[&str]) -> Vec<Bytes> {
+        parts.iter().map(|p| Bytes::copy_from_slice(p.as_bytes())).collect()
+    }
+
+    /// A failed write or fsync fails the commit of its batch and every later one, and makes
+    /// `write_error` refuse writes: nothing after it can be acknowledged.
+    #[test]
+    fn a_failed_log_write_is_sticky() {
+        if !Path::new("/dev/full").exists() {
+            return;
+        }
+        let d = dir("full");
+        let disk = Disk::new(DiskOptions { dir: d.clone(), appendonly: true, fsync: Fsync::Always });
+        let db = Db::new();
+        assert_eq!(disk.load(&mut db.lock_all()).unwrap(), 0);
+        disk.record(&argv(&["SET", "a", "1"]));
+        disk.commit().unwrap();
+        assert!(disk.write_error().is_none());
+        // The disk "fills up": writes to the current segment now fail with ENOSPC.
+        let full = OpenOptions::new().write(true).open("/dev/full").unwrap();
+        disk.inner.pending.lock().segs[0].seg =
+            Arc::new(SegFile { id: 99, file: full, len: AtomicU64::new(0) });
+        disk.record(&argv(&["SET", "b", "2"]));
+        let e = disk.commit().unwrap_err();
+        assert!(e.to_string().contains("log-000000000099.aof"), "{e}");
+        assert!(disk.write_error().is_some());
+        assert!(disk.commit().is_err(), "the failure is sticky");
+        disk.shutdown().unwrap();
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    /// Records reach the file at commit, in order; a commit with nothing new does no I/O.
+    #[test]
+    fn group_commit_writes_every_record() {
+        let d = dir("group");
+        let disk = Disk::new(DiskOptions { dir: d.clone(), appendonly: true, fsync: Fsync::Always });
+        let db = Db::new();
+        disk.load(&mut db.lock_all()).unwrap();
+        for i in 0..10 {
+            disk.record(&argv(&["SET", &format!("k{i}"), "v"]));
+        }
+        let lsn = disk.inner.pending.lock().last_lsn;
+        disk.commit().unwrap();
+        assert_eq!(disk.inner.durable_lsn.load(Ordering::Acquire), lsn);
+        disk.commit().unwrap();
+        let data = Bytes::from(fs::read(d.join(manifest::segment_name(1))).unwrap());
+        let mut n = 0;
+        let end = aof::scan(&data, |_, a| {
+            assert_eq!(a[1], format!("k{n}").as_bytes());
+            n += 1;
+        });
+        assert_eq!((end, n), (ScanEnd::Clean, 10));
+        disk.shutdown().unwrap();
+        let _ = fs::remove_dir_all(&d);
+    }
+}

@@ -1,0 +1,595 @@
+//! Durability against real processes: the built `sift-server` binary is started on a data
+//! directory, written to, killed with SIGKILL (or stopped cleanly), restarted on the same
+//! directory, and every write whose reply was received is checked to be there.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{encode, temp_dir};
+
+/// A server process with its stderr kept in a file next to the data directory.
+struct Proc {
+    child: Child,
+    addr: SocketAddr,
+    stderr: PathBuf,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Proc {
+    /// Starts the server on `dir`; `Err(stderr)` if it exits instead of listening.
+    fn start(dir: &Path, extra: &[&str]) -> Result<Proc, String> {
+        let stderr =
+            dir.with_extension(format!("stderr-{}", std::time::UNIX_EPOCH.elapsed().unwrap().as_nanos()));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sift-server"))
+            .args(["--port", "0", "--dir"])
+            .arg(dir)
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(fs::File::create(&stderr).unwrap())
+            .spawn()
+            .expect("spawn sift-server");
+        let mut line = String::new();
+        let _ = BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
+        if line.is_empty() {
+            let status = child.wait().unwrap();
+            let text = fs::read_to_string(&stderr).unwrap_or_default();
+            return Err(format!("exit {status}: {text}"));
+        }
+        let addr = line.trim().rsplit(' ').next().unwrap().parse().unwrap();
+        Ok(Proc { child, addr, stderr })
+    }
+
+    fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    fn log(&self) -> String {
+        fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    fn client(&self) -> Client {
+        Client::connect(self.addr)
+    }
+}
+
+/// A reply, enough of RESP2 for these tests.
+#[derive(Debug, Clone, PartialEq)]
+enum Reply {
+    Simple(String),
+    Error(String),
+    Int(i64),
+    Bulk(Option<Vec<u8>>),
+    Array(Vec<Reply>),
+}
+
+impl Reply {
+    fn text(&self) -> String {
+        match self {
+            Reply::Simple(s) | Reply::Error(s) => s.clone(),
+            Reply::Bulk(Some(b)) => String::from_utf8_lossy(b).into_owned(),
+            other => format!("{other:?}"),
+        }
+    }
+}
+
+struct Client {
+    reader: BufReader<TcpStream>,
+    stream: TcpStream,
+}
+
+impl Client {
+    fn connect(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        Client { reader: BufReader::new(stream.try_clone().unwrap()), stream }
+    }
+
+    fn read(&mut self) -> std::io::Result<Reply> {
+        let mut line = Vec::new();
+        if self.reader.read_until(b'\n', &mut line)? == 0 || !line.ends_with(b"\r\n") {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        let body = String::from_utf8_lossy(&line[1..line.len() - 2]).into_owned();
+        let n = || body.parse::<i64>().map_err(|_| std::io::Error::other("bad length"));
+        Ok(match line[0] {
+            b'+' => Reply::Simple(body),
+            b'-' => Reply::Error(body),
+            b':' => Reply::Int(n()?),
+            b'$' if n()? < 0 => Reply::Bulk(None),
+            b'$' => {
+                let mut data = vec![0; n()? as usize + 2];
+                self.reader.read_exact(&mut data)?;
+                data.truncate(data.len() - 2);
+                Reply::Bulk(Some(data))
+            }
+            b'*' => Reply::Array((0..n()?.max(0)).map(|_| self.read()).collect::<Result<_, _>>()?),
+            b'=' => {
+                let mut data = vec![0; n()? as usize + 2];
+                self.reader.read_exact(&mut data)?;
+                Reply::Bulk(Some(data[4..data.len() - 2].to_vec()))
+            }
+            other => return Err(std::io::Error::other(format!("unexpected reply type {other}"))),
+        })
+    }
+
+    /// Sends all commands at once, then reads replies until one fails to arrive.
+    fn pipeline(&mut self, cmds: &[Vec<String>]) -> Vec<Reply> {
+        let mut out = Vec::new();
+        for c in cmds {
+            out.extend_from_slice(&encode(&c.iter().map(String::as_str).collect::<Vec<_>>()));
+        }
+        if self.stream.write_all(&out).is_err() {
+            return Vec::new();
+        }
+        let mut replies = Vec::new();
+        for _ in cmds {
+            match self.read() {
+                Ok(r) => replies.push(r),
+                Err(_) => break,
+            }
+        }
+        replies
+    }
+
+    fn cmd(&mut self, args: &[&str]) -> Reply {
+        self.stream.write_all(&encode(args)).unwrap();
+        self.read().unwrap()
+    }
+}
+
+fn cmd(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+/// What the keyspace must hold: key → value and whether a deadline was set.
+type Model = BTreeMap<String, (String, bool)>;
+
+/// Keys whose last write got no reply: their state is unknown, so they are not checked or
+/// touched again. Everything acknowledged is in `present` / `absent`.
+#[derive(Default)]
+struct Expect {
+    present: Model,
+    absent: Vec<String>,
+    uncertain: std::collections::BTreeSet<String>,
+}
+
+impl Expect {
+    fn merge(&mut self, other: Expect) {
+        self.present.extend(other.present);
+        self.absent.extend(other.absent);
+        self.uncertain.extend(other.uncertain);
+    }
+
+    /// Checks every acknowledged write against the server.
+    fn verify(&self, c: &mut Client, context: &str) {
+        let keys: Vec<&String> = self.present.keys().collect();
+        for chunk in keys.chunks(500) {
+            let cmds: Vec<Vec<String>> = chunk.iter().map(|k| cmd(&["GET", k])).collect();
+            let replies = c.pipeline(&cmds);
+            assert_eq!(replies.len(), chunk.len());
+            for (k, r) in chunk.iter().zip(replies) {
+                assert_eq!(r.text(), self.present[*k].0, "{context}: key {k}");
+            }
+            let cmds: Vec<Vec<String>> = chunk.iter().map(|k| cmd(&["PTTL", k])).collect();
+            for (k, r) in chunk.iter().zip(c.pipeline(&cmds)) {
+                let Reply::Int(ttl) = r else { panic!("{context}: PTTL {k}: {r:?}") };
+                assert_eq!(ttl > 0, self.present[*k].1, "{context}: PTTL of {k} is {ttl}");
+            }
+        }
+        for chunk in self.absent.chunks(500) {
+            let cmds: Vec<Vec<String>> = chunk.iter().map(|k| cmd(&["EXISTS", k])).collect();
+            for (k, r) in chunk.iter().zip(c.pipeline(&cmds)) {
+                assert_eq!(r, Reply::Int(0), "{context}: deleted key {k} is back");
+            }
+        }
+    }
+}
+
+/// Writes pipelined batches until the connection breaks (the server was killed) or `stop`:
+/// new keys (SET), and on keys acknowledged earlier DEL, RENAME and PEXPIRE. `base` holds the
+/// keys this writer may touch; returns what it knows for sure.
+fn writer(addr: SocketAddr, tag: String, value_len: usize, base: Model, stop: Arc<AtomicBool>) -> Expect {
+    let mut c = Client::connect(addr);
+    let mut exp = Expect { present: base, ..Expect::default() };
+    let pad = "x".repeat(value_len);
+    // Unique across rounds: a name is never reused.
+    let mut n = std::time::UNIX_EPOCH.elapsed().unwrap().as_micros() as u64 * 1000;
+    while !stop.load(Ordering::Relaxed) {
+        let mut cmds = Vec::new();
+        // (keys it makes unknown if unanswered, what it does when answered)
+        #[allow(clippy::type_complexity)]
+        let mut effects: Vec<(Vec<String>, Box<dyn Fn(&mut Expect, &Reply)>)> = Vec::new();
+        let old: Vec<String> =
+            exp.present.keys().filter(|k| k.starts_with(&tag)).step_by(7).take(6).cloned().collect();
+        for (j, k) in old.into_iter().enumerate() {
+            n += 1;
+            match j % 3 {
+                0 => {
+                    cmds.push(cmd(&["DEL", &k]));
+                    let k2 = k.clone();
+                    effects.push((
+                        vec![k],
+                        Box::new(move |e, r| {
+                            assert_eq!(r, &Reply::Int(1));
+                            e.present.remove(&k2);
+                            e.absent.push(k2.clone());
+                        }),
+                    ));
+                }
+                1 => {
+                    let dst = format!("{tag}:r{n}");
+                    cmds.push(cmd(&["RENAME", &k, &dst]));
+                    let (k2, d2) = (k.clone(), dst.clone());
+                    effects.push((
+                        vec![k, dst],
+                        Box::new(move |e, r| {
+                            assert_eq!(r, &Reply::Simple("OK".into()));
+                            let v = e.present.remove(&k2).unwrap();
+                            e.present.insert(d2.clone(), v);
+                            e.absent.push(k2.clone());
+                        }),
+                    ));
+                }
+                _ => {
+                    cmds.push(cmd(&["PEXPIRE", &k, "100000000"]));
+                    let k2 = k.clone();
+                    effects.push((
+                        vec![k],
+                        Box::new(move |e, r| {
+                            assert_eq!(r, &Reply::Int(1));
+                            e.present.get_mut(&k2).unwrap().1 = true;
+                        }),
+                    ));
+                }
+            }
+        }
+        for _ in 0..40 {
+            n += 1;
+            let (k, v) = (format!("{tag}:k{n}"), format!("{n}:{pad}"));
+            cmds.push(cmd(&["SET", &k, &v]));
+            let k2 = k.clone();
+            effects.push((
+                vec![k],
+                Box::new(move |e, r| {
+                    assert_eq!(r, &Reply::Simple("OK".into()));
+                    e.present.insert(k2.clone(), (v.clone(), false));
+                }),
+            ));
+        }
+        let replies = c.pipeline(&cmds);
+        let answered = replies.len();
+        for (r, (_, f)) in replies.iter().zip(&effects) {
+            f(&mut exp, r);
+        }
+        if answered < cmds.len() {
+            for (keys, _) in &effects[answered..] {
+                for k in keys {
+                    exp.present.remove(k);
+                    exp.uncertain.insert(k.clone());
+                }
+            }
+            break;
+        }
+    }
+    exp.absent.retain(|k| !exp.uncertain.contains(k));
+    exp
+}
+
+/// Runs `writers` writer threads against `p`; calls `kill_when` to decide when to SIGKILL.
+fn write_then_kill(
+    p: Proc,
+    exp: &mut Expect,
+    writers: usize,
+    value_len: usize,
+    kill_when: impl FnOnce(&Proc),
+) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let handles: Vec<_> = (0..writers)
+        .map(|w| {
+            let tag = format!("w{w}");
+            let base: Model = exp
+                .present
+                .iter()
+                .filter(|(k, _)| k.starts_with(&tag))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let (addr, stop) = (p.addr, stop.clone());
+            std::thread::spawn(move || writer(addr, tag, value_len, base, stop))
+        })
+        .collect();
+    kill_when(&p);
+    p.kill9();
+    stop.store(true, Ordering::Relaxed);
+    let mut next = Expect {
+        absent: std::mem::take(&mut exp.absent),
+        uncertain: std::mem::take(&mut exp.uncertain),
+        ..Expect::default()
+    };
+    for h in handles {
+        next.merge(h.join().expect("writer thread"));
+    }
+    next.absent.retain(|k| !next.present.contains_key(k) && !next.uncertain.contains(k));
+    *exp = next;
+}
+
+/// The segment files the manifest names, in order.
+fn segments(dir: &Path) -> Vec<PathBuf> {
+    let m = fs::read_to_string(dir.join("MANIFEST")).unwrap();
+    m.lines().filter_map(|l| l.strip_prefix("segment ")).map(|n| dir.join(n)).collect()
+}
+
+fn snapshot_file(dir: &Path) -> Option<PathBuf> {
+    let m = fs::read_to_string(dir.join("MANIFEST")).unwrap();
+    m.lines().filter_map(|l| l.strip_prefix("snapshot ")).find(|n| *n != "-").map(|n| dir.join(n))
+}
+
+fn info_field(c: &mut Client, field: &str) -> String {
+    let info = c.cmd(&["INFO", "persistence"]).text();
+    let prefix = format!("{field}:");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {field} in {info}"))
+        .to_string()
+}
+
+#[test]
+fn kill_9_during_pipelined_writes_loses_nothing_acknowledged() {
+    let dir = temp_dir("kill9");
+    let mut exp = Expect::default();
+    let mut acked = 0;
+    for round in 0..20u64 {
+        let p = Proc::start(&dir, &[]).unwrap();
+        exp.verify(&mut p.client(), &format!("before round {round}"));
+        write_then_kill(p, &mut exp, 2, 16, |_| std::thread::sleep(Duration::from_millis(30 + 17 * round)));
+        acked = exp.present.len() + exp.absent.len();
+    }
+    let p = Proc::start(&dir, &[]).unwrap();
+    exp.verify(&mut p.client(), "after the last round");
+    assert!(exp.present.len() > 1000, "too few writes to mean anything: {}", exp.present.len());
+    eprintln!(
+        "{} keys present, {} deleted, {} uncertain; {acked} checked",
+        exp.present.len(),
+        exp.absent.len(),
+        exp.uncertain.len()
+    );
+    drop(p);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn torn_tail_is_truncated_and_reported() {
+    for (case, tail) in [
+        ("partial header", &b"\x1b\x00\x00\x00\xe4\xff"[..]),
+        (
+            "header, partial payload",
+            &b"\x40\x00\x00\x00\xbf\xff\xff\xff\x01\x02\x03\x04\x03\x00\x00\x00\x03"[..],
+        ),
+        ("zeros", &[0u8; 64][..]),
+    ] {
+        let dir = temp_dir("torn");
+        let p = Proc::start(&dir, &[]).unwrap();
+        let mut c = p.client();
+        let cmds: Vec<Vec<String>> =
+            (0..200).map(|i| cmd(&["SET", &format!("k{i}"), &format!("v{i}")])).collect();
+        assert_eq!(c.pipeline(&cmds).len(), 200);
+        p.kill9();
+        let seg = segments(&dir).pop().unwrap();
+        let len = fs::metadata(&seg).unwrap().len();
+        fs::OpenOptions::new().append(true).open(&seg).unwrap().write_all(tail).unwrap();
+        let p = Proc::start(&dir, &[]).unwrap_or_else(|e| panic!("{case}: {e}"));
+        let mut c = p.client();
+        for i in 0..200 {
+            assert_eq!(c.cmd(&["GET", &format!("k{i}")]).text(), format!("v{i}"), "{case}");
+        }
+        assert_eq!(c.cmd(&["DBSIZE"]), Reply::Int(200));
+        assert_eq!(fs::metadata(&seg).unwrap().len(), len, "{case}: the tail is cut");
+        let log = p.log();
+        let name = seg.file_name().unwrap().to_str().unwrap();
+        assert!(
+            log.contains("torn") && log.contains(name) && log.contains(&format!("offset {len}")),
+            "{case}: {log}"
+        );
+        // Writes after the repair land on a clean log.
+        assert_eq!(c.cmd(&["SET", "after", "1"]), Reply::Simple("OK".into()));
+        p.kill9();
+        let p = Proc::start(&dir, &[]).unwrap();
+        assert_eq!(p.client().cmd(&["DBSIZE"]), Reply::Int(201));
+        drop(p);
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn corruption_stops_the_start_and_names_the_file() {
+    // A flipped byte in the middle of the log.
+    let dir = temp_dir("corrupt-log");
+    let p = Proc::start(&dir, &[]).unwrap();
+    let cmds: Vec<Vec<String>> = (0..100).map(|i| cmd(&["SET", &format!("k{i}"), "value"])).collect();
+    assert_eq!(p.client().pipeline(&cmds).len(), 100);
+    p.kill9();
+    let seg = segments(&dir).pop().unwrap();
+    let mut data = fs::read(&seg).unwrap();
+    let mid = data.len() / 2;
+    data[mid] ^= 0x40;
+    fs::write(&seg, &data).unwrap();
+    let err = Proc::start(&dir, &[]).err().expect("must refuse to start");
+    let name = seg.file_name().unwrap().to_str().unwrap();
+    assert!(err.contains(name) && err.contains("corrupted"), "{err}");
+    // Still refused on the next try: nothing was truncated or "repaired".
+    assert!(Proc::start(&dir, &[]).is_err());
+    let _ = fs::remove_dir_all(&dir);
+
+    // A flipped byte in a snapshot.
+    let dir = temp_dir("corrupt-snap");
+    let p = Proc::start(&dir, &[]).unwrap();
+    let mut c = p.client();
+    assert_eq!(c.pipeline(&cmds).len(), 100);
+    assert_eq!(c.cmd(&["SAVE"]), Reply::Simple("OK".into()));
+    p.kill9();
+    let snap = snapshot_file(&dir).expect("a snapshot");
+    let mut data = fs::read(&snap).unwrap();
+    let mid = data.len() / 2;
+    data[mid] ^= 0x01;
+    fs::write(&snap, &data).unwrap();
+    let err = Proc::start(&dir, &[]).err().expect("must refuse to start");
+    let name = snap.file_name().unwrap().to_str().unwrap();
+    assert!(err.contains(name) && err.contains("checksum"), "{err}");
+    let _ = fs::remove_dir_all(&dir);
+}
+
+fn fill(c: &mut Client, from: usize, to: usize) {
+    let cmds: Vec<Vec<String>> =
+        (from..to).map(|i| cmd(&["SET", &format!("k{i}"), &format!("v{i}")])).collect();
+    assert!(c.pipeline(&cmds).iter().all(|r| *r == Reply::Simple("OK".into())));
+}
+
+fn check(c: &mut Client, to: usize, context: &str) {
+    assert_eq!(c.cmd(&["DBSIZE"]), Reply::Int(to as i64 + 1), "{context}");
+    for i in (0..to).step_by(7) {
+        assert_eq!(c.cmd(&["GET", &format!("k{i}")]).text(), format!("v{i}"), "{context}");
+    }
+    let Reply::Int(ttl) = c.cmd(&["PTTL", "ttl"]) else { panic!() };
+    assert!(ttl > 1_000_000, "{context}: PTTL {ttl}");
+}
+
+#[test]
+fn save_bgsave_reload_shutdown_keep_everything() {
+    let dir = temp_dir("save");
+    let p = Proc::start(&dir, &[]).unwrap();
+    let mut c = p.client();
+    fill(&mut c, 0, 1000);
+    assert_eq!(c.cmd(&["SET", "ttl", "x", "EX", "5000"]), Reply::Simple("OK".into()));
+    // SAVE, more writes in the log, SIGKILL.
+    let before = c.cmd(&["LASTSAVE"]);
+    assert_eq!(c.cmd(&["SAVE"]), Reply::Simple("OK".into()));
+    assert!(matches!((before, c.cmd(&["LASTSAVE"])), (Reply::Int(a), Reply::Int(b)) if b >= a));
+    assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), "0");
+    fill(&mut c, 1000, 2000);
+    assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), "1000");
+    p.kill9();
+    let p = Proc::start(&dir, &[]).unwrap();
+    let mut c = p.client();
+    check(&mut c, 2000, "SAVE + log + kill -9");
+
+    // BGSAVE: the snapshot completes in the background.
+    assert_eq!(c.cmd(&["BGSAVE"]), Reply::Simple("Background saving started".into()));
+    let t = Instant::now();
+    while info_field(&mut c, "rdb_bgsave_in_progress") != "0" {
+        assert!(t.elapsed() < Duration::from_secs(20), "BGSAVE never finished");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(info_field(&mut c, "rdb_last_bgsave_status"), "ok");
+    assert_eq!(segments(&dir).len(), 1, "the log restarted after the snapshot");
+    fill(&mut c, 2000, 3000);
+    p.kill9();
+    let p = Proc::start(&dir, &[]).unwrap();
+    let mut c = p.client();
+    check(&mut c, 3000, "BGSAVE + log + kill -9");
+
+    // DEBUG RELOAD.
+    assert_eq!(c.cmd(&["DEBUG", "RELOAD"]), Reply::Simple("OK".into()));
+    check(&mut c, 3000, "DEBUG RELOAD");
+
+    // SHUTDOWN: exit 0, nothing lost.
+    fill(&mut c, 3000, 4000);
+    c.stream.write_all(&encode(&["SHUTDOWN"])).unwrap();
+    let mut p = p;
+    let status = p.child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    drop(p);
+    let p = Proc::start(&dir, &[]).unwrap();
+    let mut c = p.client();
+    check(&mut c, 4000, "SHUTDOWN");
+
+    // SIGTERM: same.
+    fill(&mut c, 4000, 5000);
+    let mut p = p;
+    let pid = p.child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status = p.child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    drop(p);
+    let p = Proc::start(&dir, &["--appendfsync", "everysec"]).unwrap();
+    check(&mut p.client(), 5000, "SIGTERM");
+    drop(p);
+
+    // Snapshots only (--appendonly no): SAVE and SHUTDOWN keep everything.
+    let p = Proc::start(&dir, &["--appendonly", "no"]).unwrap();
+    let mut c = p.client();
+    check(&mut c, 5000, "appendonly no, loading the old log");
+    assert_eq!(info_field(&mut c, "aof_enabled"), "0");
+    fill(&mut c, 5000, 6000);
+    c.stream.write_all(&encode(&["SHUTDOWN"])).unwrap();
+    let mut p = p;
+    assert!(p.child.wait().unwrap().success());
+    drop(p);
+    let p = Proc::start(&dir, &[]).unwrap();
+    check(&mut p.client(), 6000, "appendonly no + SHUTDOWN");
+    drop(p);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn auto_rewrite_under_load_and_kill_during_it() {
+    let dir = temp_dir("rewrite");
+    let args = [
+        "--auto-aof-rewrite-min-size",
+        "256kb",
+        "--auto-aof-rewrite-percentage",
+        "50",
+        "--appendfsync",
+        "always",
+    ];
+    let mut exp = Expect::default();
+    let mut killed_during = 0;
+    for round in 0..6 {
+        let p = Proc::start(&dir, &args).unwrap();
+        exp.verify(&mut p.client(), &format!("before round {round}"));
+        let mut during = false;
+        write_then_kill(p, &mut exp, 2, 1000, |p| {
+            // Once a rewrite has completed in this process, kill as soon as the next one is
+            // seen running (or after a while).
+            let mut c = p.client();
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_secs(8) {
+                if info_field(&mut c, "aof_rewrites") != "0"
+                    && info_field(&mut c, "aof_rewrite_in_progress") == "1"
+                {
+                    std::thread::sleep(Duration::from_micros(500 * round as u64));
+                    during = true;
+                    return;
+                }
+            }
+        });
+        killed_during += during as usize;
+    }
+    let p = Proc::start(&dir, &args).unwrap();
+    let mut c = p.client();
+    exp.verify(&mut c, "after the last round");
+    assert!(killed_during >= 3, "only {killed_during} kills hit a running rewrite");
+    assert!(snapshot_file(&dir).is_some(), "no rewrite ever completed");
+    assert!(
+        info_field(&mut c, "aof_current_size").parse::<u64>().unwrap() < 64 << 20,
+        "the log keeps restarting"
+    );
+    eprintln!("{} keys, {killed_during} kills during a rewrite", exp.present.len());
+    drop(p);
+    let _ = fs::remove_dir_all(&dir);
+}
