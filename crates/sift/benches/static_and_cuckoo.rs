@@ -89,10 +89,14 @@ fn workload<K: Key>(c: &mut Criterion) {
         g.sample_size(20).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
         g.throughput(Throughput::Elements(probes.len() as u64));
         for (name, f) in &built_static {
-            g.bench_function(BenchmarkId::from_parameter(name), |b| b.iter(|| f.count_hits(black_box(probes))));
+            g.bench_function(BenchmarkId::from_parameter(name), |b| {
+                b.iter(|| f.count_hits(black_box(probes)))
+            });
         }
         for (name, f) in &built_dynamic {
-            g.bench_function(BenchmarkId::from_parameter(name), |b| b.iter(|| f.count_hits(black_box(probes))));
+            g.bench_function(BenchmarkId::from_parameter(name), |b| {
+                b.iter(|| f.count_hits(black_box(probes)))
+            });
         }
         g.finish();
     }

@@ -349,12 +349,20 @@ fn run_static<K: Key>(args: &Args, n: usize, members: &[K], others: &[K]) {
     println!("| target | measured | verdict |");
     println!("|---|---:|---|");
     if let Some(r) = rows.iter().find(|r| r.name == "sift BinaryFuse8") {
-        println!("| BinaryFuse8 ≤ 9.05 bits/key | {:.3} | {} |", r.bits_per_key, verdict(r.bits_per_key <= 9.05));
+        println!(
+            "| BinaryFuse8 ≤ 9.05 bits/key | {:.3} | {} |",
+            r.bits_per_key,
+            verdict(r.bits_per_key <= 9.05)
+        );
         let p = r.fpr(probes);
         println!("| BinaryFuse8 FPR ≤ 0.40% | {:.4}% | {} |", p * 100.0, verdict(p <= 0.004));
     }
     if let Some(r) = rows.iter().find(|r| r.name == "sift BinaryFuse8 4-wise") {
-        println!("| BinaryFuse8 4-wise ≤ 8.7 bits/key | {:.3} | {} |", r.bits_per_key, verdict(r.bits_per_key <= 8.7));
+        println!(
+            "| BinaryFuse8 4-wise ≤ 8.7 bits/key | {:.3} | {} |",
+            r.bits_per_key,
+            verdict(r.bits_per_key <= 8.7)
+        );
         let p = r.fpr(probes);
         println!("| BinaryFuse8 4-wise FPR ≤ 0.40% | {:.4}% | {} |", p * 100.0, verdict(p <= 0.004));
     }
@@ -367,7 +375,10 @@ fn run_static<K: Key>(args: &Args, n: usize, members: &[K], others: &[K]) {
             verdict(coded <= bound)
         );
         let q = median(&r.member).max(median(&r.non_member));
-        println!("| Gcs query ≤ 1 µs (worse of member / non-member) | {q:.0} ns | {} |", verdict(q <= 1000.0));
+        println!(
+            "| Gcs query ≤ 1 µs (worse of member / non-member) | {q:.0} ns | {} |",
+            verdict(q <= 1000.0)
+        );
     }
 }
 
@@ -434,7 +445,12 @@ fn run_keys<K: Key>(args: &Args) {
         let t = Instant::now();
         let members = common3::members::<K>(n);
         let others = common3::non_members::<K>(args.probes);
-        eprintln!("[{}] generated {n} members and {} non-members in {:.1?}", K::NAME, args.probes, t.elapsed());
+        eprintln!(
+            "[{}] generated {n} members and {} non-members in {:.1?}",
+            K::NAME,
+            args.probes,
+            t.elapsed()
+        );
         for s in &args.sections {
             match *s {
                 "static" => run_static::<K>(args, n, &members, &others),

@@ -251,12 +251,16 @@ pub fn static_contenders<K: Key>() -> Vec<StaticContender<K>> {
     use sift::{Arity, BinaryFuse16, BinaryFuse8, Gcs, GcsParams, Hasher, Xor8};
 
     vec![
-        sift_static::<K, _>("sift BinaryFuse8", |b| BinaryFuse8::build_with(b, Arity::Three, Hasher::default())),
+        sift_static::<K, _>("sift BinaryFuse8", |b| {
+            BinaryFuse8::build_with(b, Arity::Three, Hasher::default())
+        }),
         StaticContender { name: "xorf BinaryFuse8", build: Box::new(xorf_build::<K, xorf::BinaryFuse8>) },
         sift_static::<K, _>("sift BinaryFuse8 4-wise", |b| {
             BinaryFuse8::build_with(b, Arity::Four, Hasher::default())
         }),
-        sift_static::<K, _>("sift BinaryFuse16", |b| BinaryFuse16::build_with(b, Arity::Three, Hasher::default())),
+        sift_static::<K, _>("sift BinaryFuse16", |b| {
+            BinaryFuse16::build_with(b, Arity::Three, Hasher::default())
+        }),
         StaticContender { name: "xorf BinaryFuse16", build: Box::new(xorf_build::<K, xorf::BinaryFuse16>) },
         sift_static::<K, _>("sift Xor8", |b| Xor8::build_with(b, Hasher::default())),
         StaticContender { name: "xorf Xor8", build: Box::new(xorf_build::<K, xorf::Xor8>) },
@@ -358,7 +362,10 @@ impl<K: Key> Subject<K> for QFilterXxh3 {
 }
 
 /// cuckoofilter with its default hasher (SipHash-1-3 via `DefaultHasher`), hashing the key.
-pub struct CuckooSip<K>(pub cuckoofilter::CuckooFilter<std::collections::hash_map::DefaultHasher>, std::marker::PhantomData<K>);
+pub struct CuckooSip<K>(
+    pub cuckoofilter::CuckooFilter<std::collections::hash_map::DefaultHasher>,
+    std::marker::PhantomData<K>,
+);
 
 impl<K: Key> Subject<K> for CuckooSip<K> {
     #[inline(always)]
@@ -415,7 +422,10 @@ pub fn dynamic_contenders<K: Key>() -> Vec<Contender<K>> {
             CuckooXxh3(cuckoofilter::CuckooFilter::with_capacity(cuckoofilter_capacity(n)))
         }),
         contender::<K, _>("cuckoofilter (SipHash)", |n, _| {
-            CuckooSip(cuckoofilter::CuckooFilter::with_capacity(cuckoofilter_capacity(n)), std::marker::PhantomData)
+            CuckooSip(
+                cuckoofilter::CuckooFilter::with_capacity(cuckoofilter_capacity(n)),
+                std::marker::PhantomData,
+            )
         }),
         contender::<K, _>("scalable_cuckoo_filter (SipHash)", |n, p| {
             ScalableCuckoo(scalable_cuckoo_filter::ScalableCuckooFilter::new(n, p))

@@ -759,7 +759,8 @@ mod tests {
                     *s = v as u16;
                     b |= v << (j as u32 * f);
                 }
-                let fp = ((next() & 3) as u16).max(1) | if r & (1 << 60) != 0 { (next() & mask) as u16 } else { 0 };
+                let fp = ((next() & 3) as u16).max(1)
+                    | if r & (1 << 60) != 0 { (next() & mask) as u16 } else { 0 };
                 assert_eq!(bucket_has(b, fp, f), slots.contains(&fp), "f={f} b={b:#x} fp={fp}");
                 assert_eq!(first_empty(b, f), slots.iter().position(|&s| s == 0), "f={f} b={b:#x}");
             }
