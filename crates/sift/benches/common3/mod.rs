@@ -141,12 +141,15 @@ pub trait StaticBuilt<K> {
     }
 }
 
+/// Builds a static filter from the keys (distinct), hashing included.
+pub type BuildFn<K> = Box<dyn Fn(&[K]) -> Box<dyn StaticBuilt<K>>>;
+
 /// A static contender: a name and how to build it from the keys (hashing included).
 pub struct StaticContender<K> {
     /// Row name.
     pub name: &'static str,
     /// Builds the filter of `keys` (distinct).
-    pub build: Box<dyn Fn(&[K]) -> Box<dyn StaticBuilt<K>>>,
+    pub build: BuildFn<K>,
 }
 
 /// A newtype for sift's filters, to implement `StaticBuilt` once per type.
