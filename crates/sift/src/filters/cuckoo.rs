@@ -89,6 +89,39 @@ fn mix64(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
+/// `1` in the lowest bit of each of the 4 `f`-bit fields of a bucket word.
+#[inline(always)]
+const fn field_lows(f: u32) -> u64 {
+    1 | 1 << f | 1 << (2 * f) | 1 << (3 * f)
+}
+
+/// SWAR zero test on the 4 `f`-bit fields of a bucket word `x` (Mycroft's trick, as in
+/// Hacker's Delight §6-1): nonzero iff some field of `x` is zero, and then its lowest set bit is
+/// the top bit of the *lowest* zero field (flags above it may be spurious, from a borrow).
+#[inline(always)]
+const fn zero_fields(x: u64, f: u32) -> u64 {
+    let lows = field_lows(f);
+    x.wrapping_sub(lows) & !x & (lows << (f - 1))
+}
+
+/// Whether some slot of bucket word `b` (4 fields of `f` bits) holds `fp`: one xor against `fp`
+/// copied into every field, then the zero test, instead of 4 compares and branches.
+#[inline(always)]
+const fn bucket_has(b: u64, fp: u16, f: u32) -> bool {
+    zero_fields(b ^ (fp as u64).wrapping_mul(field_lows(f)), f) != 0
+}
+
+/// The lowest empty slot of bucket word `b`, if any.
+#[inline(always)]
+const fn first_empty(b: u64, f: u32) -> Option<usize> {
+    let z = zero_fields(b, f);
+    if z == 0 {
+        None
+    } else {
+        Some((z.trailing_zeros() / f) as usize)
+    }
+}
+
 /// The smallest width in [`FINGERPRINT_BITS`] whose FPR bound `2b/2^f` is at most `fpr`.
 fn fp_bits_for(fpr: f64) -> Option<u32> {
     FINGERPRINT_BITS.into_iter().find(|&f| (2 * BUCKET_SLOTS) as f64 / (1u64 << f) as f64 <= fpr)
@@ -212,7 +245,7 @@ impl Cuckoo {
     /// Inserts `item`; `Ok(true)` if it was not reported present before, `Ok(false)` if another
     /// copy was stored, [`Error::Full`] if it could not be placed (the filter is then unchanged).
     pub fn try_insert<T: AsRef<[u8]>>(&mut self, item: T) -> Result<bool> {
-        self.try_insert_digest(self.hasher.digest(item.as_ref()))
+        self.try_insert_digest(self.hasher.digest_inline(item.as_ref()))
     }
 
     /// [`Cuckoo::try_insert`] for a caller-computed 64-bit hash.
@@ -222,11 +255,43 @@ impl Cuckoo {
 
     /// [`Cuckoo::try_insert`] for a digest.
     pub fn try_insert_digest(&mut self, d: Digest) -> Result<bool> {
-        let was_present = self.contains_digest(d);
         let (i1, fp) = self.locate(d);
-        self.place(i1, fp, d.h1 ^ d.h2.rotate_left(17))?;
+        let i2 = self.alt(i1, fp);
+        let (b1, b2) = (self.bucket(i1), self.bucket(i2));
+        let f = self.fp_bits;
+        let was_present = bucket_has(b1, fp, f) || bucket_has(b2, fp, f) || self.stashed(i1, i2, fp);
+        // The same slot `place` would take (lowest empty slot of `i1`, then of `i2`), without
+        // reading the buckets again.
+        if let Some(j) = first_empty(b1, f) {
+            let nb = self.with_slot(b1, j, fp);
+            self.set_bucket(i1, nb);
+        } else if let Some(j) = first_empty(b2, f) {
+            let nb = self.with_slot(b2, j, fp);
+            self.set_bucket(i2, nb);
+        } else {
+            self.place(i1, fp, d.h1 ^ d.h2.rotate_left(17))?;
+        }
         self.items += 1;
         Ok(!was_present)
+    }
+
+    /// Whether the stash holds `fp` for the bucket pair `(i1, i2)`.
+    #[inline(always)]
+    fn stashed(&self, i1: u64, i2: u64, fp: u16) -> bool {
+        !self.stash.is_empty() && self.stash.iter().any(|&(b, f)| f == fp && (b == i1 || b == i2))
+    }
+
+    /// The query for a fingerprint width known at compile time (so the field masks, the bucket
+    /// width and the fingerprint range fold into constants). Both buckets are computed and
+    /// loaded up front, without a branch between them, so their cache misses overlap.
+    #[inline(always)]
+    fn contains_width<const F: u32>(&self, d: Digest) -> bool {
+        let i1 = fastrange(d.h1, self.buckets);
+        let fp = (fastrange(d.h2, (1u64 << F) - 1) + 1) as u16;
+        let i2 = self.alt(i1, fp);
+        let bb = BUCKET_SLOTS as u64 * F as u64;
+        let (b1, b2) = (self.bucket_at(i1, bb), self.bucket_at(i2, bb));
+        (bucket_has(b1, fp, F) | bucket_has(b2, fp, F)) || self.stashed(i1, i2, fp)
     }
 
     /// Removes every item.
@@ -268,19 +333,18 @@ impl Cuckoo {
     /// The `4f` bits of bucket `i`, slot 0 in the low bits.
     #[inline(always)]
     fn bucket(&self, i: u64) -> u64 {
-        let bb = self.bucket_bits();
+        self.bucket_at(i, self.bucket_bits())
+    }
+
+    /// [`Cuckoo::bucket`] for a bucket width `bb` the caller may know at compile time. Always two
+    /// loads and a 128-bit shift, no branch: the guard word makes `w + 1` valid for every bucket
+    /// (`w ≤ ⌈nb·bb/64⌉ - 1`, and the table has one word more).
+    #[inline(always)]
+    fn bucket_at(&self, i: u64, bb: u64) -> u64 {
         let bit = i * bb;
         let (w, off) = ((bit >> 6) as usize, (bit & 63) as u32);
-        let mut v = self.words[w] >> off;
-        if off != 0 {
-            // Bits of the next word (the guard word when this is the last bucket).
-            v |= self.words[w + 1] << (64 - off);
-        }
-        if bb == 64 {
-            v
-        } else {
-            v & ((1u64 << bb) - 1)
-        }
+        let pair = self.words[w] as u128 | (self.words[w + 1] as u128) << 64;
+        ((pair >> off) as u64) & (u64::MAX >> (64 - bb))
     }
 
     #[inline(always)]
@@ -308,13 +372,6 @@ impl Cuckoo {
         (bucket & !mask) | ((fp as u64) << sh)
     }
 
-    /// Whether bucket `i` holds `fp`.
-    #[inline(always)]
-    fn holds(&self, i: u64, fp: u16) -> bool {
-        let b = self.bucket(i);
-        (0..BUCKET_SLOTS).any(|j| self.slot_of(b, j) == fp)
-    }
-
     fn matches(&self, i: u64, fp: u16) -> usize {
         let b = self.bucket(i);
         (0..BUCKET_SLOTS).filter(|&j| self.slot_of(b, j) == fp).count()
@@ -324,14 +381,14 @@ impl Cuckoo {
     #[inline]
     fn try_put(&mut self, i: u64, fp: u16) -> bool {
         let b = self.bucket(i);
-        for j in 0..BUCKET_SLOTS {
-            if self.slot_of(b, j) == 0 {
+        match first_empty(b, self.fp_bits) {
+            Some(j) => {
                 let nb = self.with_slot(b, j, fp);
                 self.set_bucket(i, nb);
-                return true;
+                true
             }
+            None => false,
         }
-        false
     }
 
     /// Removes one copy of `fp` from bucket `i`.
@@ -426,12 +483,21 @@ impl Filter for Cuckoo {
 
     #[inline]
     fn contains_digest(&self, d: Digest) -> bool {
-        let (i1, fp) = self.locate(d);
-        if self.holds(i1, fp) {
-            return true;
+        // One predictable branch on the width, then a constant-folded probe.
+        match self.fp_bits {
+            8 => self.contains_width::<8>(d),
+            12 => self.contains_width::<12>(d),
+            _ => self.contains_width::<16>(d),
         }
-        let i2 = self.alt(i1, fp);
-        self.holds(i2, fp) || self.stash.iter().any(|&(b, f)| f == fp && (b == i1 || b == i2))
+    }
+
+    /// Same answer as the provided method; hashes with [`Hasher::digest_inline`].
+    #[inline]
+    fn contains<T: AsRef<[u8]>>(&self, item: T) -> bool
+    where
+        Self: Sized,
+    {
+        self.contains_digest(self.hasher.digest_inline(item.as_ref()))
     }
 
     fn contains_digests(&self, digests: &[Digest], out: &mut [bool]) {
@@ -664,6 +730,40 @@ mod tests {
                 }
             }
             assert_eq!(*f.words.last().unwrap(), 0, "guard word untouched");
+        }
+    }
+
+    #[test]
+    fn swar_probe_agrees_with_slot_by_slot_scan() {
+        // Random bucket words with many empty slots and repeated fingerprints (small values),
+        // so that zero fields, equal fields and borrows across fields all occur.
+        let mut x = 0x1234_5678_9abc_def0u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for f in FINGERPRINT_BITS {
+            let mask = (1u64 << f) - 1;
+            for _ in 0..200_000 {
+                let r = next();
+                let mut b = 0u64;
+                let mut slots = [0u16; 4];
+                for (j, s) in slots.iter_mut().enumerate() {
+                    let v = match (r >> (8 * j)) & 3 {
+                        0 => 0,
+                        1 => (r >> 40) & 3,
+                        _ => (r >> (16 + 8 * j)) & mask,
+                    };
+                    *s = v as u16;
+                    b |= v << (j as u32 * f);
+                }
+                let fp = ((next() & 3) as u16).max(1)
+                    | if r & (1 << 60) != 0 { (next() & mask) as u16 } else { 0 };
+                assert_eq!(bucket_has(b, fp, f), slots.contains(&fp), "f={f} b={b:#x} fp={fp}");
+                assert_eq!(first_empty(b, f), slots.iter().position(|&s| s == 0), "f={f} b={b:#x}");
+            }
         }
     }
 

@@ -264,8 +264,9 @@ impl<'a> Peeler<'a> {
         alloc(&mut self.found, n)?;
         alloc(&mut self.xors, slots)?;
         alloc(&mut self.counts, slots)?;
-        self.queue.clear();
-        self.queue.try_reserve_exact(slots).map_err(|_| Error::OutOfMemory { bytes: slots * 4 })?;
+        // One entry more than slots: the branch-free pushes below write before they know whether
+        // the entry counts, and at most `slots` entries are ever live.
+        alloc(&mut self.queue, slots + 1)?;
         alloc(fps, slots)?;
         for _ in 0..attempts {
             let seed = attempt_seed(self.next_attempt);
@@ -345,18 +346,21 @@ impl<'a> Peeler<'a> {
                 duplicates += 1;
             }
         }
-        // 3. Peel: slots used by one key, then the slots that this frees.
-        let queue = &mut self.queue;
-        queue.clear();
+        // 3. Peel: slots used by one key, then the slots that this frees. The queue is a stack
+        // whose pushes are branch-free (write the slot, advance only if its count is 1): which
+        // slots qualify is data-dependent and would mispredict often (as in Graf & Lemire's
+        // reference code).
+        let queue = &mut self.queue[..];
+        let mut qlen = 0usize;
         for (s, &c) in counts.iter().enumerate() {
-            if c >> 2 == 1 {
-                queue.push(s as u32);
-            }
+            queue[qlen] = s as u32;
+            qlen += (c >> 2 == 1) as usize;
         }
         let mut stacked = 0usize;
         let found = &mut self.found[..n];
-        while let Some(s) = queue.pop() {
-            let s = s as usize;
+        while qlen > 0 {
+            qlen -= 1;
+            let s = queue[qlen] as usize;
             if counts[s] >> 2 != 1 {
                 continue;
             }
@@ -367,19 +371,15 @@ impl<'a> Peeler<'a> {
             keys[stacked] = x;
             found[stacked] = idx;
             stacked += 1;
-            // The key's own slot is now empty; only its other slots need updating.
-            counts[s] = 0;
-            xors[s] = 0;
+            // Take the key out of all its slots, its own included: there the update gives count
+            // 0 and xor 0 (`(4 | idx) ^ idx - 4 = 0`, `x ^ x = 0`), so the own slot is neither
+            // special-cased (an unpredictable branch) nor pushed.
             let p = layout.positions(x);
             for (j, &t) in p.iter().enumerate() {
-                if j as u8 == idx {
-                    continue;
-                }
                 counts[t] = (counts[t] ^ j as u8).wrapping_sub(4);
                 xors[t] ^= x;
-                if counts[t] >> 2 == 1 {
-                    queue.push(t as u32);
-                }
+                queue[qlen] = t as u32;
+                qlen += (counts[t] >> 2 == 1) as usize;
             }
         }
         if stacked + duplicates != n {

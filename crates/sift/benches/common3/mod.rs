@@ -1,0 +1,459 @@
+//! What the Criterion bench `benches/static_and_cuckoo.rs` and the table program
+//! `examples/bench_table3.rs` share: key workloads, adapters for sift's static filters, Cuckoo and
+//! Quotient and for their peer crates (xorf, qfilter, cuckoofilter, scalable_cuckoo_filter), and
+//! the ratios of issue 3.
+//!
+//! Kept apart from `benches/common/mod.rs` (the Bloom family's) on purpose; the key generators
+//! and the thread-CPU timer are small copies of the ones there.
+//!
+//! ## Hashing, so that the comparison is fair
+//! * sift hashes the key's byte image with XXH3-64, seed 0 (its default `Hasher`).
+//! * xorf and qfilter take a precomputed 64-bit hash in their API (`xorf::BinaryFuse8: From<&[u64]>`,
+//!   `qfilter::Filter::{insert,contains}_fingerprint`): they get `xxh3_64(key bytes)`, the same hash.
+//! * cuckoofilter and scalable_cuckoo_filter only take `T: Hash` with their own `Hasher`: they
+//!   appear twice where it matters, with their default hasher (SipHash, their normal API) and
+//!   with [`Xxh3Pass`], a `Hasher` that passes a `u64` through, fed `xxh3_64(key bytes)`.
+#![allow(dead_code)]
+
+use std::hint::black_box;
+
+use sift::prelude::*;
+use xorf::Filter as _;
+
+/// False-positive rate of the dynamic workloads (Cuckoo: 12-bit fingerprints; Quotient: r = 7).
+pub const FPR: f64 = 0.01;
+/// False-positive rate of the GCS row: 2^-8, the same as BinaryFuse8.
+pub const GCS_FPR: f64 = 1.0 / 256.0;
+
+// ---------------------------------------------------------------------------------------------
+// Keys (copied from benches/common/mod.rs)
+// ---------------------------------------------------------------------------------------------
+
+/// A benchmark key type.
+pub trait Key: std::hash::Hash + Copy + Send + Sync + 'static {
+    /// The byte image handed to byte-oriented APIs.
+    type Bytes: AsRef<[u8]>;
+    /// Name used in group and table titles.
+    const NAME: &'static str;
+    /// The byte image of this key.
+    fn bytes(&self) -> Self::Bytes;
+    /// Key number `i` of a stream; distinct `i` give distinct keys.
+    fn nth(i: u64) -> Self;
+    /// XXH3-64 (seed 0) of the byte image: sift's default hash, handed to the peers.
+    #[inline(always)]
+    fn xxh3(&self) -> u64 {
+        xxhash_rust::xxh3::xxh3_64(self.bytes().as_ref())
+    }
+}
+
+/// SplitMix64's finaliser: a bijection of `u64`.
+#[inline]
+pub fn mix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+impl Key for u64 {
+    type Bytes = [u8; 8];
+    const NAME: &'static str = "u64";
+    #[inline(always)]
+    fn bytes(&self) -> [u8; 8] {
+        self.to_le_bytes()
+    }
+    fn nth(i: u64) -> u64 {
+        mix64(i)
+    }
+}
+
+/// A 20-byte ASCII key (lowercase letters and digits).
+pub type Str20 = [u8; 20];
+
+impl Key for Str20 {
+    type Bytes = [u8; 20];
+    const NAME: &'static str = "str20";
+    #[inline(always)]
+    fn bytes(&self) -> [u8; 20] {
+        *self
+    }
+    fn nth(i: u64) -> Str20 {
+        const ALPHABET: &[u8; 36] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+        let words = [mix64(i), mix64(i ^ 0x5555_5555_5555_5555), mix64(i ^ 0xaaaa_aaaa_aaaa_aaaa)];
+        let mut out = [0u8; 20];
+        for (j, b) in out.iter_mut().enumerate() {
+            let w = words[j / 7] >> ((j % 7) * 9);
+            *b = ALPHABET[(w & 0x1ff) as usize % 36];
+        }
+        out
+    }
+}
+
+/// Keys `0..n` of the stream.
+pub fn members<K: Key>(n: usize) -> Vec<K> {
+    (0..n as u64).map(K::nth).collect()
+}
+
+/// `m` keys disjoint from every [`members`] set (`2^63 + i`).
+pub fn non_members<K: Key>(m: usize) -> Vec<K> {
+    (0..m as u64).map(|i| K::nth(i | 1 << 63)).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// A pass-through Hasher for the Hash-only peers
+// ---------------------------------------------------------------------------------------------
+
+/// A `std::hash::Hasher` that returns the `u64` written to it unchanged (what cuckoofilter and
+/// scalable_cuckoo_filter see when handed `xxh3_64(key)`); other writes (cuckoofilter hashes its
+/// 1-byte fingerprint to find the alternate bucket) are mixed in with XXH3.
+#[derive(Default, Clone, Copy)]
+pub struct Xxh3Pass(u64);
+
+impl std::hash::Hasher for Xxh3Pass {
+    #[inline(always)]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    #[inline(always)]
+    fn write_u64(&mut self, x: u64) {
+        self.0 = if self.0 == 0 { x } else { mix64(self.0 ^ x) };
+    }
+    #[inline(always)]
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = xxhash_rust::xxh3::xxh3_64_with_seed(bytes, self.0);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Static filters: built once from a slice of keys
+// ---------------------------------------------------------------------------------------------
+
+/// A static filter, built from all keys at once.
+pub trait StaticBuilt<K> {
+    /// Number of keys reported present, one call per key.
+    fn count_hits(&self, keys: &[K]) -> usize;
+    /// Bytes the filter reports for itself (the table program measures the heap independently).
+    fn reported_bytes(&self) -> usize;
+    /// For a GCS: bits per key of the coded stream alone (what a file stores), without the
+    /// in-memory sample index.
+    fn coded_bits_per_key(&self) -> Option<f64> {
+        None
+    }
+}
+
+/// Builds a static filter from the keys (distinct), hashing included.
+pub type BuildFn<K> = Box<dyn Fn(&[K]) -> Box<dyn StaticBuilt<K>>>;
+
+/// A static contender: a name and how to build it from the keys (hashing included).
+pub struct StaticContender<K> {
+    /// Row name.
+    pub name: &'static str,
+    /// Builds the filter of `keys` (distinct).
+    pub build: BuildFn<K>,
+}
+
+/// A newtype for sift's filters, to implement `StaticBuilt` once per type.
+pub struct Wrap<F>(pub F);
+
+macro_rules! sift_static {
+    ($($t:ty),*) => {$(
+        impl<K: Key> StaticBuilt<K> for Wrap<$t> {
+            #[inline(never)]
+            fn count_hits(&self, keys: &[K]) -> usize {
+                let mut hits = 0usize;
+                for k in keys {
+                    hits += self.0.contains(black_box(k).bytes()) as usize;
+                }
+                hits
+            }
+            fn reported_bytes(&self) -> usize {
+                self.0.size_in_bytes()
+            }
+        }
+    )*};
+}
+sift_static!(sift::BinaryFuse8, sift::BinaryFuse16, sift::Xor8);
+
+impl<K: Key> StaticBuilt<K> for Wrap<sift::Gcs> {
+    #[inline(never)]
+    fn count_hits(&self, keys: &[K]) -> usize {
+        let mut hits = 0usize;
+        for k in keys {
+            hits += self.0.contains(black_box(k).bytes()) as usize;
+        }
+        hits
+    }
+    fn reported_bytes(&self) -> usize {
+        self.0.size_in_bytes()
+    }
+    fn coded_bits_per_key(&self) -> Option<f64> {
+        Some(self.0.coded_bits_per_key())
+    }
+}
+
+fn sift_static<K: Key, F: 'static>(
+    name: &'static str,
+    build: impl Fn(&[K::Bytes]) -> sift::Result<F> + 'static,
+) -> StaticContender<K>
+where
+    Wrap<F>: StaticBuilt<K>,
+{
+    StaticContender {
+        name,
+        build: Box::new(move |keys: &[K]| {
+            let f = build(&byte_images(keys)).expect("valid benchmark parameters");
+            Box::new(Wrap(f)) as Box<dyn StaticBuilt<K>>
+        }),
+    }
+}
+
+/// sift filters take `&[T: AsRef<[u8]>]`; `[u8; N]` keys are their own byte image, `u64` keys
+/// are converted to `[u8; 8]` first (this copy is part of sift's build time).
+fn byte_images<K: Key>(keys: &[K]) -> Vec<K::Bytes> {
+    keys.iter().map(|k| k.bytes()).collect()
+}
+
+/// A newtype for the peers, to implement `StaticBuilt` on foreign types.
+pub struct Peer<F>(pub F);
+
+macro_rules! xorf_peer {
+    ($t:ty) => {
+        impl<K: Key> StaticBuilt<K> for Peer<$t> {
+            #[inline(never)]
+            fn count_hits(&self, keys: &[K]) -> usize {
+                let mut hits = 0usize;
+                for k in keys {
+                    hits += self.0.contains(&black_box(k).xxh3()) as usize;
+                }
+                hits
+            }
+            fn reported_bytes(&self) -> usize {
+                self.0.fingerprints.len() * core::mem::size_of_val(&self.0.fingerprints[0])
+            }
+        }
+    };
+}
+xorf_peer!(xorf::BinaryFuse8);
+xorf_peer!(xorf::BinaryFuse16);
+xorf_peer!(xorf::Xor8);
+
+fn xorf_build<K: Key, F>(keys: &[K]) -> Box<dyn StaticBuilt<K>>
+where
+    F: for<'a> TryFrom<&'a [u64]> + 'static,
+    Peer<F>: StaticBuilt<K>,
+    for<'a> <F as TryFrom<&'a [u64]>>::Error: std::fmt::Debug,
+{
+    let hashes: Vec<u64> = keys.iter().map(|k| k.xxh3()).collect();
+    let f = F::try_from(&hashes[..]).expect("xorf construction");
+    drop(hashes);
+    Box::new(Peer(f))
+}
+
+/// The static filters, sift's first, then the peers.
+pub fn static_contenders<K: Key>() -> Vec<StaticContender<K>> {
+    use sift::{Arity, BinaryFuse16, BinaryFuse8, Gcs, GcsParams, Hasher, Xor8};
+
+    vec![
+        sift_static::<K, _>("sift BinaryFuse8", |b| {
+            BinaryFuse8::build_with(b, Arity::Three, Hasher::default())
+        }),
+        StaticContender { name: "xorf BinaryFuse8", build: Box::new(xorf_build::<K, xorf::BinaryFuse8>) },
+        sift_static::<K, _>("sift BinaryFuse8 4-wise", |b| {
+            BinaryFuse8::build_with(b, Arity::Four, Hasher::default())
+        }),
+        sift_static::<K, _>("sift BinaryFuse16", |b| {
+            BinaryFuse16::build_with(b, Arity::Three, Hasher::default())
+        }),
+        StaticContender { name: "xorf BinaryFuse16", build: Box::new(xorf_build::<K, xorf::BinaryFuse16>) },
+        sift_static::<K, _>("sift Xor8", |b| Xor8::build_with(b, Hasher::default())),
+        StaticContender { name: "xorf Xor8", build: Box::new(xorf_build::<K, xorf::Xor8>) },
+        sift_static::<K, _>("sift Gcs p=2^-8", |b| {
+            Gcs::build_with_params(b, GcsParams::for_fpr(GCS_FPR).expect("valid"))
+        }),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dynamic filters: created empty, then one insert per key
+// ---------------------------------------------------------------------------------------------
+
+/// One dynamic filter implementation.
+pub trait Subject<K: Key> {
+    /// Inserts one key; `false` if the filter refused it (full).
+    fn add(&mut self, key: &K) -> bool;
+    /// Whether the filter may contain `key`.
+    fn has(&self, key: &K) -> bool;
+}
+
+/// Type-erased dynamic filter; the per-key loops are monomorphised inside.
+pub trait Built<K> {
+    /// Inserts every key; returns the number refused.
+    fn insert_all(&mut self, keys: &[K]) -> usize;
+    /// Number of keys reported present.
+    fn count_hits(&self, keys: &[K]) -> usize;
+}
+
+impl<K: Key, S: Subject<K>> Built<K> for S {
+    #[inline(never)]
+    fn insert_all(&mut self, keys: &[K]) -> usize {
+        let mut refused = 0usize;
+        for k in keys {
+            refused += !self.add(black_box(k)) as usize;
+        }
+        refused
+    }
+    #[inline(never)]
+    fn count_hits(&self, keys: &[K]) -> usize {
+        let mut hits = 0usize;
+        for k in keys {
+            hits += self.has(black_box(k)) as usize;
+        }
+        hits
+    }
+}
+
+/// A dynamic contender: name and constructor for `(n, fpr)`.
+pub struct Contender<K> {
+    /// Row name.
+    pub name: &'static str,
+    /// Makes an empty filter.
+    pub make: Box<dyn Fn(usize, f64) -> Box<dyn Built<K>>>,
+}
+
+fn contender<K: Key, S: Subject<K> + 'static>(
+    name: &'static str,
+    make: impl Fn(usize, f64) -> S + 'static,
+) -> Contender<K> {
+    Contender { name, make: Box::new(move |n, p| Box::new(make(n, p)) as Box<dyn Built<K>>) }
+}
+
+impl<K: Key> Subject<K> for sift::Cuckoo {
+    #[inline(always)]
+    fn add(&mut self, key: &K) -> bool {
+        self.try_insert(key.bytes()).is_ok()
+    }
+    #[inline(always)]
+    fn has(&self, key: &K) -> bool {
+        self.contains(key.bytes())
+    }
+}
+
+impl<K: Key> Subject<K> for sift::Quotient {
+    #[inline(always)]
+    fn add(&mut self, key: &K) -> bool {
+        self.try_insert(key.bytes()).is_ok()
+    }
+    #[inline(always)]
+    fn has(&self, key: &K) -> bool {
+        self.contains(key.bytes())
+    }
+}
+
+/// qfilter fed `xxh3_64(key)` through its fingerprint API; inserts like its `insert` (no
+/// duplicate copy when already present), as sift's `try_insert` checks presence too.
+pub struct QFilterXxh3(pub qfilter::Filter);
+
+impl<K: Key> Subject<K> for QFilterXxh3 {
+    #[inline(always)]
+    fn add(&mut self, key: &K) -> bool {
+        self.0.insert_fingerprint(false, key.xxh3()).is_ok()
+    }
+    #[inline(always)]
+    fn has(&self, key: &K) -> bool {
+        self.0.contains_fingerprint(key.xxh3())
+    }
+}
+
+/// cuckoofilter with its default hasher (SipHash-1-3 via `DefaultHasher`), hashing the key.
+pub struct CuckooSip<K>(
+    pub cuckoofilter::CuckooFilter<std::collections::hash_map::DefaultHasher>,
+    std::marker::PhantomData<K>,
+);
+
+impl<K: Key> Subject<K> for CuckooSip<K> {
+    #[inline(always)]
+    fn add(&mut self, key: &K) -> bool {
+        self.0.add(key).is_ok()
+    }
+    #[inline(always)]
+    fn has(&self, key: &K) -> bool {
+        self.0.contains(key)
+    }
+}
+
+/// cuckoofilter fed `xxh3_64(key)` through [`Xxh3Pass`].
+pub struct CuckooXxh3(pub cuckoofilter::CuckooFilter<Xxh3Pass>);
+
+impl<K: Key> Subject<K> for CuckooXxh3 {
+    #[inline(always)]
+    fn add(&mut self, key: &K) -> bool {
+        self.0.add(&key.xxh3()).is_ok()
+    }
+    #[inline(always)]
+    fn has(&self, key: &K) -> bool {
+        self.0.contains(&key.xxh3())
+    }
+}
+
+/// scalable_cuckoo_filter with its defaults (SipHash-1-3), hashing the key.
+pub struct ScalableCuckoo<K: Key>(pub scalable_cuckoo_filter::ScalableCuckooFilter<K>);
+
+impl<K: Key> Subject<K> for ScalableCuckoo<K> {
+    #[inline(always)]
+    fn add(&mut self, key: &K) -> bool {
+        self.0.insert(key);
+        true
+    }
+    #[inline(always)]
+    fn has(&self, key: &K) -> bool {
+        self.0.contains(key)
+    }
+}
+
+/// Capacity handed to cuckoofilter: it rounds the bucket count up to a power of two, and at
+/// exactly `n` it would run at 95.4% load for n = 1M and lose items; `n / 0.95` (its designers'
+/// load) leaves it the same headroom sift plans for.
+fn cuckoofilter_capacity(n: usize) -> usize {
+    (n as f64 / 0.95).ceil() as usize
+}
+
+/// The dynamic filters, sift's first.
+pub fn dynamic_contenders<K: Key>() -> Vec<Contender<K>> {
+    vec![
+        contender::<K, _>("sift Cuckoo", |n, p| sift::Cuckoo::new(n, p).expect("valid parameters")),
+        contender::<K, _>("cuckoofilter+xxh3", |n, _| {
+            CuckooXxh3(cuckoofilter::CuckooFilter::with_capacity(cuckoofilter_capacity(n)))
+        }),
+        contender::<K, _>("cuckoofilter (SipHash)", |n, _| {
+            CuckooSip(
+                cuckoofilter::CuckooFilter::with_capacity(cuckoofilter_capacity(n)),
+                std::marker::PhantomData,
+            )
+        }),
+        contender::<K, _>("scalable_cuckoo_filter (SipHash)", |n, p| {
+            ScalableCuckoo(scalable_cuckoo_filter::ScalableCuckooFilter::new(n, p))
+        }),
+        contender::<K, _>("sift Quotient", |n, p| sift::Quotient::new(n, p).expect("valid parameters")),
+        contender::<K, _>("qfilter+xxh3", |n, p| {
+            QFilterXxh3(qfilter::Filter::new(n as u64, p).expect("valid parameters"))
+        }),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------------
+// Thread CPU time (copied from examples/bench_table.rs)
+// ---------------------------------------------------------------------------------------------
+
+/// CPU time of the calling thread in ns (Linux `CLOCK_THREAD_CPUTIME_ID`), `None` elsewhere.
+pub fn thread_cpu_ns() -> Option<u128> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant Linux supports.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        if rc == 0 {
+            return Some(ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128);
+        }
+    }
+    None
+}
