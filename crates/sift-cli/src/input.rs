@@ -281,10 +281,9 @@ pub fn spawn_reader(sources: Vec<Source>, split: Split, hasher: Option<Hasher>, 
                             batch.digests.push(h.digest(key));
                         }
                         stats.keys += 1;
-                        if batch.len() >= BATCH_LINES || batch.data.len() >= 4 << 20 {
-                            if tx.send(std::mem::take(&mut batch)).is_err() {
-                                return Ok(stats); // the consumer stopped (an error, or a closed pipe)
-                            }
+                        let full = batch.len() >= BATCH_LINES || batch.data.len() >= 4 << 20;
+                        if full && tx.send(std::mem::take(&mut batch)).is_err() {
+                            return Ok(stats); // the consumer stopped (an error, or a closed pipe)
                         }
                     }
                 }

@@ -111,7 +111,7 @@ impl GuavaBloom {
         let n = expected_insertions.max(1) as f64;
         let ln2 = core::f64::consts::LN_2;
         let bits_f = -n * fpp.ln() / (ln2 * ln2);
-        if !(bits_f < (MAX_WORDS * 64) as f64) {
+        if bits_f.is_nan() || bits_f >= (MAX_WORDS * 64) as f64 {
             return Err(Error::CapacityExceeded {
                 requested_bytes: (bits_f / 8.0).min(u128::MAX as f64) as u128,
                 limit_bytes: (MAX_WORDS * 8) as u128,

@@ -36,10 +36,13 @@ fn encode(kind: FilterKind, chunks: &[(i64, &[u8])]) -> Vec<u8> {
     e.finish()
 }
 
+/// `(iterator, data)` of each chunk, borrowed from the file.
+type Chunks<'a> = Vec<(i64, &'a [u8])>;
+
 /// The chunks of a file: the header chunk, then data chunks whose iterators are contiguous
 /// (each is the previous one plus its length, starting after the header at 1), as `SCANDUMP`
 /// produces them. Returns the chunks and the total data length.
-fn decode_chunks(bytes: &[u8], kind: FilterKind) -> Result<(Vec<(i64, &[u8])>, u64)> {
+fn decode_chunks(bytes: &[u8], kind: FilterKind) -> Result<(Chunks<'_>, u64)> {
     let raw = decode_verified(bytes, kind)?;
     let mut r = raw.param_reader();
     let count = r.u64("chunk count")?;
