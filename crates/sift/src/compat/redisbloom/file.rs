@@ -253,4 +253,40 @@ mod tests {
         let b = encode(FilterKind::RedisBloomChain, &[(1, &h)]);
         assert!(BloomChain::from_bytes(&b).is_err());
     }
+    /// Mutated files, with the CRC recomputed so the parameter and chunk validation is reached:
+    /// an error or a filter, never a panic or a huge allocation.
+    #[test]
+    fn mutated_files_never_panic() {
+        let mut c = BloomChain::new(10, 0.01, 2, false).unwrap();
+        let mut cf = CuckooFilter::new(64, 2, 20, 1).unwrap();
+        for i in 0..30u32 {
+            c.add(i.to_string().as_bytes()).unwrap();
+            cf.insert(i.to_string().as_bytes()).unwrap();
+        }
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for base in [c.to_bytes(), cf.to_bytes()] {
+            for _ in 0..3000 {
+                let mut b = base.clone();
+                for _ in 0..1 + next() % 4 {
+                    let at = (next() % (b.len() as u64 - 4)) as usize;
+                    b[at] = next() as u8;
+                }
+                let end = b.len() - 4;
+                let crc = crc32c::crc32c(&b[..end]);
+                b[end..].copy_from_slice(&crc.to_le_bytes());
+                if let Ok(d) = BloomChain::from_bytes(&b) {
+                    let _ = (d.contains(b"1"), d.info(), d.scandump_all());
+                }
+                if let Ok(d) = CuckooFilter::from_bytes(&b) {
+                    let _ = (d.contains(b"1"), d.info(), d.scandump_all());
+                }
+            }
+        }
+    }
 }
