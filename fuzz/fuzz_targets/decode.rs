@@ -58,4 +58,18 @@ fn decode_all(data: &[u8]) {
     try_decode::<sift::BinaryFuse8>(data);
     try_decode::<sift::BinaryFuse16>(data);
     try_decode::<sift::Gcs>(data);
+    // Other systems' filters carried in sift files (no `Filter` trait: their own queries).
+    if let Ok(f) = sift::compat::redisbloom::BloomChain::from_bytes(data) {
+        let _ = (f.contains(b"a"), f.info(), f.debug_lines());
+        assert!(sift::compat::redisbloom::BloomChain::from_bytes(&f.to_bytes()).is_ok());
+    }
+    if let Ok(f) = sift::compat::redisbloom::CuckooFilter::from_bytes(data) {
+        let _ = (f.contains(b"a"), f.info(), f.debug_line());
+        assert!(sift::compat::redisbloom::CuckooFilter::from_bytes(&f.to_bytes()).is_ok());
+    }
+    if let Ok(f) = sift::compat::guava::GuavaBloom::from_bytes(data) {
+        let _ = (f.might_contain(b"a"), f.expected_fpp());
+        assert!(sift::compat::guava::GuavaBloom::from_bytes(&f.to_bytes()).is_ok());
+    }
+    let _ = sift::compat::guava::GuavaBloom::read_from(data);
 }

@@ -34,6 +34,10 @@ pub enum HashKind {
     /// one family that writes this id ([`crate::Gcs`]) stores it in its parameter block. Built with
     /// [`Hasher::sip24`]; a file of another kind with this id decodes with `k1 = 0`.
     SipHash24 = 5,
+    /// MurmurHash3_x64_128 ([`murmur3_x64_128`], seed = the low 32 bits of the header seed):
+    /// `h1`, `h2` are its two words. Guava's Bloom filters hash with it (seed 0); recorded in the
+    /// header of files holding a [`crate::compat::guava::GuavaBloom`].
+    Murmur3_128 = 6,
 }
 
 impl HashKind {
@@ -50,6 +54,7 @@ impl HashKind {
             3 => HashKind::Xxh64,
             4 => HashKind::Murmur64A,
             5 => HashKind::SipHash24,
+            6 => HashKind::Murmur3_128,
             other => return Err(FormatError::UnknownHash(other)),
         })
     }
@@ -62,6 +67,7 @@ impl HashKind {
             HashKind::Xxh64 => "xxh64",
             HashKind::Murmur64A => "murmur64a",
             HashKind::SipHash24 => "siphash24",
+            HashKind::Murmur3_128 => "murmur3-128",
         }
     }
 
@@ -159,6 +165,10 @@ impl Hasher {
                 Digest { h1: a, h2: murmur64a(bytes, a) }
             }
             HashKind::SipHash24 => Digest::from_u64(sip24(self.seed, self.key_hi, bytes)),
+            HashKind::Murmur3_128 => {
+                let (h1, h2) = murmur3_x64_128(bytes, self.seed as u32);
+                Digest { h1, h2 }
+            }
         }
     }
 }
@@ -304,6 +314,66 @@ pub fn murmur2_32(key: &[u8], seed: u32) -> u32 {
     h
 }
 
+/// MurmurHash3_x64_128 (Austin Appleby, public domain reference `MurmurHash3.cpp`): two 64-bit
+/// lanes over 16-byte little-endian blocks, the tail mixed into both lanes, then `fmix64`.
+///
+/// Returns `(h1, h2)`; the 16-byte digest is `h1.to_le_bytes() ‖ h2.to_le_bytes()`, which is what
+/// Guava's `Hashing.murmur3_128(seed)` returns (`asBytes()`) for the same input bytes. Guava's
+/// Bloom filters ([`crate::compat::guava`]) hash with seed 0. The seed is 32 bits as in the
+/// reference code (it initialises both lanes, zero-extended).
+pub fn murmur3_x64_128(data: &[u8], seed: u32) -> (u64, u64) {
+    const C1: u64 = 0x87c3_7b91_1142_53d5;
+    const C2: u64 = 0x4cf5_ad43_2745_937f;
+    #[inline(always)]
+    fn fmix64(mut k: u64) -> u64 {
+        k ^= k >> 33;
+        k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        k ^= k >> 33;
+        k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        k ^= k >> 33;
+        k
+    }
+    #[inline(always)]
+    fn mix_k1(k1: u64) -> u64 {
+        k1.wrapping_mul(C1).rotate_left(31).wrapping_mul(C2)
+    }
+    #[inline(always)]
+    fn mix_k2(k2: u64) -> u64 {
+        k2.wrapping_mul(C2).rotate_left(33).wrapping_mul(C1)
+    }
+    let mut h1 = seed as u64;
+    let mut h2 = seed as u64;
+    let mut blocks = data.chunks_exact(16);
+    for b in &mut blocks {
+        let k1 = u64::from_le_bytes(b[..8].try_into().expect("16-byte block"));
+        let k2 = u64::from_le_bytes(b[8..].try_into().expect("16-byte block"));
+        h1 ^= mix_k1(k1);
+        h1 = h1.rotate_left(27).wrapping_add(h2).wrapping_mul(5).wrapping_add(0x52dc_e729);
+        h2 ^= mix_k2(k2);
+        h2 = h2.rotate_left(31).wrapping_add(h1).wrapping_mul(5).wrapping_add(0x3849_5ab5);
+    }
+    let tail = blocks.remainder();
+    if !tail.is_empty() {
+        // Bytes 0..8 of the tail form k1, bytes 8..15 form k2 (little-endian, zero-padded).
+        let mut buf = [0u8; 16];
+        buf[..tail.len()].copy_from_slice(tail);
+        if tail.len() > 8 {
+            h2 ^= mix_k2(u64::from_le_bytes(buf[8..].try_into().expect("8 bytes")));
+        }
+        h1 ^= mix_k1(u64::from_le_bytes(buf[..8].try_into().expect("8 bytes")));
+    }
+    let len = data.len() as u64;
+    h1 ^= len;
+    h2 ^= len;
+    h1 = h1.wrapping_add(h2);
+    h2 = h2.wrapping_add(h1);
+    h1 = fmix64(h1);
+    h2 = fmix64(h2);
+    h1 = h1.wrapping_add(h2);
+    h2 = h2.wrapping_add(h1);
+    (h1, h2)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -401,5 +471,32 @@ mod tests {
                 assert!(fastrange(x, n) < n);
             }
         }
+    }
+    #[test]
+    fn murmur3_x64_128_reference_vectors() {
+        // Produced by the real Guava 31.1 (`Hashing.murmur3_128().hashBytes(input).asBytes()`),
+        // see crates/sift-cli/tests/guava/murmur3_128.tsv: input bytes 00 01 .. (len-1), and text.
+        let hex = |(h1, h2): (u64, u64)| {
+            let mut s = String::new();
+            for b in h1.to_le_bytes().iter().chain(h2.to_le_bytes().iter()) {
+                s.push_str(&format!("{b:02x}"));
+            }
+            s
+        };
+        let seq: Vec<u8> = (0u8..=255).collect();
+        let cases: [(&[u8], &str); 8] = [
+            (&seq[..0], "00000000000000000000000000000000"),
+            (&seq[..1], "b55cff6ee5ab10468335f878aa2d6251"),
+            (&seq[..2], "4c26ab8dc5f5b37c44e0c26e32013cf0"),
+            (&seq[..8], "c82f8ed6bde1a747c7dc31ec02eee660"),
+            (&seq[..15], "e92549fd98152347e97dc688ee6d84cd"),
+            (&seq[..16], "303f9091b524494445e82f76566490ab"),
+            (&seq[..17], "0ec2e79f0ff4765c24a8da9e6b025fc1"),
+            (b"The quick brown fox jumps over the lazy dog", "6c1b07bc7bbc4be347939ac4a93c437a"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(hex(murmur3_x64_128(input, 0)), want, "input of {} bytes", input.len());
+        }
+        assert_eq!(hex(murmur3_x64_128(&seq, 0)), "b9126fdc13c3991c1ecc34ab7f07d670");
     }
 }

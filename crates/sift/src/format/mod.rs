@@ -64,11 +64,19 @@ pub enum FilterKind {
     BinaryFuse16 = 20,
     /// Golomb-coded set.
     Gcs = 21,
+    /// RedisBloom's scalable Bloom chain (`MBbloom--`,
+    /// [`crate::compat::redisbloom::BloomChain`]), stored as its `SCANDUMP` chunks.
+    RedisBloomChain = 32,
+    /// RedisBloom's cuckoo filter (`MBbloomCF`, [`crate::compat::redisbloom::CuckooFilter`]),
+    /// stored as its `SCANDUMP` chunks.
+    RedisBloomCuckoo = 33,
+    /// Guava's `BloomFilter` ([`crate::compat::guava::GuavaBloom`]), stored as its `writeTo` bytes.
+    Guava = 34,
 }
 
 impl FilterKind {
     /// Every kind, in code order.
-    pub const ALL: [FilterKind; 11] = [
+    pub const ALL: [FilterKind; 14] = [
         FilterKind::Bloom,
         FilterKind::BlockedBloom,
         FilterKind::SplitBlockBloom,
@@ -80,6 +88,9 @@ impl FilterKind {
         FilterKind::BinaryFuse8,
         FilterKind::BinaryFuse16,
         FilterKind::Gcs,
+        FilterKind::RedisBloomChain,
+        FilterKind::RedisBloomCuckoo,
+        FilterKind::Guava,
     ];
 
     /// The code stored in headers.
@@ -106,6 +117,9 @@ impl FilterKind {
             FilterKind::BinaryFuse8 => "binary-fuse8",
             FilterKind::BinaryFuse16 => "binary-fuse16",
             FilterKind::Gcs => "gcs",
+            FilterKind::RedisBloomChain => "redisbloom-bf",
+            FilterKind::RedisBloomCuckoo => "redisbloom-cf",
+            FilterKind::Guava => "guava-bloom",
         }
     }
 }

@@ -40,6 +40,7 @@
 mod bloom;
 mod cuckoo;
 mod dump;
+mod file;
 mod gfmt;
 
 pub use bloom::{

@@ -1,0 +1,161 @@
+//! `sift build`: a filter of every key of the input, written atomically to a sift file.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use sift::prelude::*;
+
+use super::FamilyArg;
+use crate::any::AnyFilter;
+use crate::input::{self, Source, Split};
+use crate::output::pct;
+use crate::size::{human_bytes, parse_count, parse_fpr};
+
+/// Build a filter from keys, one per line (or NUL-separated), from files or stdin.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:
+  sift build -o urls.sift urls.txt                  # counts the lines first, then builds
+  sift build -o urls.sift -n 1e8 -p 0.001 urls.txt.gz
+  zcat urls.gz | sift build -o seen.sift            # stdin, unknown count: scalable-bloom
+  find . -print0 | sift build -0 -o paths.sift -n 1M
+  sift build --family binary-fuse8 -o dict.sift words.txt
+  sift build --family redisbloom-bf -n 1e6 -o bf.sift keys.txt && sift convert bf.sift --to redisbloom -o bf.jsonl
+
+Gzip input (files or stdin) is detected by its magic bytes. A trailing \\r is removed from each line;
+empty lines are skipped; lines longer than --max-line bytes are skipped with a warning.")]
+pub struct Args {
+    /// Input files (`-` or none: stdin).
+    files: Vec<PathBuf>,
+    /// The sift file to write (written to a temporary file, then renamed).
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Filter family.
+    #[arg(short, long, value_enum)]
+    family: Option<FamilyArg>,
+    /// Target false-positive rate.
+    #[arg(short = 'p', long, default_value = "0.01", value_parser = parse_fpr)]
+    fpr: f64,
+    /// Expected number of keys (default: count the input files first; scalable-bloom on stdin).
+    #[arg(short = 'n', long, value_parser = parse_count)]
+    items: Option<u64>,
+    /// Keys are separated by NUL bytes instead of newlines.
+    #[arg(short = '0', long = "null")]
+    null: bool,
+    /// Longest key accepted, in bytes; longer lines are skipped with a warning.
+    #[arg(long, default_value_t = input::DEFAULT_MAX_LINE)]
+    max_line: usize,
+    /// No progress bar and no summary.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+pub fn run(a: Args) -> Result<ExitCode> {
+    let start = Instant::now();
+    let sources = Source::from_args(&a.files);
+    let split = Split { delim: if a.null { 0 } else { b'\n' }, max_line: a.max_line, skip_empty: true };
+    let from_stdin = sources.iter().any(|s| matches!(s, Source::Stdin));
+    let mut family = a.family.unwrap_or(FamilyArg::BlockedBloom);
+    let mut items = a.items;
+    if items.is_none() && family.needs_items() {
+        if from_stdin {
+            if a.family.is_some() {
+                bail!("{family:?} needs --items when reading stdin (or use --family scalable-bloom)");
+            }
+            family = FamilyArg::ScalableBloom;
+            if !a.quiet {
+                eprintln!("sift: stdin with no --items: building a scalable-bloom filter");
+            }
+        } else {
+            let n = input::count_keys(&sources, split)?;
+            items = Some(n.max(1));
+        }
+    }
+
+    let total: Option<u64> = sources.iter().map(|s| s.len()).sum();
+    let pb = input::progress(total, a.quiet);
+    let (filter, stats, inserted) = if family.is_static() {
+        let reader = input::spawn_reader(sources, split, Some(sift::Hasher::default()), false);
+        let mut hashes: Vec<u64> = Vec::new();
+        for batch in reader.rx.iter() {
+            hashes.try_reserve(batch.digests.len()).context("out of memory collecting key hashes")?;
+            hashes.extend(batch.digests.iter().map(|d| d.h1));
+            pb.set_position(reader.bytes_read.load(Ordering::Relaxed));
+        }
+        let bytes_read = reader.bytes_read.clone();
+        let stats = reader.finish()?;
+        pb.set_position(bytes_read.load(Ordering::Relaxed));
+        pb.set_message("building");
+        let n = hashes.len() as u64;
+        (super::build_static(family, &hashes, a.fpr)?, stats, n)
+    } else {
+        let mut filter = super::new_dynamic(family, items, a.fpr)?;
+        let reader = input::spawn_reader(sources, split, filter.hasher(), false);
+        let mut inserted = 0u64;
+        let mut failed = None;
+        for batch in reader.rx.iter() {
+            match insert_batch(&mut filter, &batch) {
+                Ok(n) => inserted += n,
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+            pb.set_position(reader.bytes_read.load(Ordering::Relaxed));
+        }
+        let stats = reader.finish()?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        (filter, stats, inserted)
+    };
+    pb.finish_and_clear();
+
+    let bytes = filter.to_bytes();
+    input::write_atomic(&a.output, &bytes)?;
+    if !a.quiet {
+        let secs = start.elapsed().as_secs_f64();
+        eprintln!(
+            "sift: built {} ({}) from {} keys ({} distinct by the filter) in {:.2}s ({:.0} keys/s): {} in memory, expected FPR {}",
+            a.output.display(),
+            filter.kind(),
+            stats.keys,
+            inserted,
+            secs,
+            stats.keys as f64 / secs.max(1e-9),
+            human_bytes(filter.size_in_bytes() as f64),
+            pct(filter.expected_fpr()),
+        );
+        if let (Some(n), Some(cap)) = (items, filter.capacity()) {
+            if inserted > n && inserted > cap {
+                eprintln!(
+                    "sift: warning: {inserted} keys in a filter sized for {n}: the FPR is above the target; rebuild with a larger --items"
+                );
+            }
+        }
+        if stats.empty > 0 {
+            eprintln!("sift: {} empty lines skipped", stats.empty);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Inserts a batch; returns how many keys were new to the filter. Bloom families take the whole
+/// batch of digests at once (they prefetch ahead); the others go key by key.
+pub fn insert_batch(filter: &mut AnyFilter, batch: &input::Batch) -> Result<u64> {
+    Ok(match filter {
+        AnyFilter::Bloom(f) => f.insert_digests(&batch.digests) as u64,
+        AnyFilter::Blocked(f) => f.insert_digests(&batch.digests) as u64,
+        AnyFilter::SplitBlock(f) => f.insert_digests(&batch.digests) as u64,
+        other => {
+            let mut new = 0;
+            for i in 0..batch.len() {
+                let d = batch.digests.get(i).copied();
+                new += other.insert_new(batch.key(i), d)? as u64;
+            }
+            new
+        }
+    })
+}

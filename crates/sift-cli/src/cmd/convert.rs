@@ -1,0 +1,107 @@
+//! `sift convert`: move a filter between sift files and RedisBloom, Guava and Parquet bytes.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use sift::compat::guava::GuavaBloom;
+use sift::filters::split_block::PARQUET_HASHER;
+use sift::prelude::*;
+use sift::SplitBlockBloom;
+
+use super::inspect::{detect, Format};
+use crate::any::AnyFilter;
+use crate::input;
+use crate::redisdump::{self, RedisFilter};
+
+/// Convert a filter between formats, bit for bit (sift ↔ RedisBloom chunks, Guava, Parquet).
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:
+  sift convert dump.scandump.jsonl -o bf.sift                 # RedisBloom BF/CF chunks → sift
+  sift convert bf.sift --to redisbloom -o dump.scandump.jsonl # and back (identical chunks)
+  sift convert --from guava filter.bin -o g.sift              # Guava writeTo bytes → sift
+  sift convert g.sift --to guava -o filter.bin
+  sift convert --from parquet column.sbbf -o s.sift           # Parquet SBBF bitset → sift
+  sift convert s.sift --to parquet -o column.sbbf
+
+The RedisBloom container is JSON Lines, one SCANDUMP reply per line: [iterator, \"base64\"], ending
+with [0, \"\"] (BF) or [0, null] (CF); restore with LOADCHUNK key <iterator> <data> per line.
+Filters keep their exact bits: a RedisBloom, Guava or Parquet filter becomes a sift file of kind
+redisbloom-bf/-cf, guava-bloom or split-block-bloom, queryable with `sift query`. A native sift filter
+cannot become a foreign one (its bits sit elsewhere): rebuild it from the keys with
+`sift build --family redisbloom-bf|redisbloom-cf|guava-bloom|split-block-bloom`.")]
+pub struct Args {
+    /// The input file (`-`: stdin).
+    input: PathBuf,
+    /// The output file (written atomically).
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Input format (default: detected; Guava and Parquet bytes must be named).
+    #[arg(long, value_enum)]
+    from: Option<Format>,
+    /// Output format (default: sift, or the foreign format a sift file's kind belongs to).
+    #[arg(long, value_enum)]
+    to: Option<Format>,
+}
+
+pub fn run(a: Args) -> Result<ExitCode> {
+    let bytes = input::read_file(&a.input)?;
+    let name = a.input.display().to_string();
+    let from = detect(&bytes, a.from).with_context(|| format!("{name}: cannot convert"))?;
+    let filter: AnyFilter = match from {
+        Format::Sift => {
+            AnyFilter::from_bytes(&bytes).with_context(|| format!("{name}: not a valid sift file"))?
+        }
+        Format::Redisbloom => match redisdump::read(&bytes)
+            .with_context(|| format!("{name}: not a valid RedisBloom chunk file"))?
+        {
+            RedisFilter::Bloom(b) => AnyFilter::RedisBf(b),
+            RedisFilter::Cuckoo(c) => AnyFilter::RedisCf(c),
+        },
+        Format::Guava => AnyFilter::Guava(
+            GuavaBloom::read_from(&bytes)
+                .with_context(|| format!("{name}: not a valid Guava Bloom filter"))?,
+        ),
+        Format::Parquet => {
+            AnyFilter::SplitBlock(SplitBlockBloom::from_parquet_bytes(&bytes).with_context(|| {
+                format!("{name}: not a Parquet SBBF bitset (length must be a positive multiple of 32)")
+            })?)
+        }
+    };
+    let to = a.to.unwrap_or(match (from, &filter) {
+        (Format::Sift, AnyFilter::RedisBf(_) | AnyFilter::RedisCf(_)) => Format::Redisbloom,
+        (Format::Sift, AnyFilter::Guava(_)) => Format::Guava,
+        (Format::Sift, AnyFilter::SplitBlock(_)) => Format::Parquet,
+        _ => Format::Sift,
+    });
+    let out: Vec<u8> = match (to, filter) {
+        (Format::Sift, f) => f.to_bytes(),
+        (Format::Redisbloom, AnyFilter::RedisBf(b)) => redisdump::write(&RedisFilter::Bloom(b)),
+        (Format::Redisbloom, AnyFilter::RedisCf(c)) => redisdump::write(&RedisFilter::Cuckoo(c)),
+        (Format::Guava, AnyFilter::Guava(g)) => g.write_to(),
+        (Format::Parquet, AnyFilter::SplitBlock(s)) => {
+            if s.hasher() != PARQUET_HASHER {
+                bail!(
+                    "{name}: this split-block filter hashes with {} seed {}, Parquet readers use xxh64 seed 0; rebuild it with `sift build --family split-block-bloom`",
+                    s.hasher().kind().name(),
+                    s.hasher().seed()
+                );
+            }
+            if !s.is_parquet_size() {
+                eprintln!("sift: warning: {} bytes is not a size Parquet writers use (a power of two from 32 B to 128 MiB)", s.num_bytes());
+            }
+            s.to_parquet_bytes()
+        }
+        (to, f) => bail!(
+            "{name}: a {} filter cannot be written as {to:?}: its bits are laid out for sift's own hashing; rebuild it from the keys with `sift build --family {}`",
+            f.kind(),
+            match to {
+                Format::Redisbloom => "redisbloom-bf",
+                Format::Guava => "guava-bloom",
+                _ => "split-block-bloom",
+            }
+        ),
+    };
+    input::write_atomic(&a.output, &out)?;
+    Ok(ExitCode::SUCCESS)
+}

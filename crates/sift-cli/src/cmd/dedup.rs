@@ -1,0 +1,145 @@
+//! `sift dedup`: pass each line through the first time it is seen. Memory is the filter's,
+//! whatever the input size; `--state` makes it resumable across runs.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+
+use anyhow::{bail, Context, Result};
+
+use super::FamilyArg;
+use crate::any::AnyFilter;
+use crate::input::{self, Source, Split};
+use crate::output::{self, pct};
+use crate::size::{human_bytes, parse_count, parse_fpr};
+
+/// Remove repeated lines from a stream, in constant memory (a line is dropped only when the filter says it was seen).
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:
+  sift dedup < urls.txt > unique.txt                    # scalable filter, grows with the input
+  sift dedup -n 1e8 -p 1e-4 big.txt.gz > unique.txt     # sized up front: a blocked Bloom filter
+  crawl | sift dedup --state seen.sift > new-urls.txt   # resumable: run again, only new lines pass
+  sift dedup urls.txt | head -1                         # a closed pipe is a normal exit
+
+A false positive drops a line that was never seen (with probability about the FPR); a repeated
+line is never passed twice. The report on stderr gives the expected number of false drops. With
+--state the filter is loaded if the file exists (its own family and sizing win) and saved
+atomically at the end; it is not saved when the run fails or its output is closed early, so a
+rerun sees those lines again.")]
+pub struct Args {
+    /// Input files (`-` or none: stdin).
+    files: Vec<PathBuf>,
+    /// Target false-positive rate (the probability of dropping a new line).
+    #[arg(short = 'p', long, default_value = "0.001", value_parser = parse_fpr)]
+    fpr: f64,
+    /// Expected number of distinct lines (default: a scalable filter that grows).
+    #[arg(short = 'n', long, value_parser = parse_count)]
+    items: Option<u64>,
+    /// Filter family for a new filter (default: blocked-bloom with --items, else scalable-bloom).
+    #[arg(short, long, value_enum)]
+    family: Option<FamilyArg>,
+    /// A sift file holding the filter: loaded if it exists, saved at the end.
+    #[arg(long)]
+    state: Option<PathBuf>,
+    /// Lines are NUL-separated.
+    #[arg(short = '0', long = "null")]
+    null: bool,
+    /// Longest line accepted, in bytes; longer lines are skipped with a warning (not output).
+    #[arg(long, default_value_t = input::DEFAULT_MAX_LINE)]
+    max_line: usize,
+    /// No report on stderr.
+    #[arg(short, long)]
+    quiet: bool,
+    /// Print the final report as JSON on stderr.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: Args) -> Result<ExitCode> {
+    let mut filter = match &a.state {
+        Some(p) if p.exists() => {
+            let f = AnyFilter::load(p)?;
+            if !f.is_dynamic() {
+                bail!("{}: a {} filter is static and cannot record new lines", p.display(), f.kind());
+            }
+            f
+        }
+        _ => {
+            let family = a.family.unwrap_or(if a.items.is_some() {
+                FamilyArg::BlockedBloom
+            } else {
+                FamilyArg::ScalableBloom
+            });
+            if family.is_static() {
+                bail!("dedup needs a filter that takes inserts; {family:?} is static");
+            }
+            super::new_dynamic(family, a.items, a.fpr)?
+        }
+    };
+    let sources = Source::from_args(&a.files);
+    let total: Option<u64> = sources.iter().map(|s| s.len()).sum();
+    let pb = input::progress(total, a.quiet);
+    let split = Split { delim: if a.null { 0 } else { b'\n' }, max_line: a.max_line, skip_empty: false };
+    let reader = input::spawn_reader(sources, split, filter.hasher(), true);
+    let mut out = output::stdout();
+    let (mut lines_in, mut lines_out, mut false_drops) = (0u64, 0u64, 0f64);
+    let result = (|| -> Result<()> {
+        for batch in reader.rx.iter() {
+            // The FPR at the start of the batch: each new line of the batch is falsely dropped with
+            // about this probability.
+            let p = filter.expected_fpr();
+            let mut new_here = 0u64;
+            for i in 0..batch.len() {
+                let new = filter.insert_new(batch.key(i), batch.digests.get(i).copied())?;
+                if new {
+                    out.write_all(batch.raw(i))?;
+                    new_here += 1;
+                }
+            }
+            lines_in += batch.len() as u64;
+            lines_out += new_here;
+            false_drops += p * new_here as f64;
+            pb.set_position(reader.bytes_read.load(Ordering::Relaxed));
+        }
+        out.flush()?;
+        Ok(())
+    })();
+    pb.finish_and_clear();
+    // Stop the reader (dropping the channel) before waiting for it.
+    let stats = reader.finish();
+    result?;
+    let stats = stats?;
+    if let Some(p) = &a.state {
+        input::write_atomic(p, &filter.to_bytes())
+            .with_context(|| format!("cannot save the state to {}", p.display()))?;
+    }
+    if !a.quiet {
+        let report = serde_json::json!({
+            "lines_in": lines_in,
+            "lines_out": lines_out,
+            "dropped": lines_in - lines_out,
+            "skipped_too_long": stats.too_long,
+            "filter": filter.kind().name(),
+            "filter_items": filter.len(),
+            "filter_bytes": filter.size_in_bytes(),
+            "fpr_now": filter.expected_fpr(),
+            "expected_false_drops": false_drops,
+        });
+        if a.json {
+            eprintln!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            eprintln!(
+                "sift dedup: {lines_in} lines in, {lines_out} out, {} dropped; filter {} {} ({} items, FPR now {}); expected false drops {:.2}{}",
+                lines_in - lines_out,
+                filter.kind(),
+                human_bytes(filter.size_in_bytes() as f64),
+                filter.len(),
+                pct(filter.expected_fpr()),
+                false_drops,
+                if stats.too_long > 0 { format!("; {} over-long lines skipped", stats.too_long) } else { String::new() },
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
