@@ -109,7 +109,7 @@ pub fn blocked_fpr(m: f64, n: f64, k: f64, block_bits: f64) -> f64 {
 /// over the range (the distribution is then smooth on the scale of a stride), so the cost is
 /// bounded whatever `λ` is — a decoded file may claim any load.
 pub fn poisson_mean(lambda: f64, f: impl Fn(f64) -> f64) -> f64 {
-    if !(lambda > 0.0) {
+    if lambda.is_nan() || lambda <= 0.0 {
         return f(0.0);
     }
     if !lambda.is_finite() {
