@@ -45,7 +45,7 @@
 
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use crate::bits::MAX_BYTES;
+use crate::bits::{Storage, MAX_BYTES};
 use crate::error::{check_fpr, check_items, Error, Result};
 use crate::filters::blocked_bloom::{effective_k, Shape, BLOCK_BITS};
 use crate::format::FilterKind;
@@ -60,10 +60,15 @@ use crate::BlockedBloom;
 #[repr(C, align(64))]
 struct AtomicBlock([AtomicU64; WORDS]);
 
+// SAFETY: `AtomicU64` has the layout of `u64`, so zero bytes are eight atomics holding 0, which
+// is `AtomicBlock::default()`.
+unsafe impl crate::bits::Zeroable for AtomicBlock {}
+
 /// A concurrent blocked Bloom filter. See the [module documentation](self).
 pub struct AtomicBloom {
-    /// Never empty (the constructors check), so `fastrange(h1, len)` is a valid index.
-    blocks: Vec<AtomicBlock>,
+    /// Never empty (the constructors check), so `fastrange(h1, len)` is a valid index. Large
+    /// filters get huge-page-friendly storage ([`crate::bits::Storage`]).
+    blocks: Storage<AtomicBlock>,
     k: u32,
     hasher: Hasher,
     items: AtomicU64,
@@ -113,14 +118,13 @@ impl AtomicBloom {
         if shape.blocks == 0 {
             return Err(Error::param("blocks", 0, "at least 1"));
         }
-        let n = shape.blocks as usize;
-        let mut blocks: Vec<AtomicBlock> = Vec::new();
-        blocks.try_reserve_exact(n).map_err(|_| Error::OutOfMemory { bytes: bytes as usize })?;
-        match words {
-            None => blocks.resize_with(n, AtomicBlock::default),
-            Some(mut words) => blocks.resize_with(n, || {
-                AtomicBlock(core::array::from_fn(|_| AtomicU64::new(words.next().unwrap_or(0))))
-            }),
+        let mut blocks: Storage<AtomicBlock> = Storage::zeroed(shape.blocks as usize)?;
+        if let Some(mut words) = words {
+            for b in blocks.iter_mut() {
+                for w in b.0.iter_mut() {
+                    *w.get_mut() = words.next().unwrap_or(0);
+                }
+            }
         }
         Ok(AtomicBloom {
             blocks,
@@ -220,7 +224,7 @@ impl AtomicBloom {
 
     /// Removes every item (not atomic as a whole: do not race it with inserts).
     pub fn clear(&mut self) {
-        for b in &mut self.blocks {
+        for b in self.blocks.iter_mut() {
             for w in &mut b.0 {
                 *w.get_mut() = 0;
             }
@@ -242,7 +246,7 @@ impl AtomicBloom {
     /// The equivalent [`BlockedBloom`] (same bits, same file).
     pub fn into_blocked(self) -> BlockedBloom {
         let shape = self.shape();
-        let words = self.blocks.into_iter().flat_map(|b| b.0.map(AtomicU64::into_inner));
+        let words = self.blocks.iter().flat_map(|b| b.0.iter().map(|w| w.load(Relaxed)));
         // The shape came from a valid filter: the allocation is the only thing that can fail.
         BlockedBloom::from_shape(shape, Some(words)).expect("out of memory converting to BlockedBloom")
     }
