@@ -221,7 +221,10 @@ enum Repr<T> {
     /// `len` values at `ptr`, allocated with [`huge_layout`]`::<T>(len)` through the global
     /// allocator; owned, freed in `Drop`.
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-    Huge { ptr: core::ptr::NonNull<T>, len: usize },
+    Huge {
+        ptr: core::ptr::NonNull<T>,
+        len: usize,
+    },
 }
 
 // SAFETY: `Storage<T>` owns its values like a `Vec<T>` does (the raw pointer is unique and never
@@ -271,7 +274,10 @@ impl<T: Zeroable> Storage<T> {
         {
             let bytes = len.saturating_mul(core::mem::size_of::<T>());
             let Some(layout) = huge_layout::<T>(len) else {
-                return Err(Error::CapacityExceeded { requested_bytes: bytes as u128, limit_bytes: MAX_BYTES });
+                return Err(Error::CapacityExceeded {
+                    requested_bytes: bytes as u128,
+                    limit_bytes: MAX_BYTES,
+                });
             };
             if layout.size() == 0 {
                 return Self::zeroed_plain(len);
@@ -361,12 +367,14 @@ impl<T: Zeroable + Copy> Clone for Storage<T> {
     /// A copy in the same kind of storage. Cloning is infallible by `Clone`'s signature, so an
     /// allocation failure here aborts, as it does for `Vec::clone`.
     fn clone(&self) -> Self {
-        let mut s = if self.is_huge() { Self::zeroed_huge(self.len()) } else { Self::zeroed_plain(self.len()) }
-            .unwrap_or_else(|_| {
-                std::alloc::handle_alloc_error(
-                    core::alloc::Layout::array::<T>(self.len()).unwrap_or(core::alloc::Layout::new::<T>()),
-                )
-            });
+        let mut s =
+            if self.is_huge() { Self::zeroed_huge(self.len()) } else { Self::zeroed_plain(self.len()) }
+                .unwrap_or_else(|_| {
+                    std::alloc::handle_alloc_error(
+                        core::alloc::Layout::array::<T>(self.len())
+                            .unwrap_or(core::alloc::Layout::new::<T>()),
+                    )
+                });
         s.copy_from_slice(self);
         s
     }

@@ -417,7 +417,8 @@ mod tests {
             let mut exclusive = AtomicBloom::with_params(40, k, Hasher::default()).unwrap();
             let mut batch = AtomicBloom::with_params(40, k, Hasher::default()).unwrap();
             let mut st = 11;
-            let ds: Vec<Digest> = (0..4000).map(|_| Digest { h1: splitmix(&mut st), h2: splitmix(&mut st) }).collect();
+            let ds: Vec<Digest> =
+                (0..4000).map(|_| Digest { h1: splitmix(&mut st), h2: splitmix(&mut st) }).collect();
             for d in &ds {
                 assert_eq!(shared.insert_digest(*d), Insert::insert_digest(&mut exclusive, *d), "k {k}");
             }

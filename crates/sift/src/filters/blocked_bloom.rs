@@ -482,7 +482,8 @@ pub(crate) mod tests {
         assert!(!g.blocks.is_huge());
         let a = crate::AtomicBloom::new(n, 0.01).unwrap();
         let mut st = 3;
-        let ds: Vec<Digest> = (0..200_000).map(|_| Digest { h1: splitmix(&mut st), h2: splitmix(&mut st) }).collect();
+        let ds: Vec<Digest> =
+            (0..200_000).map(|_| Digest { h1: splitmix(&mut st), h2: splitmix(&mut st) }).collect();
         for d in &ds[..100_000] {
             assert_eq!(f.insert_digest(*d), g.insert_digest(*d));
             a.insert_digest(*d);
@@ -493,7 +494,8 @@ pub(crate) mod tests {
         }
         assert!(f == g);
         assert!(ds.iter().all(|d| f.contains_digest(*d) && a.contains_digest(*d)), "false negative");
-        let probes: Vec<Digest> = (0..100_000).map(|_| Digest { h1: splitmix(&mut st), h2: splitmix(&mut st) }).collect();
+        let probes: Vec<Digest> =
+            (0..100_000).map(|_| Digest { h1: splitmix(&mut st), h2: splitmix(&mut st) }).collect();
         let (mut x, mut y) = (vec![false; probes.len()], vec![false; probes.len()]);
         f.contains_digests(&probes, &mut x);
         g.contains_digests(&probes, &mut y);
