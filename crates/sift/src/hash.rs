@@ -136,9 +136,9 @@ impl Hasher {
     ///
     /// The default kind (XXH3-64) is inlined into the caller, so that for a key of known length
     /// (an 8-byte integer image, a fixed-size array) XXH3's length dispatch folds away and the
-    /// hash overlaps with the surrounding probes; the other kinds take an out-of-line call. This
-    /// split took `BlockedBloom::contains` on `u64` keys from ~2.6× to ~1.2× the cost of
-    /// `contains_hash` with a precomputed hash (`examples/perf_probe.rs`, n = 1M).
+    /// hash overlaps with the surrounding probes; the other kinds take an out-of-line call. (No
+    /// speed-up could be separated from the noise of the shared benchmark machine; the change
+    /// removes a call and the length branches from every query, see `docs/BENCHMARKS.md`.)
     #[inline(always)]
     pub fn digest(&self, bytes: &[u8]) -> Digest {
         if self.kind == HashKind::Xxh3_64 {

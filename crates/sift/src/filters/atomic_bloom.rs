@@ -17,7 +17,7 @@
 //!   words, then does one locked `fetch_or` (`lock or`) per word that misses one of its bits (up
 //!   to `min(k, 8)` words). A locked instruction costs ~20 cycles even on a line already in L1,
 //!   and the CPU does not let later loads pass it, so the next insert's cache miss cannot overlap
-//!   with this one: single-threaded, a shared insert costs about twice [`BlockedBloom`]'s
+//!   with this one: single-threaded, a shared insert of `u64` keys cost 1.5–1.8× [`BlockedBloom`]'s
 //!   (`docs/BENCHMARKS.md`, row `sift AtomicBloom` vs `sift BlockedBloom`, build). Re-inserting
 //!   present items costs only the loads. [`Insert::insert`] and [`Insert::insert_many`], which
 //!   take `&mut self` and so exclude other threads, use plain stores and cost what
