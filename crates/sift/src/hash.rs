@@ -133,7 +133,7 @@ impl Hasher {
     }
 
     /// The 64-bit hash of `bytes`: what [`crate::Filter::contains_hash`] expects for the same item.
-    #[inline]
+    #[inline(always)]
     pub fn hash64(&self, bytes: &[u8]) -> u64 {
         self.digest(bytes).h1
     }
@@ -151,8 +151,22 @@ impl Hasher {
     }
 
     /// The digest of `bytes` from which a filter derives its probe positions.
-    #[inline]
+    ///
+    /// The default kind (XXH3-64) is inlined into the caller, so that for a key of known length
+    /// (an 8-byte integer image, a fixed-size array) XXH3's length dispatch folds away and the
+    /// hash overlaps with the surrounding probes; the other kinds take an out-of-line call. (No
+    /// speed-up could be separated from the noise of the shared benchmark machine; the change
+    /// removes a call and the length branches from every query, see `docs/BENCHMARKS.md`.)
+    #[inline(always)]
     pub fn digest(&self, bytes: &[u8]) -> Digest {
+        if self.kind == HashKind::Xxh3_64 {
+            return Digest::from_u64(xxhash_rust::xxh3::xxh3_64_with_seed(bytes, self.seed));
+        }
+        self.digest_other(bytes)
+    }
+
+    #[inline(never)]
+    fn digest_other(&self, bytes: &[u8]) -> Digest {
         match self.kind {
             HashKind::Xxh3_64 => Digest::from_u64(xxhash_rust::xxh3::xxh3_64_with_seed(bytes, self.seed)),
             HashKind::Xxh3_128 => {

@@ -188,13 +188,41 @@ macro_rules! sift_subjects {
 }
 
 // The sift families under test. Add each new family here and in `contenders`/`batch_contenders`.
-sift_subjects!(sift::Bloom);
+sift_subjects!(
+    sift::Bloom,
+    sift::BlockedBloom,
+    sift::ScalableBloom,
+    sift::AtomicBloom,
+    sift::CountingBloom,
+    sift::SplitBlockBloom,
+);
 
 /// Every implementation, in table order. sift's families first, then the peers.
 pub fn contenders<K: Key>() -> Vec<Contender<K>> {
     vec![
         // sift's families (one line each).
         contender::<K, _>("sift Bloom", |n, p| sift::Bloom::new(n, p).expect("valid benchmark parameters")),
+        contender::<K, _>("sift BlockedBloom", |n, p| {
+            sift::BlockedBloom::new(n, p).expect("valid benchmark parameters")
+        }),
+        contender::<K, _>("sift ScalableBloom", |n, p| {
+            sift::ScalableBloom::new(n, p).expect("valid benchmark parameters")
+        }),
+        contender::<K, _>("sift AtomicBloom", |n, p| {
+            sift::AtomicBloom::new(n, p).expect("valid benchmark parameters")
+        }),
+        // Extra information (no ratio target): a scalable filter with tightening 0.2 (first
+        // layer at 0.8% instead of 0.5%, same compound bound), the counting and Parquet
+        // split-block variants.
+        contender::<K, _>("sift ScalableBloom r=0.2", |n, p| {
+            sift::ScalableBloom::with_options(n, p, 2.0, 0.2).expect("valid benchmark parameters")
+        }),
+        contender::<K, _>("sift CountingBloom", |n, p| {
+            sift::CountingBloom::new(n, p).expect("valid benchmark parameters")
+        }),
+        contender::<K, _>("sift SplitBlockBloom", |n, p| {
+            sift::SplitBlockBloom::new(n, p).expect("valid benchmark parameters")
+        }),
         // Peers.
         contender::<K, _>("fastbloom", |n, p| {
             // Default hasher (SipHash-1-3), seeded for reproducibility.
@@ -378,7 +406,11 @@ pub fn build_batch<T: BatchSubject + 'static>(n: usize, fpr: f64) -> Box<dyn Bat
 
 /// The sift families in the batch experiment. Add each new family here too.
 pub fn batch_contenders() -> Vec<BatchContender> {
-    vec![BatchContender { name: "sift Bloom", build: build_batch::<sift::Bloom> }]
+    vec![
+        BatchContender { name: "sift Bloom", build: build_batch::<sift::Bloom> },
+        BatchContender { name: "sift BlockedBloom", build: build_batch::<sift::BlockedBloom> },
+        BatchContender { name: "sift AtomicBloom", build: build_batch::<sift::AtomicBloom> },
+    ]
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -13,11 +13,15 @@
 //! * **Files**: [`Persist::to_bytes`] writes a [`BlockedBloom`] file, byte for byte the one the
 //!   equivalent [`BlockedBloom`] writes; `from_bytes` reads one. [`From<BlockedBloom>`] and
 //!   [`AtomicBloom::into_blocked`] convert in memory.
-//! * **Cost**: a query is plain loads. Inserting a *new* item does one locked `fetch_or` per
-//!   word that misses one of its bits (up to `min(k, 8)` words), each a serialising read-modify-
-//!   write of ~20 cycles on x86: single-threaded, about 5× [`BlockedBloom`]'s insert on a filter
-//!   being filled (a throwaway timing loop, 2M items at 1%); re-inserting present items costs
-//!   only the loads.
+//! * **Cost**: a query is plain loads. Inserting a *new* item through `&self` loads the eight
+//!   words, then does one locked `fetch_or` (`lock or`) per word that misses one of its bits (up
+//!   to `min(k, 8)` words). A locked instruction costs ~20 cycles even on a line already in L1,
+//!   and the CPU does not let later loads pass it, so the next insert's cache miss cannot overlap
+//!   with this one: single-threaded, a shared insert of `u64` keys cost 1.5–1.8× [`BlockedBloom`]'s
+//!   (`docs/BENCHMARKS.md`, row `sift AtomicBloom` vs `sift BlockedBloom`, build). Re-inserting
+//!   present items costs only the loads. [`Insert::insert`] and [`Insert::insert_many`], which
+//!   take `&mut self` and so exclude other threads, use plain stores and cost what
+//!   [`BlockedBloom`]'s insert costs.
 //! * **Limits**: [`Filter::len`] counts inserts that set a bit; two threads inserting the same
 //!   new item at the same moment may both count it. No deletion.
 //!
@@ -45,7 +49,7 @@
 
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use crate::bits::MAX_BYTES;
+use crate::bits::{Storage, MAX_BYTES};
 use crate::error::{check_fpr, check_items, Error, Result};
 use crate::filters::blocked_bloom::{effective_k, Shape, BLOCK_BITS};
 use crate::format::FilterKind;
@@ -60,10 +64,15 @@ use crate::BlockedBloom;
 #[repr(C, align(64))]
 struct AtomicBlock([AtomicU64; WORDS]);
 
+// SAFETY: `AtomicU64` has the layout of `u64`, so zero bytes are eight atomics holding 0, which
+// is `AtomicBlock::default()`.
+unsafe impl crate::bits::Zeroable for AtomicBlock {}
+
 /// A concurrent blocked Bloom filter. See the [module documentation](self).
 pub struct AtomicBloom {
-    /// Never empty (the constructors check), so `fastrange(h1, len)` is a valid index.
-    blocks: Vec<AtomicBlock>,
+    /// Never empty (the constructors check), so `fastrange(h1, len)` is a valid index. Large
+    /// filters get huge-page-friendly storage ([`crate::bits::Storage`]).
+    blocks: Storage<AtomicBlock>,
     k: u32,
     hasher: Hasher,
     items: AtomicU64,
@@ -113,14 +122,13 @@ impl AtomicBloom {
         if shape.blocks == 0 {
             return Err(Error::param("blocks", 0, "at least 1"));
         }
-        let n = shape.blocks as usize;
-        let mut blocks: Vec<AtomicBlock> = Vec::new();
-        blocks.try_reserve_exact(n).map_err(|_| Error::OutOfMemory { bytes: bytes as usize })?;
-        match words {
-            None => blocks.resize_with(n, AtomicBlock::default),
-            Some(mut words) => blocks.resize_with(n, || {
-                AtomicBlock(core::array::from_fn(|_| AtomicU64::new(words.next().unwrap_or(0))))
-            }),
+        let mut blocks: Storage<AtomicBlock> = Storage::zeroed(shape.blocks as usize)?;
+        if let Some(mut words) = words {
+            for b in blocks.iter_mut() {
+                for w in b.0.iter_mut() {
+                    *w.get_mut() = words.next().unwrap_or(0);
+                }
+            }
         }
         Ok(AtomicBloom {
             blocks,
@@ -144,18 +152,42 @@ impl AtomicBloom {
     pub fn insert_digest(&self, d: Digest) -> bool {
         let b = self.block(d.h1);
         let m = scalar::masks(d.h2, self.k);
-        let mut new = false;
-        for (word, mask) in b.0.iter().zip(m) {
-            // Load first: a word that already has the bits is not written, so a filter that
-            // already holds the item (or is being filled by other threads) costs only loads.
-            if mask != 0 && word.load(Relaxed) & mask != mask {
-                word.fetch_or(mask, Relaxed);
-                new = true;
-            }
+        // Load first, all eight words, branch-free: `need` has bit `w` set when word `w` misses
+        // one of the item's bits. Only those words are written, so a filter that already holds
+        // the item (or is being filled by other threads) costs only loads, and the data-
+        // dependent branches per word (mispredicted about half the time while filling) become
+        // one loop over the set bits of `need`.
+        let mut need = 0u32;
+        for (w, (word, mask)) in b.0.iter().zip(m).enumerate() {
+            need |= ((mask & !word.load(Relaxed) != 0) as u32) << w;
         }
-        if new {
-            self.items.fetch_add(1, Relaxed);
+        if need == 0 {
+            return false;
         }
+        while need != 0 {
+            let w = need.trailing_zeros() as usize;
+            need &= need - 1;
+            b.0[w].fetch_or(m[w], Relaxed);
+        }
+        self.items.fetch_add(1, Relaxed);
+        true
+    }
+
+    /// Inserts with exclusive access: the same bits as [`AtomicBloom::insert_digest`], with
+    /// plain loads and stores (no locked instruction), since `&mut self` rules out other threads.
+    #[inline]
+    fn insert_digest_exclusive(&mut self, d: Digest) -> bool {
+        let i = fastrange(d.h1, self.blocks.len() as u64) as usize;
+        let m = scalar::masks(d.h2, self.k);
+        let b = &mut self.blocks[i];
+        let mut missing = 0;
+        for (word, mask) in b.0.iter_mut().zip(m) {
+            let w = word.get_mut();
+            missing |= mask & !*w;
+            *w |= mask;
+        }
+        let new = missing != 0;
+        *self.items.get_mut() += new as u64;
         new
     }
 
@@ -220,7 +252,7 @@ impl AtomicBloom {
 
     /// Removes every item (not atomic as a whole: do not race it with inserts).
     pub fn clear(&mut self) {
-        for b in &mut self.blocks {
+        for b in self.blocks.iter_mut() {
             for w in &mut b.0 {
                 *w.get_mut() = 0;
             }
@@ -242,7 +274,7 @@ impl AtomicBloom {
     /// The equivalent [`BlockedBloom`] (same bits, same file).
     pub fn into_blocked(self) -> BlockedBloom {
         let shape = self.shape();
-        let words = self.blocks.into_iter().flat_map(|b| b.0.map(AtomicU64::into_inner));
+        let words = self.blocks.iter().flat_map(|b| b.0.iter().map(|w| w.load(Relaxed)));
         // The shape came from a valid filter: the allocation is the only thing that can fail.
         BlockedBloom::from_shape(shape, Some(words)).expect("out of memory converting to BlockedBloom")
     }
@@ -298,9 +330,27 @@ impl Filter for AtomicBloom {
 }
 
 impl Insert for AtomicBloom {
+    /// With `&mut self` no other thread can touch the filter, so this takes the plain-store
+    /// path (same bits as the shared [`AtomicBloom::insert_digest`]).
     #[inline]
     fn insert_digest(&mut self, d: Digest) -> bool {
-        AtomicBloom::insert_digest(self, d)
+        self.insert_digest_exclusive(d)
+    }
+
+    /// Exclusive batch insert, prefetching the blocks of the digests ahead.
+    fn insert_digests(&mut self, digests: &[Digest]) -> usize {
+        let ahead = crate::simd::PREFETCH_AHEAD;
+        for d in digests.iter().take(ahead) {
+            crate::bits::prefetch(self.block(d.h1));
+        }
+        let mut new = 0;
+        for (i, d) in digests.iter().enumerate() {
+            if let Some(next) = digests.get(i + ahead) {
+                crate::bits::prefetch(self.block(next.h1));
+            }
+            new += self.insert_digest_exclusive(*d) as usize;
+        }
+        new
     }
 }
 
@@ -357,6 +407,24 @@ mod tests {
             let back = AtomicBloom::from_bytes(&b.to_bytes()).unwrap();
             assert_eq!(back.to_bytes(), b.to_bytes());
             assert_eq!(AtomicBloom::from(b.clone()).into_blocked(), b);
+        }
+    }
+
+    #[test]
+    fn exclusive_and_shared_inserts_set_the_same_bits() {
+        for k in [1u32, 4, 7, 8, 12, 16] {
+            let shared = AtomicBloom::with_params(40, k, Hasher::default()).unwrap();
+            let mut exclusive = AtomicBloom::with_params(40, k, Hasher::default()).unwrap();
+            let mut batch = AtomicBloom::with_params(40, k, Hasher::default()).unwrap();
+            let mut st = 11;
+            let ds: Vec<Digest> =
+                (0..4000).map(|_| Digest { h1: splitmix(&mut st), h2: splitmix(&mut st) }).collect();
+            for d in &ds {
+                assert_eq!(shared.insert_digest(*d), Insert::insert_digest(&mut exclusive, *d), "k {k}");
+            }
+            assert_eq!(batch.insert_digests(&ds), shared.len(), "k {k}");
+            assert!(shared.words().eq(exclusive.words()) && shared.words().eq(batch.words()), "k {k}");
+            assert!(ds.iter().all(|d| batch.contains_digest(*d)));
         }
     }
 

@@ -34,7 +34,7 @@
 //! # Ok::<(), sift::Error>(())
 //! ```
 
-use crate::bits::{try_zeroed, MAX_BYTES};
+use crate::bits::{Storage, MAX_BYTES};
 use crate::error::{check_fpr, check_items, Error, FormatError, Result};
 use crate::format::{decode_verified, Encoder, FilterKind, ParamWriter, RawFilter};
 use crate::hash::{Digest, HashKind, Hasher};
@@ -96,8 +96,8 @@ pub(crate) fn alloc_blocks(blocks: u64) -> Result<Blocks> {
     if bytes > MAX_BYTES || blocks > usize::MAX as u64 {
         return Err(Error::CapacityExceeded { requested_bytes: bytes, limit_bytes: MAX_BYTES });
     }
-    let v = try_zeroed::<Block>(blocks as usize)?;
-    Blocks::new(v).ok_or(Error::param("blocks", blocks, "at least 1"))
+    let v = Storage::<Block>::zeroed(blocks as usize)?;
+    Blocks::from_storage(v).ok_or(Error::param("blocks", blocks, "at least 1"))
 }
 
 /// Effective number of distinct bits an item sets: `k`, less the expected round-2 collisions
@@ -468,6 +468,42 @@ pub(crate) mod tests {
     /// 99.9% one-sided binomial upper bound on the measured rate of `trials` trials at rate `p`.
     pub(crate) fn upper_bound(p: f64, trials: f64) -> f64 {
         p + 3.1 * (p * (1.0 - p) / trials).sqrt()
+    }
+
+    /// A filter above the huge-page threshold (6 MB) and the same filter in plain `Vec` storage
+    /// set the same bits, answer the same and write the same file; AtomicBloom too.
+    #[test]
+    fn huge_page_and_plain_storage_agree() {
+        let n = 5_000_000;
+        let mut f = BlockedBloom::new(n, 0.01).unwrap();
+        assert_eq!(f.blocks.is_huge(), cfg!(target_os = "linux"));
+        let mut g = f.clone();
+        g.blocks = g.blocks.with_plain_storage();
+        assert!(!g.blocks.is_huge());
+        let a = crate::AtomicBloom::new(n, 0.01).unwrap();
+        let mut st = 3;
+        let ds: Vec<Digest> =
+            (0..200_000).map(|_| Digest { h1: splitmix(&mut st), h2: splitmix(&mut st) }).collect();
+        for d in &ds[..100_000] {
+            assert_eq!(f.insert_digest(*d), g.insert_digest(*d));
+            a.insert_digest(*d);
+        }
+        assert_eq!(f.insert_digests(&ds[100_000..]), g.insert_digests(&ds[100_000..]));
+        for d in &ds[100_000..] {
+            a.insert_digest(*d);
+        }
+        assert!(f == g);
+        assert!(ds.iter().all(|d| f.contains_digest(*d) && a.contains_digest(*d)), "false negative");
+        let probes: Vec<Digest> =
+            (0..100_000).map(|_| Digest { h1: splitmix(&mut st), h2: splitmix(&mut st) }).collect();
+        let (mut x, mut y) = (vec![false; probes.len()], vec![false; probes.len()]);
+        f.contains_digests(&probes, &mut x);
+        g.contains_digests(&probes, &mut y);
+        assert_eq!(x, y);
+        let bytes = f.to_bytes();
+        assert_eq!(bytes, g.to_bytes());
+        assert_eq!(bytes, a.to_bytes());
+        assert!(BlockedBloom::from_bytes(&bytes).unwrap() == f);
     }
 
     #[test]

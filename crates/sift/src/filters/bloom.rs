@@ -414,6 +414,23 @@ mod tests {
         }
     }
 
+    /// A filter above the huge-page threshold and its plain-storage copy agree bit for bit.
+    #[test]
+    fn huge_page_and_plain_storage_agree() {
+        let mut f = Bloom::new(4_000_000, 0.01).unwrap();
+        assert_eq!(f.bits.is_huge(), cfg!(target_os = "linux"));
+        let mut g = f.clone();
+        g.bits = g.bits.with_plain_storage();
+        let items: Vec<[u8; 8]> = (0..300_000u64).map(|i| (i * 31).to_le_bytes()).collect();
+        assert_eq!(f.insert_many(&items[..150_000]), g.insert_many(&items[..150_000]));
+        for i in &items[150_000..] {
+            assert_eq!(f.insert(i), g.insert(i));
+        }
+        assert_eq!(f, g);
+        assert!(items.iter().all(|i| f.contains(i)), "false negative");
+        assert_eq!(f.to_bytes(), g.to_bytes());
+    }
+
     #[test]
     fn round_trip() {
         let mut f = Bloom::new(1000, 0.001).unwrap();

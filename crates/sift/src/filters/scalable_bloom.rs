@@ -249,6 +249,37 @@ impl Filter for ScalableBloom {
         self.layers.iter().rev().any(|l| l.contains_digest(d))
     }
 
+    /// Layer by layer, newest first, each with the prefetching batch kernel; only the items not
+    /// yet found go on to the older layers.
+    fn contains_digests(&self, digests: &[Digest], out: &mut [bool]) {
+        assert_eq!(digests.len(), out.len(), "one output slot per digest");
+        let mut layers = self.layers.iter().rev();
+        let newest = layers.next().expect("a scalable filter always has a layer");
+        newest.contains_digests(digests, out);
+        let mut rest: Vec<Digest> = Vec::new();
+        let mut slots: Vec<usize> = Vec::new();
+        let mut found: Vec<bool> = Vec::new();
+        for layer in layers {
+            rest.clear();
+            slots.clear();
+            for (i, (d, o)) in digests.iter().zip(out.iter()).enumerate() {
+                if !*o {
+                    rest.push(*d);
+                    slots.push(i);
+                }
+            }
+            if rest.is_empty() {
+                break;
+            }
+            found.clear();
+            found.resize(rest.len(), false);
+            layer.contains_digests(&rest, &mut found);
+            for (&i, &f) in slots.iter().zip(&found) {
+                out[i] = f;
+            }
+        }
+    }
+
     fn len(&self) -> usize {
         self.items.min(usize::MAX as u64) as usize
     }
@@ -369,6 +400,21 @@ impl Persist for ScalableBloom {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batch_queries_agree_with_single_over_layers() {
+        let mut f = ScalableBloom::new(1000, 0.01).unwrap();
+        for i in 0..20_000u32 {
+            f.insert(i.to_le_bytes());
+        }
+        assert!(f.num_layers() >= 4);
+        let probes: Vec<[u8; 4]> = (0..60_000u32).map(|i| i.to_le_bytes()).collect();
+        let batch = f.contains_many(&probes);
+        for (p, b) in probes.iter().zip(&batch) {
+            assert_eq!(f.contains(p), *b);
+        }
+        assert!(batch[..20_000].iter().all(|&b| b), "false negative in a batch");
+    }
     use crate::filters::blocked_bloom::tests::{splitmix, upper_bound};
 
     #[test]

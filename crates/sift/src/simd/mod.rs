@@ -51,18 +51,40 @@ pub(crate) const MAX_K: u32 = 16;
 #[repr(C, align(64))]
 pub(crate) struct Block(pub(crate) [u64; WORDS]);
 
+// SAFETY: a block of zero words is a valid (empty) block, equal to `Block::default()`.
+unsafe impl crate::bits::Zeroable for Block {}
+
 /// The blocks of a filter: never empty, so that `fastrange(h1, len)` is always a valid index.
+/// Large filters get huge-page-friendly storage ([`crate::bits::Storage`]).
 #[derive(Clone, PartialEq, Eq)]
-pub(crate) struct Blocks(Vec<Block>);
+pub(crate) struct Blocks(crate::bits::Storage<Block>);
 
 impl Blocks {
     /// Wraps `blocks`; `None` when it is empty.
+    #[cfg(test)]
     pub(crate) fn new(blocks: Vec<Block>) -> Option<Self> {
+        Self::from_storage(crate::bits::Storage::from_vec(blocks))
+    }
+
+    /// Wraps `blocks`; `None` when it is empty.
+    pub(crate) fn from_storage(blocks: crate::bits::Storage<Block>) -> Option<Self> {
         if blocks.is_empty() {
             None
         } else {
             Some(Blocks(blocks))
         }
+    }
+
+    /// The same blocks in plain `Vec` storage (tests compare both kinds of storage).
+    #[cfg(test)]
+    pub(crate) fn with_plain_storage(&self) -> Blocks {
+        Blocks(crate::bits::Storage::plain_from(&self.0).unwrap())
+    }
+
+    /// Whether the blocks are in huge-page-advised storage.
+    #[cfg(test)]
+    pub(crate) fn is_huge(&self) -> bool {
+        self.0.is_huge()
     }
 
     /// Number of blocks (at least 1).
@@ -162,7 +184,7 @@ impl Kernel {
     #[inline(always)]
     pub(crate) fn contains(self, blocks: &Blocks, d: Digest, k: u32) -> bool {
         match self.0 {
-            Impl::Scalar => scalar::contains(blocks.get(d.h1), d.h2, k),
+            Impl::Scalar => scalar_contains(blocks.get(d.h1), d.h2, k),
             // SAFETY: `Impl::Avx2` exists only when `detect` found AVX2 on this CPU.
             #[cfg(target_arch = "x86_64")]
             Impl::Avx2 => unsafe { avx2::contains(blocks.get(d.h1), d.h2, k) },
@@ -173,7 +195,7 @@ impl Kernel {
     #[inline(always)]
     pub(crate) fn insert(self, blocks: &mut Blocks, d: Digest, k: u32) -> bool {
         match self.0 {
-            Impl::Scalar => scalar::insert(blocks.get_mut(d.h1), d.h2, k),
+            Impl::Scalar => scalar_insert(blocks.get_mut(d.h1), d.h2, k),
             // SAFETY: `Impl::Avx2` exists only when `detect` found AVX2 on this CPU.
             #[cfg(target_arch = "x86_64")]
             Impl::Avx2 => unsafe { avx2::insert(blocks.get_mut(d.h1), d.h2, k) },
@@ -202,6 +224,20 @@ impl Kernel {
             Impl::Avx2 => unsafe { avx2::insert_batch(blocks, k, digests) },
         }
     }
+}
+
+/// The scalar probe, out of line like the AVX2 one (which cannot inline into code compiled
+/// without AVX2): the dispatch in [`Kernel::contains`] then stays a few instructions, so that
+/// `Filter::contains` inlines into the caller's loop together with the item hash.
+#[inline(never)]
+fn scalar_contains(block: &Block, h2: u64, k: u32) -> bool {
+    scalar::contains(block, h2, k)
+}
+
+/// The scalar insert, out of line for the same reason as [`scalar_contains`].
+#[inline(never)]
+fn scalar_insert(block: &mut Block, h2: u64, k: u32) -> bool {
+    scalar::insert(block, h2, k)
 }
 
 /// How many digests the batch loops run ahead with their prefetches: enough to keep about eight
