@@ -11,7 +11,6 @@ pub mod query;
 use anyhow::{bail, Context, Result};
 use sift::compat::guava::GuavaBloom;
 use sift::compat::redisbloom::{BloomChain, CuckooFilter, BF_MAX_CAPACITY, CF_MAX_CAPACITY};
-use sift::filters::split_block::PARQUET_HASHER;
 use sift::{BlockedBloom, Bloom, CountingBloom, Cuckoo, Quotient, ScalableBloom, SplitBlockBloom};
 
 use crate::any::AnyFilter;
@@ -75,7 +74,8 @@ pub fn new_dynamic(family: FamilyArg, items: Option<u64>, fpr: f64) -> Result<An
         FamilyArg::BlockedBloom => AnyFilter::Blocked(BlockedBloom::new(need()?, fpr)?),
         FamilyArg::SplitBlockBloom => {
             // Parquet's hash (XXH64, seed 0), so the filter converts to Parquet bytes.
-            AnyFilter::SplitBlock(SplitBlockBloom::with_hasher(need()?, fpr, PARQUET_HASHER)?)
+            // Parquet writers' exact (power-of-two) size, so the bytes can go into a Parquet file.
+            AnyFilter::SplitBlock(SplitBlockBloom::for_parquet(need()?, fpr)?)
         }
         FamilyArg::CountingBloom => AnyFilter::Counting(CountingBloom::new(need()?, fpr)?),
         FamilyArg::ScalableBloom => {
