@@ -23,8 +23,8 @@
 //!   1.46% at a 1% target); writers then round up to a power of two bytes, which usually, not
 //!   always, makes up for it. The tight size is about 10.5 bits/key at 1% ([`crate::plan`], and
 //!   any multiple of 32 bytes is accepted by [`SplitBlockBloom::with_num_bytes`]);
-//!   [`SplitBlockBloom::new`] takes the smallest power of two that meets the target, and
-//!   [`SplitBlockBloom::for_parquet`] exactly what Parquet writers allocate.
+//!   [`SplitBlockBloom::new`] takes the smallest whole number of blocks that meets the target,
+//!   and [`SplitBlockBloom::for_parquet`] exactly what Parquet writers allocate.
 //! * **Parameters**: `expected_items` and `fpr`, or a size in bytes. Parquet stores bitsets of a
 //!   power of two bytes between 32 B and 128 MiB ([`SplitBlockBloom::for_parquet`]); the native
 //!   API allows any multiple of 32 bytes up to 2^32 blocks (128 GiB), the limit of the block
@@ -46,8 +46,10 @@
 //! let p = f.expected_fpr();
 //! let fp = (10_000..110_000i64).filter(|i| f.contains(i.to_le_bytes())).count() as f64;
 //! assert!(fp / 100_000.0 <= p * 1.05 + 3.1 * (p * (1.0 - p) / 100_000.0).sqrt(), "{fp}");
-//! // The bitset as a Parquet file stores it after its Thrift header:
-//! assert_eq!(f.to_parquet_bytes().len(), 16 * 1024);
+//! // Sized in whole 32-byte blocks (412 blocks here); a filter for a Parquet file takes the
+//! // writers' power-of-two size instead, and its bitset is what the file stores:
+//! assert_eq!(f.to_parquet_bytes().len(), 412 * 32);
+//! assert_eq!(SplitBlockBloom::for_parquet(10_000, 0.01)?.to_parquet_bytes().len(), 16 * 1024);
 //! # Ok::<(), sift::Error>(())
 //! ```
 
