@@ -314,7 +314,8 @@ impl crate::traits::Persist for GuavaBloom {
     const KIND: crate::format::FilterKind = crate::format::FilterKind::Guava;
 
     /// Parameters: words `u64`, hashes `u32`, strategy ordinal `u32`. Payload: exactly the
-    /// `writeTo` bytes (so `tail -c +P` of the file is a Guava stream). Hash id 6
+    /// `writeTo` bytes (so `tail -c +49 FILE | head -c -4` is a Guava stream: header 32 bytes,
+    /// parameters 16, and the CRC32C trailer 4). Hash id 6
     /// (MurmurHash3_x64_128), seed 0.
     fn to_bytes(&self) -> Vec<u8> {
         let mut p = crate::format::ParamWriter::new();

@@ -44,6 +44,11 @@ type Chunks<'a> = Vec<(i64, &'a [u8])>;
 /// produces them. Returns the chunks and the total data length.
 fn decode_chunks(bytes: &[u8], kind: FilterKind) -> Result<(Chunks<'_>, u64)> {
     let raw = decode_verified(bytes, kind)?;
+    // RedisBloom hashes with MurmurHash64A and no seed: a file naming another hash was not
+    // written by this code and its items would be looked up with the wrong hash.
+    if raw.hasher() != Hasher::new(HashKind::Murmur64A, 0) {
+        return Err(bad("redisbloom: the header must name hash id 4 (murmur64a) with seed 0"));
+    }
     let mut r = raw.param_reader();
     let count = r.u64("chunk count")?;
     r.finish()?;
@@ -253,6 +258,33 @@ mod tests {
         let b = encode(FilterKind::RedisBloomChain, &[(1, &h)]);
         assert!(BloomChain::from_bytes(&b).is_err());
     }
+    /// A file naming another hash than MurmurHash64A / seed 0 is refused, with the CRC fixed up so
+    /// only the hash fields are wrong.
+    #[test]
+    fn another_hash_or_seed_is_refused() {
+        let mut c = BloomChain::new(10, 0.01, 2, false).unwrap();
+        c.add(b"x").unwrap();
+        let cf = CuckooFilter::new(64, 2, 20, 1).unwrap();
+        for (base, is_bloom) in [(c.to_bytes(), true), (cf.to_bytes(), false)] {
+            let decodes = |b: &[u8]| {
+                if is_bloom {
+                    BloomChain::from_bytes(b).is_ok()
+                } else {
+                    CuckooFilter::from_bytes(b).is_ok()
+                }
+            };
+            assert!(decodes(&base));
+            for (at, value) in [(8usize, 1u8), (8, 3), (16, 1), (23, 0x80)] {
+                let mut b = base.clone();
+                b[at] = value;
+                let end = b.len() - 4;
+                let crc = crc32c::crc32c(&b[..end]);
+                b[end..].copy_from_slice(&crc.to_le_bytes());
+                assert!(!decodes(&b), "byte {at} = {value} accepted");
+            }
+        }
+    }
+
     /// Mutated files, with the CRC recomputed so the parameter and chunk validation is reached:
     /// an error or a filter, never a panic or a huge allocation.
     #[test]
