@@ -502,8 +502,7 @@ pub fn load_cuckoo(
                 max: limits.max_bytes,
             });
         }
-        // One byte more than expected may be read, so a too-long array is reported as such.
-        let slots = r.load_string_max(expected.saturating_add(1).min(room), "cuckoo slot array")?;
+        let slots = r.load_string_max(room, "cuckoo slot arrays")?;
         if slots.len() as u64 != expected {
             return Err(RdbError::SlotArrayLength { index, len: slots.len() as u64, expected });
         }
