@@ -196,6 +196,9 @@ fn written_file_reads_back() {
     assert_eq!(write_rdb(&back.keys, 1_700_000_000), write_rdb(&want, 1_700_000_000));
 }
 
+/// A named change to a value's fields.
+type Edit = Box<dyn Fn(&mut FieldBuffer)>;
+
 fn bloom_of(name: &str) -> BloomChain {
     let file = read_rdb(&dump_rdb(), &ReadOptions::default()).unwrap();
     match &file.keys.iter().find(|k| k.key == name.as_bytes()).unwrap().value {
@@ -341,7 +344,7 @@ fn bloom_load_checks() {
     assert!(check(&|_| {}).is_ok());
     // Fields: 0 size, 1 nfilters, 2 options, 3 growth, 4 entries, 5 error, 6 hashes, 7 bpe, 8 bits,
     // 9 n2, 10 bitmap, 11 link size.
-    let cases: Vec<(&str, Box<dyn Fn(&mut FieldBuffer)>)> = vec![
+    let cases: Vec<(&str, Edit)> = vec![
         ("nfilters 0", Box::new(|f| f.fields[1] = Field::Unsigned(0))),
         ("error 0", Box::new(|f| f.fields[5] = Field::Double(0.0))),
         ("error 1", Box::new(|f| f.fields[5] = Field::Double(1.0))),
@@ -429,7 +432,7 @@ fn older_cuckoo_encvers_and_checks() {
         edit(&mut f);
         load_cuckoo(&mut f, 4, d, &limits)
     };
-    let cases: Vec<(&str, Box<dyn Fn(&mut FieldBuffer)>)> = vec![
+    let cases: Vec<(&str, Edit)> = vec![
         ("numFilters 0", Box::new(|f| f.fields[0] = Field::Unsigned(0))),
         ("numFilters > u16", Box::new(|f| f.fields[0] = Field::Unsigned(65536 + 3))),
         ("numBuckets 0", Box::new(|f| f.fields[1] = Field::Unsigned(0))),
