@@ -8,6 +8,7 @@ mod any;
 mod cmd;
 mod input;
 mod output;
+mod rdbfile;
 mod redisdump;
 mod size;
 
@@ -33,6 +34,8 @@ filters to and from RedisBloom (SCANDUMP chunks), Guava (BloomFilter.writeTo) an
   crawl | sift dedup --state seen.sift > new    # resumable deduplication
   sift inspect urls.sift                        # parameters, fill, FPR now vs planned, checksum
   sift convert dump.scandump.jsonl -o bf.sift   # RedisBloom SCANDUMP chunks to a sift file
+  sift inspect dump.rdb                         # the RedisBloom keys of a Redis RDB file
+  sift convert dump.rdb --key bf -o bf.sift     # one of them to a sift file
   sift bench -n 1000000                         # compare the families on this machine
 
 Exit status: 0 success; 1 some key absent (query); 2 error."

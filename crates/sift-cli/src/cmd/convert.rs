@@ -12,6 +12,7 @@ use sift::SplitBlockBloom;
 use super::inspect::{detect, Format};
 use crate::any::AnyFilter;
 use crate::input;
+use crate::rdbfile;
 use crate::redisdump::{self, RedisFilter};
 
 /// Convert a filter between formats, bit for bit (sift ↔ RedisBloom chunks, Guava, Parquet).
@@ -23,6 +24,9 @@ use crate::redisdump::{self, RedisFilter};
   sift convert g.sift --to guava -o filter.bin
   sift convert --from parquet column.sbbf -o s.sift           # Parquet SBBF bitset → sift
   sift convert s.sift --to parquet -o column.sbbf
+  sift convert dump.rdb --key bf -o bf.sift                   # one RedisBloom key of a Redis RDB file
+  sift convert dump.rdb --key cf --to redisbloom -o cf.jsonl  # … or its SCANDUMP chunks
+  sift convert bf.sift --to rdb --key bf -o dump.rdb          # an RDB file for Redis 7+ with RedisBloom
 
 The RedisBloom container is JSON Lines, one SCANDUMP reply per line: [iterator, \"base64\"], ending
 with [0, \"\"] (BF) or [0, null] (CF); restore with LOADCHUNK key <iterator> <data> per line.
@@ -42,6 +46,13 @@ pub struct Args {
     /// Output format (default: sift, or the foreign format a sift file's kind belongs to).
     #[arg(long, value_enum)]
     to: Option<Format>,
+    /// RDB files: the key to take out (needed when the file holds several filter keys), or the
+    /// key name to write with `--to rdb`.
+    #[arg(long)]
+    key: Option<String>,
+    /// RDB input: the database of `--key` (default: any).
+    #[arg(long)]
+    db: Option<u64>,
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
@@ -55,6 +66,10 @@ pub fn run(a: Args) -> Result<ExitCode> {
         Format::Redisbloom => match redisdump::read(&bytes)
             .with_context(|| format!("{name}: not a valid RedisBloom chunk file"))?
         {
+            RedisFilter::Bloom(b) => AnyFilter::RedisBf(b),
+            RedisFilter::Cuckoo(c) => AnyFilter::RedisCf(c),
+        },
+        Format::Rdb => match rdbfile::load(&bytes, &name, a.key.as_deref(), a.db)? {
             RedisFilter::Bloom(b) => AnyFilter::RedisBf(b),
             RedisFilter::Cuckoo(c) => AnyFilter::RedisCf(c),
         },
@@ -78,6 +93,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
         (Format::Sift, f) => f.to_bytes(),
         (Format::Redisbloom, AnyFilter::RedisBf(b)) => redisdump::write(&RedisFilter::Bloom(b)),
         (Format::Redisbloom, AnyFilter::RedisCf(c)) => redisdump::write(&RedisFilter::Cuckoo(c)),
+        (Format::Rdb, AnyFilter::RedisBf(b)) => rdbfile::write(RedisFilter::Bloom(b), rdb_key(&a)?),
+        (Format::Rdb, AnyFilter::RedisCf(c)) => rdbfile::write(RedisFilter::Cuckoo(c), rdb_key(&a)?),
         (Format::Guava, AnyFilter::Guava(g)) => g.write_to(),
         (Format::Parquet, AnyFilter::SplitBlock(s)) => {
             if s.hasher() != PARQUET_HASHER {
@@ -96,7 +113,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
             "{name}: a {} filter cannot be written as {to:?}: its bits are laid out for sift's own hashing; rebuild it from the keys with `sift build --family {}`",
             f.kind(),
             match to {
-                Format::Redisbloom => "redisbloom-bf",
+                Format::Redisbloom | Format::Rdb => "redisbloom-bf",
                 Format::Guava => "guava-bloom",
                 _ => "split-block-bloom",
             }
@@ -104,4 +121,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
     };
     input::write_atomic(&a.output, &out)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The key name of `--to rdb`.
+fn rdb_key(a: &Args) -> Result<&str> {
+    a.key.as_deref().context("--to rdb needs --key: the name the filter gets in the RDB file")
 }

@@ -13,6 +13,7 @@ use sift::SplitBlockBloom;
 use crate::any::AnyFilter;
 use crate::input;
 use crate::output::{self, pct};
+use crate::rdbfile;
 use crate::redisdump::{self, RedisFilter};
 use crate::size::human_bytes;
 
@@ -27,6 +28,8 @@ pub enum Format {
     Guava,
     /// Apache Parquet split-block Bloom filter bitset (the bytes after the BloomFilterHeader).
     Parquet,
+    /// A Redis RDB file (`dump.rdb`) holding RedisBloom keys (`MBbloom--`, `MBbloomCF`).
+    Rdb,
 }
 
 /// Detects the format: the SIFT magic, or JSON Lines; Guava and Parquet bytes have no magic.
@@ -38,11 +41,13 @@ pub fn detect(bytes: &[u8], given: Option<Format>) -> Result<Format> {
         Ok(Format::Sift)
     } else if redisdump::looks_like(bytes) {
         Ok(Format::Redisbloom)
+    } else if rdbfile::looks_like(bytes) {
+        Ok(Format::Rdb)
     } else if bytes.is_empty() {
         bail!("the file is empty")
     } else {
         bail!(
-            "not a sift file (no SIFT magic) nor a RedisBloom chunk file; for Guava or Parquet bytes pass --format guava|parquet"
+            "not a sift file (no SIFT magic), a RedisBloom chunk file nor a Redis RDB file; for Guava or Parquet bytes pass --format guava|parquet"
         )
     }
 }
@@ -55,6 +60,7 @@ pub fn detect(bytes: &[u8], given: Option<Format>) -> Result<Format> {
   sift inspect dump.scandump.jsonl              # RedisBloom SCANDUMP chunks (BF or CF)
   sift inspect --format parquet column.sbbf     # a Parquet split-block Bloom filter bitset
   sift inspect --format guava filter.bin        # Guava BloomFilter.writeTo bytes
+  sift inspect dump.rdb                         # a Redis RDB file: its RedisBloom keys, one a line
 
 The verdict compares the FPR estimated now (from the items or the bits set) with the FPR the filter
 was planned for: past --threshold times the plan it says REBUILD (seed 002: monitor the FPR and
@@ -117,6 +123,23 @@ pub fn run(a: Args) -> Result<ExitCode> {
                 RedisFilter::Bloom(b) => AnyFilter::RedisBf(b),
                 RedisFilter::Cuckoo(c) => AnyFilter::RedisCf(c),
             }
+        }
+        Format::Rdb => {
+            let file = rdbfile::read(&bytes).with_context(|| format!("{name}: not a readable RDB file"))?;
+            let (more, keys) = rdbfile::describe(&file);
+            fields.extend(more);
+            if a.json {
+                fields.push(("filters", json!(keys)));
+                print(&a, &fields)?;
+            } else {
+                print(&a, &fields)?;
+                let mut out = output::stdout();
+                for k in &keys {
+                    writeln!(out, "{}", rdbfile::key_line(k))?;
+                }
+                out.flush()?;
+            }
+            return Ok(ExitCode::SUCCESS);
         }
         Format::Guava => {
             fields.push(("format", json!("guava BloomFilter.writeTo")));

@@ -21,6 +21,8 @@
 //!   [`CuckooFilter::delete`], [`CuckooFilter::compact`], [`CuckooFilter::info`],
 //!   [`CuckooFilter::debug_line`], [`CuckooFilter::scandump`] / [`CuckooFilter::from_header`] /
 //!   [`CuckooFilter::load_chunk`].
+//! * [`rdb`]: the RDB encoding of both types (§12): the module fields of `rdb_save` / `rdb_load`,
+//!   `DUMP` payloads, and reading and writing `dump.rdb` files.
 //!
 //! ```
 //! use sift::compat::redisbloom::BloomChain;
@@ -42,6 +44,7 @@ mod cuckoo;
 mod dump;
 mod file;
 mod gfmt;
+pub mod rdb;
 
 pub use bloom::{
     options, BloomAddError, BloomChain, BloomChunkError, BloomCreateError, BloomHeaderError, BloomInfo,

@@ -1,0 +1,588 @@
+//! RedisBloom's RDB encoding of its two module types (spec §12): the fields `rdb_save` writes
+//! and `rdb_load` reads, for `MBbloom--` (the Bloom chain) and `MBbloomCF` (the cuckoo filter).
+//!
+//! The field layer is transport-independent. A Redis module implements [`FieldWriter`] /
+//! [`FieldReader`] on top of `RedisModule_Save*` / `RedisModule_Load*`, and gets exactly the
+//! sequence of calls RedisBloom makes, so RDB files and `DUMP` payloads move between the two in
+//! both directions. The byte layer ([`framing`], re-exported here) implements the same traits over
+//! Redis's own RDB encoding, so a standalone program can read and write `dump.rdb` files and
+//! `DUMP` payloads without Redis.
+//!
+//! Loading validates every field before it is used and never allocates more than
+//! [`LoadLimits::max_bytes`] for bitmaps and slot arrays: a hostile value gives an [`RdbError`],
+//! never a panic or an abort.
+//!
+//! ```
+//! use sift::compat::redisbloom::BloomChain;
+//! use sift::compat::redisbloom::rdb::{load_bloom, save_bloom, FieldBuffer, ENCVER};
+//!
+//! let mut bf = BloomChain::new(100, 0.01, 2, false).unwrap();
+//! bf.add(b"apple").unwrap();
+//! let mut fields = FieldBuffer::default();
+//! save_bloom(&bf, &mut fields);
+//! let back = load_bloom(&mut fields, ENCVER, &Default::default()).unwrap();
+//! assert_eq!(back, bf);
+//! ```
+
+use std::collections::VecDeque;
+
+use super::{
+    BloomChain, BloomHeaderError, CuckooFilter, CuckooHeaderError, LoadLimits, CF_DEFAULT_BUCKET_SIZE,
+    CF_DEFAULT_EXPANSION, CF_DEFAULT_MAX_ITERATIONS, CF_MAX_BUCKETS, CF_MAX_FILTERS,
+};
+
+pub mod framing;
+pub use framing::*;
+
+/// Type name of RedisBloom's scalable Bloom filter.
+pub const BLOOM_TYPE_NAME: &str = "MBbloom--";
+/// Type name of RedisBloom's cuckoo filter.
+pub const CUCKOO_TYPE_NAME: &str = "MBbloomCF";
+/// The encoding version both types are saved with (and the newest `rdb_load` accepts).
+pub const ENCVER: u32 = 4;
+
+/// The 64 characters a module type name may use; a character's index is its 6-bit code (§12.1).
+const TYPE_CHARSET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/// The 64-bit module id Redis derives from a 9-character type name and an encver (§12.1):
+/// `None` when the name is not 9 characters of the charset or the encver exceeds 1023.
+///
+/// ```
+/// use sift::compat::redisbloom::rdb::{module_type_id, BLOOM_TYPE_NAME, CUCKOO_TYPE_NAME};
+/// assert_eq!(module_type_id(BLOOM_TYPE_NAME, 4), Some(0x3016e5a289bef804));
+/// assert_eq!(module_type_id(CUCKOO_TYPE_NAME, 4), Some(0x3016e5a289821404));
+/// assert_eq!(module_type_id("MBbloom-", 4), None);
+/// ```
+pub fn module_type_id(name: &str, encver: u32) -> Option<u64> {
+    let name = name.as_bytes();
+    if name.len() != 9 || encver > 1023 {
+        return None;
+    }
+    let mut id = 0u64;
+    for &c in name {
+        let code = TYPE_CHARSET.iter().position(|&x| x == c)?;
+        id = (id << 6) | code as u64;
+    }
+    Some((id << 10) | encver as u64)
+}
+
+/// The inverse of [`module_type_id`]: the type name (upper 54 bits) and the encver (low 10 bits).
+pub fn module_type_name(id: u64) -> (String, u32) {
+    let name = (0..9).map(|i| TYPE_CHARSET[((id >> (10 + 6 * (8 - i))) & 63) as usize] as char).collect();
+    (name, (id & 1023) as u32)
+}
+
+/// The `Save*` calls of a module's `rdb_save`, in order.
+pub trait FieldWriter {
+    /// `RedisModule_SaveUnsigned`.
+    fn save_unsigned(&mut self, v: u64);
+    /// `RedisModule_SaveDouble`.
+    fn save_double(&mut self, v: f64);
+    /// `RedisModule_SaveStringBuffer`.
+    fn save_string(&mut self, bytes: &[u8]);
+}
+
+/// The `Load*` calls of a module's `rdb_load`; each may fail (short read, wrong opcode, I/O
+/// error).
+pub trait FieldReader {
+    /// `RedisModule_LoadUnsigned`.
+    fn load_unsigned(&mut self) -> Result<u64, RdbError>;
+    /// `RedisModule_LoadDouble`.
+    fn load_double(&mut self) -> Result<f64, RdbError>;
+    /// `RedisModule_LoadStringBuffer`.
+    fn load_string(&mut self) -> Result<Vec<u8>, RdbError>;
+    /// Loads a string that the caller will refuse if it is longer than `max` bytes. A reader that
+    /// sees the length before the bytes (the byte-level reader does) overrides this to refuse
+    /// *before* allocating; the default loads the string and checks afterwards.
+    fn load_string_max(&mut self, max: u64, field: &'static str) -> Result<Vec<u8>, RdbError> {
+        let s = self.load_string()?;
+        if s.len() as u64 > max {
+            return Err(RdbError::TooLarge { field, len: s.len() as u64, max });
+        }
+        Ok(s)
+    }
+}
+
+/// One field as a module saves it: what a [`FieldBuffer`] records.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Field {
+    /// `SaveUnsigned`.
+    Unsigned(u64),
+    /// `SaveDouble`.
+    Double(f64),
+    /// `SaveStringBuffer`.
+    String(Vec<u8>),
+}
+
+/// An in-memory [`FieldWriter`] and [`FieldReader`]: records the saved fields and replays them.
+/// Useful for tests, and to hand-build values of older encvers.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FieldBuffer {
+    /// The fields not yet loaded, oldest first.
+    pub fields: VecDeque<Field>,
+}
+
+impl FieldWriter for FieldBuffer {
+    fn save_unsigned(&mut self, v: u64) {
+        self.fields.push_back(Field::Unsigned(v));
+    }
+    fn save_double(&mut self, v: f64) {
+        self.fields.push_back(Field::Double(v));
+    }
+    fn save_string(&mut self, bytes: &[u8]) {
+        self.fields.push_back(Field::String(bytes.to_vec()));
+    }
+}
+
+impl FieldBuffer {
+    fn next(&mut self, want: &'static str) -> Result<Field, RdbError> {
+        self.fields.pop_front().ok_or(RdbError::Truncated { what: want })
+    }
+}
+
+impl FieldReader for FieldBuffer {
+    fn load_unsigned(&mut self) -> Result<u64, RdbError> {
+        match self.next("unsigned field")? {
+            Field::Unsigned(v) => Ok(v),
+            f => Err(RdbError::WrongOpcode { expected: OPCODE_UINT, found: field_opcode(&f) }),
+        }
+    }
+    fn load_double(&mut self) -> Result<f64, RdbError> {
+        match self.next("double field")? {
+            Field::Double(v) => Ok(v),
+            f => Err(RdbError::WrongOpcode { expected: OPCODE_DOUBLE, found: field_opcode(&f) }),
+        }
+    }
+    fn load_string(&mut self) -> Result<Vec<u8>, RdbError> {
+        match self.next("string field")? {
+            Field::String(v) => Ok(v),
+            f => Err(RdbError::WrongOpcode { expected: OPCODE_STRING, found: field_opcode(&f) }),
+        }
+    }
+}
+
+fn field_opcode(f: &Field) -> u64 {
+    match f {
+        Field::Unsigned(_) => OPCODE_UINT,
+        Field::Double(_) => OPCODE_DOUBLE,
+        Field::String(_) => OPCODE_STRING,
+    }
+}
+
+/// Why an RDB value, a `DUMP` payload or an RDB file could not be read.
+///
+/// [`RdbError::restore_reply`] gives the reply `RESTORE` sends for each.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RdbError {
+    /// The input ended in the middle of `what`.
+    #[error("truncated input: it ends inside {what}")]
+    Truncated {
+        /// What was being read.
+        what: &'static str,
+    },
+    /// A module field had the wrong opcode (e.g. SINT where UINT was expected).
+    #[error("module field opcode {found} where opcode {expected} was expected")]
+    WrongOpcode {
+        /// The opcode the load call expected (2 UINT, 4 DOUBLE, 5 STRING, 0 EOF).
+        expected: u64,
+        /// The opcode found.
+        found: u64,
+    },
+    /// The transport failed (a module's `RedisModule_IsIOError`, for instance).
+    #[error("I/O error: {0}")]
+    Io(String),
+    /// An encver this version does not know (above 4).
+    #[error("{type_name}: unsupported encoding version {encver} (0..=4 are known)")]
+    UnsupportedEncver {
+        /// The module type.
+        type_name: &'static str,
+        /// The encver found.
+        encver: u32,
+    },
+    /// A field is outside the range RedisBloom can hold (it never writes such values).
+    #[error("field {field}: value {value} is out of range (at most {max})")]
+    OutOfRange {
+        /// The field.
+        field: &'static str,
+        /// The value found.
+        value: u64,
+        /// The largest accepted value.
+        max: u64,
+    },
+    /// A field RedisBloom's load refuses as zero (`nfilters`, `numFilters`, `numBuckets`, …).
+    #[error("field {field} is 0")]
+    Zero {
+        /// The field.
+        field: &'static str,
+    },
+    /// Link `link`'s bitmap is shorter than `ceil(bits / 8)` bytes.
+    #[error("Bloom link {link}: bitmap of {len} bytes is shorter than its {bits} bits")]
+    BitmapTooShort {
+        /// Index of the link, oldest first.
+        link: usize,
+        /// Length of the bitmap string.
+        len: u64,
+        /// The `bits` field.
+        bits: u64,
+    },
+    /// Sub-filter `index`'s slot array is not `bucketSize · nb` bytes long.
+    #[error("cuckoo sub-filter {index}: slot array of {len} bytes, expected {expected}")]
+    SlotArrayLength {
+        /// Index of the sub-filter, oldest first.
+        index: usize,
+        /// Length of the string.
+        len: u64,
+        /// `bucketSize · nb`.
+        expected: u64,
+    },
+    /// A bitmap or slot array would take the total past [`LoadLimits::max_bytes`] (or a string
+    /// is longer than what the caller accepts).
+    #[error("{field}: {len} bytes exceed the limit of {max}")]
+    TooLarge {
+        /// The field.
+        field: &'static str,
+        /// Bytes asked for (the running total for bitmaps and slot arrays).
+        len: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// The Bloom fields fail the per-link integrity test (§7.1, §12.3).
+    #[error("MBbloom--: {0}")]
+    Bloom(BloomHeaderError),
+    /// The cuckoo fields are inconsistent (§12.4).
+    #[error("MBbloomCF: {0}")]
+    Cuckoo(CuckooHeaderError),
+    /// Malformed framing (bad length encoding, bad LZF data, bad magic, …): the message says
+    /// what.
+    #[error("bad data format: {0}")]
+    Format(String),
+    /// A value of a module type other than the two of RedisBloom.
+    #[error("unknown module type {name} (encver {encver}, module id {id:#018x})")]
+    UnknownModuleType {
+        /// The type name decoded from the id.
+        name: String,
+        /// The encver decoded from the id.
+        encver: u32,
+        /// The module id.
+        id: u64,
+    },
+    /// A value type byte this reader cannot decode or skip (6: pre-release module format,
+    /// streams, …).
+    #[error("unsupported value type {type_byte}{}", key_suffix(.key))]
+    UnsupportedType {
+        /// The value type byte.
+        type_byte: u8,
+        /// The key, when the value is in a file.
+        key: Option<Vec<u8>>,
+    },
+    /// An RDB file or DUMP payload of a newer RDB version than this reader knows.
+    #[error("RDB version {found} is newer than the newest supported, {max}")]
+    Version {
+        /// The version found.
+        found: u16,
+        /// The newest version this reader accepts.
+        max: u16,
+    },
+    /// The CRC64 does not match.
+    #[error("CRC64 mismatch: stored {stored:#018x}, computed {computed:#018x}")]
+    Checksum {
+        /// The CRC stored in the input.
+        stored: u64,
+        /// The CRC of the bytes.
+        computed: u64,
+    },
+    /// A `DUMP` payload shorter than its 10-byte footer.
+    #[error("DUMP payload of {0} bytes is shorter than its 10-byte footer")]
+    PayloadTooShort(u64),
+    /// Bytes after the end of a value, payload or file.
+    #[error("{0} trailing bytes after the end")]
+    TrailingBytes(u64),
+}
+
+fn key_suffix(key: &Option<Vec<u8>>) -> String {
+    match key {
+        Some(k) => format!(" for key {:?}", String::from_utf8_lossy(k)),
+        None => String::new(),
+    }
+}
+
+impl RdbError {
+    /// The error reply of `RESTORE` for a payload that fails this way (§12.5): a bad CRC or a
+    /// newer RDB version is `ERR DUMP payload version or checksum are wrong`, a value that does
+    /// not load is `ERR Bad data format`.
+    pub fn restore_reply(&self) -> &'static str {
+        match self {
+            RdbError::Version { .. } | RdbError::Checksum { .. } | RdbError::PayloadTooShort(_) => {
+                "ERR DUMP payload version or checksum are wrong"
+            }
+            _ => "ERR Bad data format",
+        }
+    }
+}
+
+/// The values RedisBloom fills in for the cuckoo fields encvers 0..3 do not store (§12.4):
+/// RedisBloom 2.6 uses 2, 20, 1; current RedisBloom the module's `cf-bucket-size`,
+/// `cf-max-iterations` and `cf-expansion-factor`, whose defaults are the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CuckooRdbDefaults {
+    /// `bucketSize`.
+    pub bucket_size: u16,
+    /// `maxIterations`.
+    pub max_iterations: u16,
+    /// `expansion`.
+    pub expansion: u16,
+}
+
+impl Default for CuckooRdbDefaults {
+    fn default() -> Self {
+        CuckooRdbDefaults {
+            bucket_size: CF_DEFAULT_BUCKET_SIZE,
+            max_iterations: CF_DEFAULT_MAX_ITERATIONS,
+            expansion: CF_DEFAULT_EXPANSION,
+        }
+    }
+}
+
+/// `rdb_save` of `MBbloom--` at encver 4 (§12.3): size, nfilters, options, growth, then per link
+/// (oldest first) entries, error, hashes, bpe, bits, n2, bitmap, size.
+pub fn save_bloom(chain: &BloomChain, w: &mut impl FieldWriter) {
+    w.save_unsigned(chain.len());
+    w.save_unsigned(chain.links().len() as u64);
+    w.save_unsigned(chain.options() as u64);
+    w.save_unsigned(chain.growth() as u64);
+    for l in chain.links() {
+        w.save_unsigned(l.entries());
+        w.save_double(l.error());
+        w.save_unsigned(l.hashes() as u64);
+        w.save_double(l.bpe());
+        w.save_unsigned(l.bits());
+        w.save_unsigned(l.n2() as u64);
+        w.save_string(l.bitmap());
+        w.save_unsigned(l.size());
+    }
+}
+
+fn check_encver(type_name: &'static str, encver: u32) -> Result<(), RdbError> {
+    if encver > ENCVER {
+        return Err(RdbError::UnsupportedEncver { type_name, encver });
+    }
+    Ok(())
+}
+
+fn narrow(field: &'static str, value: u64, max: u64) -> Result<u64, RdbError> {
+    if value > max {
+        return Err(RdbError::OutOfRange { field, value, max });
+    }
+    Ok(value)
+}
+
+/// `rdb_load` of `MBbloom--` (§12.3), for encvers 0..=4.
+///
+/// Checked, as RedisBloom does: `nfilters != 0`, each bitmap at least `ceil(bits / 8)` bytes,
+/// and the per-link integrity test of §7.1 with the bitmap's length as `bytes`. Also refused
+/// (RedisBloom never writes them): `options`, `growth` or `hashes` above `u32::MAX`, `n2` above
+/// 255, and bitmaps totalling more than `limits.max_bytes`. Not checked, like RedisBloom: the sum
+/// of the link sizes and the option bits.
+pub fn load_bloom(
+    r: &mut impl FieldReader,
+    encver: u32,
+    limits: &LoadLimits,
+) -> Result<BloomChain, RdbError> {
+    check_encver(BLOOM_TYPE_NAME, encver)?;
+    let size = r.load_unsigned()?;
+    let nfilters = r.load_unsigned()?;
+    if nfilters == 0 {
+        return Err(RdbError::Zero { field: "nfilters" });
+    }
+    let options =
+        if encver >= 2 { narrow("options", r.load_unsigned()?, u32::MAX as u64)? as u32 } else { 0 };
+    let growth = if encver >= 4 { narrow("growth", r.load_unsigned()?, u32::MAX as u64)? as u32 } else { 2 };
+    // No capacity from `nfilters`: it is untrusted. Every link has a bitmap of at least one byte,
+    // so the byte budget bounds the loop too.
+    let mut links = Vec::new();
+    let mut total = 0u64;
+    for link in 0..nfilters {
+        let link = link as usize;
+        let entries = r.load_unsigned()?;
+        let error = r.load_double()?;
+        let hashes = narrow("hashes", r.load_unsigned()?, u32::MAX as u64)? as u32;
+        let bpe = r.load_double()?;
+        let (bits, n2) = if encver >= 1 {
+            let bits = r.load_unsigned()?;
+            let n2 = narrow("n2", r.load_unsigned()?, u8::MAX as u64)? as u8;
+            (bits, n2)
+        } else {
+            // C's (uint64_t)(double) truncation; out-of-range products fail the checks below.
+            ((entries as f64 * bpe) as u64, 0)
+        };
+        let room = limits.max_bytes.saturating_sub(total);
+        let bitmap = r.load_string_max(room, "Bloom bitmaps")?;
+        let len = bitmap.len() as u64;
+        total += len;
+        if len < bits.div_ceil(8) {
+            return Err(RdbError::BitmapTooShort { link, len, bits });
+        }
+        let lsize = r.load_unsigned()?;
+        links.push((entries, error, bpe, hashes, bits, n2, lsize, bitmap));
+    }
+    BloomChain::from_parts(size, options, growth, links).map_err(RdbError::Bloom)
+}
+
+/// `rdb_save` of `MBbloomCF` at encver 4 (§12.4): numFilters, numBuckets, numItems, numDeletes,
+/// bucketSize, maxIterations, expansion, then per sub-filter its bucket count and slot array.
+pub fn save_cuckoo(f: &CuckooFilter, w: &mut impl FieldWriter) {
+    w.save_unsigned(f.filters().len() as u64);
+    w.save_unsigned(f.num_buckets());
+    w.save_unsigned(f.len());
+    w.save_unsigned(f.num_deletes());
+    w.save_unsigned(f.bucket_size() as u64);
+    w.save_unsigned(f.max_iterations() as u64);
+    w.save_unsigned(f.expansion() as u64);
+    for s in f.filters() {
+        w.save_unsigned(s.buckets());
+        w.save_string(s.slots());
+    }
+}
+
+/// `rdb_load` of `MBbloomCF` (§12.4), for encvers 0..=4. `defaults` fill `bucketSize`,
+/// `maxIterations` and `expansion` for encvers 0..3, which do not store them.
+///
+/// Checked: `numFilters` in [1, 65535], `numBuckets` and each sub-filter's bucket count in
+/// [1, 2^56 − 1], `bucketSize` in [1, 65535], `maxIterations` and `expansion` at most 65535,
+/// each slot array exactly `bucketSize · nb_i` bytes (RedisBloom asserts this and aborts; here it
+/// is an error), and the slot arrays together at most `limits.max_bytes` (refused before the
+/// string is read when the reader can). Not checked, like RedisBloom: `numItems`, `numDeletes`,
+/// and `maxIterations` / `expansion` being 0.
+pub fn load_cuckoo(
+    r: &mut impl FieldReader,
+    encver: u32,
+    defaults: CuckooRdbDefaults,
+    limits: &LoadLimits,
+) -> Result<CuckooFilter, RdbError> {
+    check_encver(CUCKOO_TYPE_NAME, encver)?;
+    let num_filters = r.load_unsigned()?;
+    if num_filters == 0 {
+        return Err(RdbError::Zero { field: "numFilters" });
+    }
+    narrow("numFilters", num_filters, CF_MAX_FILTERS as u64)?;
+    let num_buckets = r.load_unsigned()?;
+    if num_buckets == 0 {
+        return Err(RdbError::Zero { field: "numBuckets" });
+    }
+    narrow("numBuckets", num_buckets, CF_MAX_BUCKETS)?;
+    let num_items = r.load_unsigned()?;
+    let (num_deletes, bucket_size, max_iterations, expansion) = if encver >= 4 {
+        let deletes = r.load_unsigned()?;
+        let bs = narrow("bucketSize", r.load_unsigned()?, u16::MAX as u64)? as u16;
+        let mi = narrow("maxIterations", r.load_unsigned()?, u16::MAX as u64)? as u16;
+        let ex = narrow("expansion", r.load_unsigned()?, u16::MAX as u64)? as u16;
+        (deletes, bs, mi, ex)
+    } else {
+        (0, defaults.bucket_size, defaults.max_iterations, defaults.expansion)
+    };
+    if bucket_size == 0 {
+        return Err(RdbError::Zero { field: "bucketSize" });
+    }
+    let mut subs = Vec::new();
+    let mut total = 0u64;
+    for index in 0..num_filters as usize {
+        let nb = if encver >= 4 { r.load_unsigned()? } else { num_buckets };
+        if nb == 0 {
+            return Err(RdbError::Zero { field: "sub-filter bucket count" });
+        }
+        narrow("sub-filter bucket count", nb, CF_MAX_BUCKETS)?;
+        // nb < 2^56 and bucketSize < 2^16: the product fits in u64.
+        let expected = nb * bucket_size as u64;
+        let room = limits.max_bytes.saturating_sub(total);
+        if expected > room {
+            return Err(RdbError::TooLarge {
+                field: "cuckoo slot arrays",
+                len: total + expected,
+                max: limits.max_bytes,
+            });
+        }
+        let slots = r.load_string_max(room, "cuckoo slot arrays")?;
+        if slots.len() as u64 != expected {
+            return Err(RdbError::SlotArrayLength { index, len: slots.len() as u64, expected });
+        }
+        total += expected;
+        subs.push((nb, slots));
+    }
+    CuckooFilter::from_parts(
+        num_buckets,
+        num_items,
+        num_deletes,
+        bucket_size,
+        max_iterations,
+        expansion,
+        subs,
+    )
+    .map_err(RdbError::Cuckoo)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn type_ids_of_the_spec() {
+        assert_eq!(module_type_id(BLOOM_TYPE_NAME, 4), Some(0x3016_e5a2_89be_f804));
+        assert_eq!(module_type_id(CUCKOO_TYPE_NAME, 4), Some(0x3016_e5a2_8982_1404));
+        assert_eq!(module_type_id(BLOOM_TYPE_NAME, 1024), None);
+        assert_eq!(module_type_id("MBbloom-!", 4), None);
+        assert_eq!(module_type_id("MBbloom---", 4), None);
+        assert_eq!(module_type_name(0x3016_e5a2_89be_f804), ("MBbloom--".to_string(), 4));
+        assert_eq!(
+            module_type_name(module_type_id("a_z09-ABZ", 1023).unwrap()),
+            ("a_z09-ABZ".to_string(), 1023)
+        );
+    }
+
+    #[test]
+    fn field_round_trip_and_order() {
+        let mut bf = BloomChain::new(10, 0.01, 2, false).unwrap();
+        for i in 0..40 {
+            bf.add(format!("s{i}").as_bytes()).unwrap();
+        }
+        let mut w = FieldBuffer::default();
+        save_bloom(&bf, &mut w);
+        assert_eq!(w.fields.len(), 4 + 8 * bf.links().len());
+        assert_eq!(w.fields[0], Field::Unsigned(40));
+        assert!(matches!(w.fields[5], Field::Double(_)));
+        assert_eq!(load_bloom(&mut w, ENCVER, &LoadLimits::DEFAULT).unwrap(), bf);
+        assert!(w.fields.is_empty());
+
+        let mut cf = CuckooFilter::new(16, 4, 50, 2).unwrap();
+        for i in 0..100 {
+            cf.insert(format!("d{i}").as_bytes()).unwrap();
+        }
+        let mut w = FieldBuffer::default();
+        save_cuckoo(&cf, &mut w);
+        assert_eq!(w.fields.len(), 7 + 2 * cf.filters().len());
+        assert_eq!(load_cuckoo(&mut w, ENCVER, Default::default(), &LoadLimits::DEFAULT).unwrap(), cf);
+    }
+
+    #[test]
+    fn encver_above_4_and_wrong_opcodes_fail() {
+        let cf = CuckooFilter::new(8, 2, 20, 1).unwrap();
+        let mut w = FieldBuffer::default();
+        save_cuckoo(&cf, &mut w);
+        let e = load_cuckoo(&mut w.clone(), 5, Default::default(), &LoadLimits::DEFAULT).unwrap_err();
+        assert!(matches!(e, RdbError::UnsupportedEncver { encver: 5, .. }));
+        assert_eq!(e.restore_reply(), "ERR Bad data format");
+        w.fields[2] = Field::Double(0.0);
+        let e = load_cuckoo(&mut w, 4, Default::default(), &LoadLimits::DEFAULT).unwrap_err();
+        assert_eq!(e, RdbError::WrongOpcode { expected: 2, found: 4 });
+    }
+
+    #[test]
+    fn budget_is_enforced_before_slot_arrays_are_read() {
+        let mut w = FieldBuffer::default();
+        for v in [1u64, 1 << 40, 0, 0, 4, 20, 1, 1 << 40] {
+            w.save_unsigned(v);
+        }
+        let e = load_cuckoo(&mut w, 4, Default::default(), &LoadLimits::DEFAULT).unwrap_err();
+        assert!(matches!(e, RdbError::TooLarge { .. }), "{e}");
+    }
+}
