@@ -558,3 +558,38 @@ fn hostile_values_with_valid_crc_do_not_panic() {
 fn restore_payload_opts(p: &[u8], opts: &ReadOptions) -> Result<RdbValue, RdbError> {
     sift::compat::redisbloom::rdb::restore_payload_with(p, opts)
 }
+
+/// With an all-zero CRC (a file saved with `rdbchecksum no`) nothing guards the file parser:
+/// every bit flip and byte change must still give a value or an error, never a panic, and the
+/// budget must hold whatever lengths the damage declares.
+#[test]
+fn unchecked_file_with_damage_does_not_panic() {
+    let opts = ReadOptions {
+        limits: LoadLimits { max_bytes: 1 << 16, cf_max_bucket_size: 255 },
+        ..Default::default()
+    };
+    let mut rdb = dump_rdb();
+    let n = rdb.len();
+    rdb[n - 8..].fill(0);
+    let file = read_rdb(&rdb, &opts).unwrap();
+    assert!(!file.checksum_verified);
+    assert_eq!(file.keys.len(), 6);
+    let (mut loaded, mut refused) = (0, 0);
+    let mut tally = |r: Result<_, RdbError>| match r {
+        Ok(_) => loaded += 1,
+        Err(_) => refused += 1,
+    };
+    for i in 0..(n - 9) * 8 {
+        let mut b = rdb.clone();
+        b[i / 8] ^= 1 << (i % 8);
+        tally(read_rdb(&b, &opts));
+    }
+    for i in 0..n - 9 {
+        for v in [0x00, 0x06, 0x07, 0x3f, 0x7f, 0x80, 0x81, 0xc3, 0xf5, 0xf7, 0xfe, 0xff] {
+            let mut b = rdb.clone();
+            b[i] = v;
+            tally(read_rdb(&b, &opts));
+        }
+    }
+    assert!(loaded > 1000 && refused > 1000, "loaded {loaded}, refused {refused}");
+}

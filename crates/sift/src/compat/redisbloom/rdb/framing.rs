@@ -536,7 +536,9 @@ pub fn read_value(
 }
 
 /// Appends a value's body (without its type byte): module id, fields, EOF for the two module
-/// types; the string for strings; the stored bytes for [`RdbValue::Other`].
+/// types; the string for strings; the stored bytes for [`RdbValue::Other`] (copied as read, so a
+/// value of a type newer than RDB version 10, such as Redis 7.2's set listpack, 20, needs a Redis
+/// that knows it).
 pub fn write_value_body(out: &mut Vec<u8>, value: &RdbValue) {
     match value {
         RdbValue::Bloom(b) => {
@@ -652,7 +654,10 @@ pub fn read_rdb(data: &[u8], opts: &ReadOptions) -> Result<RdbFile, RdbError> {
         return Err(RdbError::Format("not an RDB file (the magic is not REDIS + 4 digits)".into()));
     }
     let version: u16 = std::str::from_utf8(&magic[5..]).expect("digits").parse().expect("4 digits");
-    if version == 0 || version > opts.max_version {
+    if version == 0 {
+        return Err(RdbError::Format("RDB version 0 does not exist".into()));
+    }
+    if version > opts.max_version {
         return Err(RdbError::Version { found: version, max: opts.max_version });
     }
     let max = opts.limits.max_bytes;
