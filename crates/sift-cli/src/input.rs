@@ -695,9 +695,12 @@ pub fn read_file(path: &Path) -> Result<Vec<u8>> {
 mod tests {
     use super::*;
 
+    /// Per line: `Some((key, raw line))`, or `None` for an over-long line.
+    type Lines = Vec<Option<(Vec<u8>, Vec<u8>)>>;
+
     /// The line-by-line reader the pipeline replaced, kept as the reference for its rules:
     /// `Some(key)` per key, `None` per over-long line, empty keys included.
-    fn reference(input: &[u8], delim: u8, max_line: usize) -> Vec<Option<(Vec<u8>, Vec<u8>)>> {
+    fn reference(input: &[u8], delim: u8, max_line: usize) -> Lines {
         let mut out = Vec::new();
         let mut rest = input;
         while !rest.is_empty() {
@@ -728,7 +731,7 @@ mod tests {
         max_line: usize,
         threads: usize,
         chunk: usize,
-    ) -> (Vec<Vec<Option<(Vec<u8>, Vec<u8>)>>>, ReadStats) {
+    ) -> (Vec<Lines>, ReadStats) {
         let sources: Vec<Source> = inputs
             .iter()
             .enumerate()
@@ -741,7 +744,7 @@ mod tests {
         let hasher = Hasher::default();
         let split = Split { delim, max_line, skip_empty: false };
         let mut p = Pipeline::with_chunk_bytes(sources, split, Some(hasher), threads, chunk);
-        let mut per_src: Vec<Vec<Option<(Vec<u8>, Vec<u8>)>>> = vec![Vec::new(); inputs.len()];
+        let mut per_src: Vec<Lines> = vec![Vec::new(); inputs.len()];
         while let Some(c) = p.next().unwrap() {
             let out = &mut per_src[c.src];
             // Rebuild the line sequence: keys in order, over-long lines at their indexes.
