@@ -212,6 +212,29 @@ impl AnyFilter {
         })
     }
 
+    /// [`AnyFilter::insert_new`] for every key of a chunk, in order, appending to `out` whether
+    /// each was new. The same answers as calling `insert_new` key by key (the family is matched
+    /// once per chunk, not once per key).
+    pub fn insert_new_chunk(&mut self, c: &crate::input::Chunk, out: &mut Vec<bool>) -> Result<()> {
+        out.reserve(c.len());
+        match self {
+            AnyFilter::Bloom(f) => out.extend(c.digests.iter().map(|&d| f.insert_digest(d))),
+            AnyFilter::Blocked(f) => out.extend(c.digests.iter().map(|&d| f.insert_digest(d))),
+            AnyFilter::SplitBlock(f) => out.extend(c.digests.iter().map(|&d| f.insert_digest(d))),
+            AnyFilter::Scalable(f) => {
+                for &d in &c.digests {
+                    out.push(f.try_insert_digest(d)?);
+                }
+            }
+            other => {
+                for i in 0..c.len() {
+                    out.push(other.insert_new(c.key(i), c.digests.get(i).copied())?);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Items in the filter (as the filter counts them).
     pub fn len(&self) -> u64 {
         native!(self, f => f.len() as u64, c => match c {

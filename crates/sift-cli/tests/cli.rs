@@ -450,3 +450,118 @@ fn help_has_examples() {
     sift().arg("--help").assert().code(0).stdout(predicate::str::contains("Exit status"));
     sift().arg("frobnicate").assert().code(2);
 }
+
+/// ~4 MB of keys (several 1 MiB chunks): varied lengths, repeats, CRLF endings, blank lines,
+/// and no final newline. Returns the bytes and the keys as `build` and `dedup` must see them.
+fn mixed_input(lines: u32) -> Vec<u8> {
+    let mut v = Vec::new();
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    for i in 0..lines {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let id = if x % 10 < 3 && i > 0 { (x >> 8) % u64::from(i) } else { u64::from(i) };
+        match x % 97 {
+            0 => v.extend_from_slice(b"\n"),
+            1 => v.extend_from_slice(format!("crlf-{id}\r\n").as_bytes()),
+            _ => v.extend_from_slice(
+                format!("https://h{}.example/{}/{id}\n", id % 50, "p".repeat((id % 40) as usize)).as_bytes(),
+            ),
+        }
+    }
+    v.extend_from_slice(b"last-line-without-newline");
+    v
+}
+
+/// The lines of `input` split as the CLI does (newline, then a trailing CR removed from the key).
+fn split_lines(input: &[u8]) -> Vec<(&[u8], &[u8])> {
+    let mut out = Vec::new();
+    let mut rest = input;
+    while !rest.is_empty() {
+        let end = rest.iter().position(|&b| b == b'\n').map_or(rest.len(), |i| i + 1);
+        let (raw, next) = rest.split_at(end);
+        let key = raw.strip_suffix(b"\n").unwrap_or(raw);
+        out.push((key.strip_suffix(b"\r").unwrap_or(key), raw));
+        rest = next;
+    }
+    out
+}
+
+#[test]
+fn build_is_the_same_file_for_any_threads_gzip_and_a_sequential_library_build() {
+    use sift::prelude::*;
+    let dir = tempfile::tempdir().unwrap();
+    let input = mixed_input(250_000);
+    let plain = dir.path().join("keys.txt");
+    std::fs::write(&plain, &input).unwrap();
+    let gz = dir.path().join("keys.txt.gz");
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    enc.write_all(&input).unwrap();
+    std::fs::write(&gz, enc.finish().unwrap()).unwrap();
+
+    // The reference: the library, one key at a time, in input order (blank lines skipped).
+    let mut reference = sift::BlockedBloom::new(250_000, 0.01).unwrap();
+    for (key, _) in split_lines(&input) {
+        if !key.is_empty() {
+            reference.insert(key);
+        }
+    }
+    let want = reference.to_bytes();
+    for (threads, file) in [("1", &plain), ("2", &plain), ("3", &plain), ("2", &gz)] {
+        let out = dir.path().join(format!("t{threads}.sift"));
+        let (code, _, err) = run(sift()
+            .args(["build", "-q", "-n", "250000", "-p", "0.01", "--threads", threads, "-o"])
+            .arg(&out)
+            .arg(file));
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            std::fs::read(&out).unwrap() == want,
+            "--threads {threads} {}: different bytes",
+            file.display()
+        );
+    }
+    // Split over two files, and from stdin: the same keys in the same order, the same file.
+    let cut = input.len() / 2 + input[input.len() / 2..].iter().position(|&b| b == b'\n').unwrap() + 1;
+    let (a, b) = (dir.path().join("a.txt"), dir.path().join("b.txt"));
+    std::fs::write(&a, &input[..cut]).unwrap();
+    std::fs::write(&b, &input[cut..]).unwrap();
+    let out = dir.path().join("two.sift");
+    run(sift().args(["build", "-q", "-n", "250000", "-o"]).arg(&out).arg(&a).arg(&b));
+    assert!(std::fs::read(&out).unwrap() == want, "two files");
+    let out = dir.path().join("stdin.sift");
+    run(sift().args(["build", "-q", "-n", "250000", "-o"]).arg(&out).write_stdin(input.clone()));
+    assert!(std::fs::read(&out).unwrap() == want, "stdin");
+}
+
+#[test]
+fn dedup_output_is_a_sequential_test_and_set_for_any_threads() {
+    use sift::prelude::*;
+    let dir = tempfile::tempdir().unwrap();
+    let mut input = mixed_input(200_000);
+    // An over-long line in the middle: skipped, not output.
+    input.splice(1000..1000, format!("{}\n", "z".repeat(3000)).into_bytes());
+    let file = dir.path().join("urls.txt");
+    std::fs::write(&file, &input).unwrap();
+
+    // The reference: the library's filter, tested-and-set line by line in input order; each
+    // raw line (with its CRLF) is output the first time.
+    let mut f = sift::BlockedBloom::new(200_000, 0.001).unwrap();
+    let mut want = Vec::new();
+    let mut out_lines = 0;
+    for (key, raw) in split_lines(&input) {
+        if key.len() <= 2048 && f.insert(key) {
+            want.extend_from_slice(raw);
+            out_lines += 1;
+        }
+    }
+    assert!(out_lines > 100_000);
+    for threads in ["1", "2", "3"] {
+        let out = sift()
+            .args(["dedup", "-q", "-n", "200000", "-p", "0.001", "--max-line", "2048", "--threads", threads])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        assert!(out.stdout == want, "--threads {threads}: output differs from the sequential reference");
+    }
+}

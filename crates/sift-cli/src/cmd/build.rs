@@ -50,10 +50,15 @@ pub struct Args {
     /// No progress bar and no summary.
     #[arg(short, long)]
     quiet: bool,
+    /// Threads reading, splitting and hashing the input (default: the cores, at most 4); the
+    /// filter is filled in input order by the main thread, so the file is the same for any value.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+    threads: Option<u16>,
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
     let start = Instant::now();
+    let threads = a.threads.map_or_else(input::default_threads, usize::from);
     let sources = Source::from_args(&a.files);
     let split = Split { delim: if a.null { 0 } else { b'\n' }, max_line: a.max_line, skip_empty: true };
     let from_stdin = sources.iter().any(|s| matches!(s, Source::Stdin));
@@ -69,7 +74,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                 eprintln!("sift: stdin with no --items: building a scalable-bloom filter");
             }
         } else {
-            let n = input::count_keys(&sources, split)?;
+            let n = input::count_keys(&sources, split, threads)?;
             items = Some(n.max(1));
         }
     }
@@ -77,39 +82,29 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let total: Option<u64> = sources.iter().map(|s| s.len()).sum();
     let pb = input::progress(total, a.quiet);
     let (filter, stats, inserted) = if family.is_static() {
-        let reader = input::spawn_reader(sources, split, Some(sift::Hasher::default()), false);
+        let mut pipe = input::Pipeline::start(sources, split, Some(sift::Hasher::default()), threads);
         let mut hashes: Vec<u64> = Vec::new();
-        for batch in reader.rx.iter() {
-            hashes.try_reserve(batch.digests.len()).context("out of memory collecting key hashes")?;
-            hashes.extend(batch.digests.iter().map(|d| d.h1));
-            pb.set_position(reader.bytes_read.load(Ordering::Relaxed));
+        while let Some(c) = pipe.next()? {
+            hashes.try_reserve(c.digests.len()).context("out of memory collecting key hashes")?;
+            hashes.extend(c.digests.iter().map(|d| d.h1));
+            pb.set_position(pipe.bytes_read.load(Ordering::Relaxed));
+            pipe.recycle(c);
         }
-        let bytes_read = reader.bytes_read.clone();
-        let stats = reader.finish()?;
-        pb.set_position(bytes_read.load(Ordering::Relaxed));
+        pb.set_position(pipe.bytes_read.load(Ordering::Relaxed));
+        let stats = pipe.finish();
         pb.set_message("building");
         let n = hashes.len() as u64;
         (super::build_static(family, &hashes, a.fpr)?, stats, n)
     } else {
         let mut filter = super::new_dynamic(family, items, a.fpr)?;
-        let reader = input::spawn_reader(sources, split, filter.hasher(), false);
+        let mut pipe = input::Pipeline::start(sources, split, filter.hasher(), threads);
         let mut inserted = 0u64;
-        let mut failed = None;
-        for batch in reader.rx.iter() {
-            match insert_batch(&mut filter, &batch) {
-                Ok(n) => inserted += n,
-                Err(e) => {
-                    failed = Some(e);
-                    break;
-                }
-            }
-            pb.set_position(reader.bytes_read.load(Ordering::Relaxed));
+        while let Some(c) = pipe.next()? {
+            inserted += insert_chunk(&mut filter, &c)?;
+            pb.set_position(pipe.bytes_read.load(Ordering::Relaxed));
+            pipe.recycle(c);
         }
-        let stats = reader.finish()?;
-        if let Some(e) = failed {
-            return Err(e);
-        }
-        (filter, stats, inserted)
+        (filter, pipe.finish(), inserted)
     };
     pb.finish_and_clear();
 
@@ -142,18 +137,19 @@ pub fn run(a: Args) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Inserts a batch; returns how many keys were new to the filter. Bloom families take the whole
-/// batch of digests at once (they prefetch ahead); the others go key by key.
-pub fn insert_batch(filter: &mut AnyFilter, batch: &input::Batch) -> Result<u64> {
+/// Inserts the keys of a chunk, in order; returns how many were new to the filter. Bloom
+/// families take the whole chunk of digests at once (they prefetch ahead); the others go key by
+/// key.
+pub fn insert_chunk(filter: &mut AnyFilter, c: &input::Chunk) -> Result<u64> {
     Ok(match filter {
-        AnyFilter::Bloom(f) => f.insert_digests(&batch.digests) as u64,
-        AnyFilter::Blocked(f) => f.insert_digests(&batch.digests) as u64,
-        AnyFilter::SplitBlock(f) => f.insert_digests(&batch.digests) as u64,
+        AnyFilter::Bloom(f) => f.insert_digests(&c.digests) as u64,
+        AnyFilter::Blocked(f) => f.insert_digests(&c.digests) as u64,
+        AnyFilter::SplitBlock(f) => f.insert_digests(&c.digests) as u64,
         other => {
             let mut new = 0;
-            for i in 0..batch.len() {
-                let d = batch.digests.get(i).copied();
-                new += other.insert_new(batch.key(i), d)? as u64;
+            for i in 0..c.len() {
+                let d = c.digests.get(i).copied();
+                new += other.insert_new(c.key(i), d)? as u64;
             }
             new
         }

@@ -54,6 +54,10 @@ pub struct Args {
     /// Print the final report as JSON on stderr.
     #[arg(long)]
     json: bool,
+    /// Threads reading, splitting and hashing the input (default: the cores, at most 4); lines
+    /// are tested and written in input order by the main thread, so the output is the same.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+    threads: Option<u16>,
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
@@ -81,35 +85,32 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let total: Option<u64> = sources.iter().map(|s| s.len()).sum();
     let pb = input::progress(total, a.quiet);
     let split = Split { delim: if a.null { 0 } else { b'\n' }, max_line: a.max_line, skip_empty: false };
-    let reader = input::spawn_reader(sources, split, filter.hasher(), true);
+    let threads = a.threads.map_or_else(input::default_threads, usize::from);
+    let mut pipe = input::Pipeline::start(sources, split, filter.hasher(), threads);
     let mut out = output::stdout();
     let (mut lines_in, mut lines_out, mut false_drops) = (0u64, 0u64, 0f64);
+    let mut new = Vec::new();
     let result = (|| -> Result<()> {
-        for batch in reader.rx.iter() {
-            // The FPR at the start of the batch: each new line of the batch is falsely dropped with
-            // about this probability.
+        while let Some(c) = pipe.next()? {
+            // The FPR at the start of the chunk: each new line of the chunk is falsely dropped
+            // with about this probability.
             let p = filter.expected_fpr();
-            let mut new_here = 0u64;
-            for i in 0..batch.len() {
-                let new = filter.insert_new(batch.key(i), batch.digests.get(i).copied())?;
-                if new {
-                    out.write_all(batch.raw(i))?;
-                    new_here += 1;
-                }
-            }
-            lines_in += batch.len() as u64;
+            new.clear();
+            filter.insert_new_chunk(&c, &mut new)?;
+            let new_here = write_new_lines(&mut out, &c, &new)?;
+            lines_in += c.len() as u64;
             lines_out += new_here;
             false_drops += p * new_here as f64;
-            pb.set_position(reader.bytes_read.load(Ordering::Relaxed));
+            pb.set_position(pipe.bytes_read.load(Ordering::Relaxed));
+            pipe.recycle(c);
         }
         out.flush()?;
         Ok(())
     })();
     pb.finish_and_clear();
-    // Stop the reader (dropping the channel) before waiting for it.
-    let stats = reader.finish();
+    // Stop the workers before reporting.
+    let stats = pipe.finish();
     result?;
-    let stats = stats?;
     if let Some(p) = &a.state {
         input::write_atomic(p, &filter.to_bytes())
             .with_context(|| format!("cannot save the state to {}", p.display()))?;
@@ -142,4 +143,28 @@ pub fn run(a: Args) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes the raw lines of the chunk marked new, in order, as few writes as possible: adjacent
+/// new lines are one slice of the chunk. Returns how many lines were written.
+fn write_new_lines(out: &mut impl Write, c: &input::Chunk, new: &[bool]) -> std::io::Result<u64> {
+    let bytes = c.bytes();
+    let mut written = 0u64;
+    let mut run: Option<(usize, usize)> = None;
+    for (i, _) in new.iter().enumerate().filter(|(_, &n)| n) {
+        let (s, e) = c.raw_range(i);
+        written += 1;
+        run = match run {
+            Some((rs, re)) if re == s => Some((rs, e)),
+            Some((rs, re)) => {
+                out.write_all(&bytes[rs..re])?;
+                Some((s, e))
+            }
+            None => Some((s, e)),
+        };
+    }
+    if let Some((rs, re)) = run {
+        out.write_all(&bytes[rs..re])?;
+    }
+    Ok(written)
 }

@@ -79,32 +79,35 @@ pub fn run(a: Args) -> Result<ExitCode> {
     } else {
         let split = Split { delim: if a.null { 0 } else { b'\n' }, max_line: a.max_line, skip_empty: true };
         let hasher = filter.hasher();
-        let reader = input::spawn_reader(vec![Source::Stdin], split, hasher, false);
+        let mut pipe = input::Pipeline::start(vec![Source::Stdin], split, hasher, input::default_threads());
         let mut answers = Vec::new();
-        for batch in reader.rx.iter() {
+        while let Some(c) = pipe.next()? {
             answers.clear();
-            answers.resize(batch.len(), false);
+            answers.resize(c.len(), false);
             if hasher.is_some() {
                 // Batched: large filters prefetch ahead, overlapping cache misses.
                 match &filter {
-                    AnyFilter::Bloom(f) => sift::Filter::contains_digests(f, &batch.digests, &mut answers),
-                    AnyFilter::Blocked(f) => sift::Filter::contains_digests(f, &batch.digests, &mut answers),
+                    AnyFilter::Bloom(f) => sift::Filter::contains_digests(f, &c.digests, &mut answers),
+                    AnyFilter::Blocked(f) => sift::Filter::contains_digests(f, &c.digests, &mut answers),
                     other => {
-                        for (o, d) in answers.iter_mut().zip(&batch.digests) {
+                        for (o, d) in answers.iter_mut().zip(&c.digests) {
                             *o = other.contains_digest(*d);
                         }
                     }
                 }
             } else {
                 for (i, o) in answers.iter_mut().enumerate() {
-                    *o = filter.contains(batch.key(i));
+                    *o = filter.contains(c.key(i));
                 }
             }
             for (i, &present) in answers.iter().enumerate() {
-                t.answer(batch.key(i), present)?;
+                t.answer(c.key(i), present)?;
             }
+            // An interactive user sees each answer as the line is read.
+            t.out.flush()?;
+            pipe.recycle(c);
         }
-        reader.finish()?;
+        pipe.finish();
     }
     let (maybe, no) = (t.maybe, t.no);
     if a.count && !a.quiet {
