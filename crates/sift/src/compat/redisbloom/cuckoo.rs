@@ -337,6 +337,38 @@ impl CuckooFilter {
 
     /// [`CuckooFilter::insert`] for a precomputed hash.
     pub fn insert_hash(&mut self, h: CuckooHash) -> Result<(), CuckooInsertError> {
+        self.insert_hash_within(h, u64::MAX)
+    }
+
+    /// [`CuckooFilter::insert`], except that a growth allocating more than `max_grow_bytes`
+    /// (a server's memory budget) fails with [`CuckooInsertError::MemAllocFailed`] instead.
+    pub fn insert_within(&mut self, item: &[u8], max_grow_bytes: u64) -> Result<(), CuckooInsertError> {
+        self.insert_hash_within(CuckooHash::new(item), max_grow_bytes)
+    }
+
+    /// [`CuckooFilter::insert_unique`] with the growth bound of [`CuckooFilter::insert_within`].
+    pub fn insert_unique_within(
+        &mut self,
+        item: &[u8],
+        max_grow_bytes: u64,
+    ) -> Result<bool, CuckooInsertError> {
+        let h = CuckooHash::new(item);
+        if self.contains_hash(h) {
+            return Ok(false);
+        }
+        self.insert_hash_within(h, max_grow_bytes).map(|()| true)
+    }
+
+    /// Bytes the next sub-filter would take (§6.5 step 5); `None` when it cannot be sized.
+    pub fn next_growth_bytes(&self) -> Option<u64> {
+        (self.expansion as u128)
+            .checked_pow(self.filters.len() as u32)
+            .and_then(|p| p.checked_mul(self.num_buckets as u128))
+            .and_then(|nb| nb.checked_mul(self.bucket_size as u128))
+            .and_then(|b| u64::try_from(b).ok())
+    }
+
+    fn insert_hash_within(&mut self, h: CuckooHash, max_grow_bytes: u64) -> Result<(), CuckooInsertError> {
         let bs = self.bs();
         loop {
             // 1. First fit, newest sub-filter to oldest.
@@ -352,6 +384,9 @@ impl CuckooFilter {
             // 4, 5. Grow, then retry: the new sub-filter is empty, so the next pass succeeds.
             if self.expansion == 0 {
                 return Err(CuckooInsertError::NoSpace);
+            }
+            if self.next_growth_bytes().is_none_or(|b| b > max_grow_bytes) {
+                return Err(CuckooInsertError::MemAllocFailed);
             }
             self.grow()?;
         }
