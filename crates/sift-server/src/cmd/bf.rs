@@ -1,502 +1,130 @@
-//! The RedisBloom Bloom commands (`BF.*`, spec §8), on [`sift::compat::redisbloom::BloomChain`].
+//! The RedisBloom Bloom commands (`BF.*`, spec §8): thin adapters from the command table to the
+//! shared command layer, `sift_commands::bf`, which the Redis module runs too.
 //!
-//! Each handler checks its arguments in the order RedisBloom does (the first failing check decides
-//! the reply), turns them into a typed request, applies it to the keyspace entry and builds the
-//! reply in its RESP3 shape. Where RESP2 is not the mechanical downgrade of that shape (BF.INFO
-//! with one field is `*1 [value]` in RESP2 but `%1 {name: value}` in RESP3), the reply is built
-//! from the session's protocol. Error texts come from [`super::err`].
+//! This file also holds what both filter families need from this server: the keyspace as a
+//! [`FilterStore`] ([`Locked`]) and the server's surroundings as an [`Env`] ([`ServerEnv`]).
 
 use bytes::Bytes;
-use sift::compat::redisbloom::{
-    BloomAddError, BloomChain, BloomChunkError, BloomCreateError, BloomInfo, LoadLimits, BF_MAX_EXPANSION,
-};
+use sift::compat::redisbloom::{BloomChain, CuckooFilter, LoadLimits};
+use sift_commands::{Env, FilterConfig, FilterStore, Read, Slot, Write};
 
-use super::parse::{eq_ignore_case, parse_f64, parse_i64};
-use super::{err, Ctx};
+use super::Ctx;
 use crate::db::{Locked, Value};
 use crate::frame::Frame;
 
-/// What a key holds, as far as the BF/CF commands care.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Held {
-    /// No (live) key.
-    Missing,
-    /// A Bloom chain.
-    Bloom,
-    /// A cuckoo filter.
-    Cuckoo,
-    /// Any other type.
-    Other,
-}
+impl FilterStore for Locked<'_> {
+    fn lookup(&mut self, key: &[u8]) -> Read<'_> {
+        match self.get(key).map(|e| &e.value) {
+            None => Slot::Missing,
+            Some(Value::Bloom(b)) => Slot::Bloom(b),
+            Some(Value::Cuckoo(c)) => Slot::Cuckoo(c),
+            Some(_) => Slot::Other,
+        }
+    }
 
-/// Looks at `key` without counting a change.
-pub(crate) fn held(keys: &mut Locked<'_>, key: &[u8]) -> Held {
-    match keys.get(key).map(|e| &e.value) {
-        None => Held::Missing,
-        Some(Value::Bloom(_)) => Held::Bloom,
-        Some(Value::Cuckoo(_)) => Held::Cuckoo,
-        Some(_) => Held::Other,
+    fn lookup_mut(&mut self, key: &[u8]) -> Write<'_> {
+        match self.get_mut(key).map(|e| &mut e.value) {
+            None => Slot::Missing,
+            Some(Value::Bloom(b)) => Slot::Bloom(b),
+            Some(Value::Cuckoo(c)) => Slot::Cuckoo(c),
+            Some(_) => Slot::Other,
+        }
+    }
+
+    fn create_bloom(&mut self, key: &[u8], chain: BloomChain) -> &mut BloomChain {
+        self.insert(Bytes::copy_from_slice(key), Value::Bloom(Box::new(chain)));
+        match self.get_mut(key).map(|e| &mut e.value) {
+            Some(Value::Bloom(b)) => b,
+            _ => unreachable!("inserted just above under the same lock"),
+        }
+    }
+
+    fn create_cuckoo(&mut self, key: &[u8], filter: CuckooFilter) -> &mut CuckooFilter {
+        self.insert(Bytes::copy_from_slice(key), Value::Cuckoo(Box::new(filter)));
+        match self.get_mut(key).map(|e| &mut e.value) {
+            Some(Value::Cuckoo(c)) => c,
+            _ => unreachable!("inserted just above under the same lock"),
+        }
     }
 }
 
-/// The most payload one filter may take: `maxmemory` when set, else the library's default
-/// LOADCHUNK budget (4 GiB, enough for the largest realistic RedisBloom filter: 2^30 items at
-/// 10^-6 is 3.9 GB). RedisBloom allocates whatever it is asked (lazily, with calloc); this server
-/// zeroes what it allocates, so a request beyond the budget is refused before allocating, with
-/// the reply of a failed allocation.
-pub(crate) fn memory_budget(ctx: &Ctx<'_, '_>) -> u64 {
-    let max = ctx.server.config.read().maxmemory;
-    if max > 0 {
-        max
-    } else {
-        LoadLimits::DEFAULT.max_bytes
+/// The server's side of a BF/CF request: the session's protocol, the configuration, the memory
+/// budget and the command's propagation slot ([`Ctx::propagate`]).
+pub struct ServerEnv<'a> {
+    protocol: u8,
+    server: &'a crate::shared::Shared,
+    propagate: &'a mut Option<Vec<Vec<Bytes>>>,
+}
+
+impl Env for ServerEnv<'_> {
+    fn protocol(&self) -> u8 {
+        self.protocol
+    }
+
+    fn config(&self) -> FilterConfig {
+        let p = self.server.config.read();
+        let mut c = FilterConfig::default();
+        let b = p.bloom;
+        c.bloom = sift_commands::BloomDefaults {
+            error_rate: b.error_rate,
+            initial_size: b.initial_size,
+            expansion: b.expansion,
+        };
+        let k = p.cuckoo;
+        c.cuckoo = sift_commands::CuckooDefaults {
+            bucket_size: k.bucket_size,
+            initial_size: k.initial_size,
+            max_iterations: k.max_iterations,
+            expansion: k.expansion,
+            max_expansions: k.max_expansions,
+            bucket_size_max: k.bucket_size_max,
+            initial_size_min: k.initial_size_min,
+        };
+        c
+    }
+
+    /// `maxmemory` when set, else the library's default LOADCHUNK budget (4 GiB, enough for the
+    /// largest realistic RedisBloom filter: 2^30 items at 10^-6 is 3.9 GB). RedisBloom allocates
+    /// whatever it is asked (lazily, with calloc); this server zeroes what it allocates, so a
+    /// request beyond the budget is refused before allocating, with the reply of a failed
+    /// allocation.
+    fn memory_budget(&mut self) -> u64 {
+        let max = self.server.config.read().maxmemory;
+        if max > 0 {
+            max
+        } else {
+            LoadLimits::DEFAULT.max_bytes
+        }
+    }
+
+    fn propagate(&mut self, commands: Vec<Vec<Vec<u8>>>) {
+        *self.propagate =
+            Some(commands.into_iter().map(|c| c.into_iter().map(Bytes::from).collect()).collect());
     }
 }
 
-/// Limits for rebuilding a filter from an untrusted LOADCHUNK header: the payload may not exceed
-/// [`memory_budget`], and the cuckoo bucket size is bounded by the current upper bound of
-/// `cf-bucket-size` (spec §3, §7.2).
-pub(crate) fn load_limits(ctx: &Ctx<'_, '_>) -> LoadLimits {
-    let max_bytes = memory_budget(ctx);
-    let bucket_max = ctx.server.config.read().cuckoo.bucket_size_max;
-    LoadLimits { max_bytes, cf_max_bucket_size: bucket_max.clamp(1, 255) as u16 }
+/// Runs a shared handler on this server's keyspace and surroundings.
+pub(crate) fn run<'k>(
+    ctx: &mut Ctx<'_, 'k>,
+    argv: &[Bytes],
+    handler: sift_commands::Handler<Locked<'k>, Bytes>,
+) -> Frame {
+    let mut env =
+        ServerEnv { protocol: ctx.session.protocol, server: ctx.server, propagate: &mut ctx.propagate };
+    handler(ctx.keys, &mut env, argv)
 }
 
-/// [`BloomChain::new`], but a first link larger than `budget` bytes is refused up front with the
-/// out-of-memory reply. The estimate follows the link sizing of spec §5.3.
-fn new_chain(
-    capacity: u64,
-    error_rate: f64,
-    growth: u32,
-    nonscaling: bool,
-    budget: u64,
-) -> Result<BloomChain, Frame> {
-    if let Ok(rate) = BloomChain::check_error_rate(error_rate) {
-        let error = if nonscaling || growth == 0 { rate } else { rate * 0.5 };
-        // An error rate that halves to 0 is an invalid link, which `new` reports itself.
-        if error > 0.0 {
-            let bpe = (error.ln() / 0.480453013918201).abs();
-            if capacity as f64 * bpe / 8.0 > budget as f64 {
-                return Err(Frame::error(err::INSUFFICIENT_MEMORY_CREATE));
+/// Table handlers (`fn(&mut Ctx, &[Bytes]) -> Frame`) for shared handlers.
+macro_rules! adapters {
+    ($family:ident: $($name:ident),* $(,)?) => {
+        $(
+            #[doc = concat!("`", stringify!($family), ".", stringify!($name), "`: see `sift_commands::", stringify!($family), "`.")]
+            pub fn $name(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+                run(ctx, argv, sift_commands::$family::$name)
             }
-        }
-    }
-    BloomChain::new(capacity, error_rate, growth, nonscaling).map_err(create_error)
-}
-
-fn wrongtype() -> Frame {
-    Frame::error(err::WRONGTYPE)
-}
-
-/// The chain at `key` for reading: `Ok(None)` when missing, `Err(WRONGTYPE)` for another type.
-fn chain<'c>(keys: &'c mut Locked<'_>, key: &[u8]) -> Result<Option<&'c BloomChain>, Frame> {
-    match keys.get(key).map(|e| &e.value) {
-        None => Ok(None),
-        Some(Value::Bloom(b)) => Ok(Some(b)),
-        Some(_) => Err(wrongtype()),
-    }
-}
-
-/// The chain at `key` for writing, created by `create` when missing; `Err(WRONGTYPE)` for
-/// another type. The type is checked before anything counts as a change.
-fn chain_mut<'c>(
-    keys: &'c mut Locked<'_>,
-    key: &Bytes,
-    create: impl FnOnce() -> Result<BloomChain, Frame>,
-) -> Result<&'c mut BloomChain, Frame> {
-    match held(keys, key) {
-        Held::Bloom => {}
-        Held::Missing => {
-            let c = create()?;
-            keys.insert(key.clone(), Value::Bloom(Box::new(c)));
-        }
-        Held::Cuckoo | Held::Other => return Err(wrongtype()),
-    }
-    match keys.get_mut(key).map(|e| &mut e.value) {
-        Some(Value::Bloom(b)) => Ok(b),
-        _ => unreachable!("the key was checked or created above under the same lock"),
-    }
-}
-
-/// The reply of a failed creation (BF.RESERVE step 9, and the auto-creating commands).
-fn create_error(e: BloomCreateError) -> Frame {
-    Frame::error(match e {
-        BloomCreateError::OutOfMemory => err::INSUFFICIENT_MEMORY_CREATE,
-        BloomCreateError::ErrorRateOutOfRange => err::BF_ERROR_RATE_RANGE,
-        BloomCreateError::CapacityOutOfRange => err::BF_CAPACITY_RANGE,
-        BloomCreateError::ExpansionOutOfRange => err::BF_EXPANSION_RANGE,
-        BloomCreateError::NonScalingExpansion => err::BF_NONSCALING_EXPAND,
-        _ => err::BF_COULD_NOT_CREATE,
-    })
-}
-
-/// One add's reply element: a boolean, or an error element. `true` in the second place means
-/// "stop here" (the non-scaling filter is full: BF.MADD / BF.INSERT process no further item).
-fn add_reply(r: Result<bool, BloomAddError>) -> (Frame, bool) {
-    match r {
-        Ok(added) => (Frame::Boolean(added), false),
-        Err(BloomAddError::NonScalingFull) => (Frame::error(err::BF_NONSCALING_FULL), true),
-        Err(_) => (Frame::error(err::BF_PROBLEM_INSERTING), false),
-    }
-}
-
-/// Adds `items` in order, as BF.MADD and BF.INSERT reply: one element per item, cut short after
-/// `ERR non scaling filter is full`.
-fn add_many(chain: &mut BloomChain, items: &[Bytes]) -> Frame {
-    let mut out = Vec::with_capacity(items.len());
-    for item in items {
-        let (reply, stop) = add_reply(chain.add(item));
-        out.push(reply);
-        if stop {
-            break;
-        }
-    }
-    Frame::Array(out)
-}
-
-/// A parsed `BF.RESERVE`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Reserve {
-    error_rate: f64,
-    capacity: u64,
-    growth: u32,
-    nonscaling: bool,
-}
-
-fn parse_reserve(argv: &[Bytes], default_expansion: i64) -> Result<Reserve, &'static str> {
-    let error_rate = parse_f64(&argv[2]).ok_or(err::BF_BAD_ERROR_RATE)?;
-    BloomChain::check_error_rate(error_rate).map_err(|_| err::BF_ERROR_RATE_RANGE)?;
-    let capacity = parse_i64(&argv[3]).ok_or(err::BF_BAD_CAPACITY)?;
-    let capacity = BloomChain::check_capacity(capacity).map_err(|_| err::BF_CAPACITY_RANGE)?;
-    // RedisBloom searches every argument, the key included, for both keywords.
-    let mut nonscaling = default_expansion == 0 || argv[1..].iter().any(|a| eq_ignore_case(a, "NONSCALING"));
-    let mut growth = u32::try_from(default_expansion).unwrap_or(0);
-    if let Some(pos) = argv[1..].iter().position(|a| eq_ignore_case(a, "EXPANSION")).map(|p| p + 1) {
-        let value = argv.get(pos + 1).ok_or(err::BF_NO_EXPANSION)?;
-        let value = parse_i64(value).ok_or(err::BF_BAD_EXPANSION)?;
-        let (g, ns) = BloomChain::resolve_expansion(value, nonscaling).map_err(|e| match e {
-            BloomCreateError::NonScalingExpansion => err::BF_NONSCALING_EXPAND,
-            _ => err::BF_EXPANSION_RANGE,
-        })?;
-        growth = g;
-        nonscaling = ns;
-    }
-    Ok(Reserve { error_rate, capacity, growth, nonscaling })
-}
-
-/// BF.RESERVE key error_rate capacity [EXPANSION expansion] [NONSCALING].
-pub fn reserve(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
-    if argv.len() > 7 {
-        return Frame::error(err::arity("bf.reserve"));
-    }
-    let default_expansion = ctx.server.config.read().bloom.expansion;
-    let r = match parse_reserve(argv, default_expansion) {
-        Ok(r) => r,
-        Err(e) => return Frame::error(e),
+        )*
     };
-    match held(ctx.keys, &argv[1]) {
-        Held::Bloom => return Frame::error(err::ITEM_EXISTS),
-        Held::Cuckoo | Held::Other => return wrongtype(),
-        Held::Missing => {}
-    }
-    match new_chain(r.capacity, r.error_rate, r.growth, r.nonscaling, memory_budget(ctx)) {
-        Ok(c) => {
-            ctx.keys.insert(argv[1].clone(), Value::Bloom(Box::new(c)));
-            Frame::ok()
-        }
-        Err(f) => f,
-    }
 }
+pub(crate) use adapters;
 
-/// BF.ADD key item.
-pub fn add(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
-    let defaults = default_chain_factory(ctx);
-    match chain_mut(ctx.keys, &argv[1], defaults) {
-        Ok(c) => add_reply(c.add(&argv[2])).0,
-        Err(f) => f,
-    }
-}
-
-/// BF.MADD key item [item ...].
-pub fn madd(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
-    let defaults = default_chain_factory(ctx);
-    match chain_mut(ctx.keys, &argv[1], defaults) {
-        Ok(c) => add_many(c, &argv[2..]),
-        Err(f) => f,
-    }
-}
-
-/// The auto-create of BF.ADD / BF.MADD (spec §8): `bf-initial-size`, `bf-error-rate`, growth
-/// `bf-expansion-factor` (non-scaling when 0). The configuration is read now; the closure does
-/// not borrow `ctx`, so the keys stay free to use.
-fn default_chain_factory(ctx: &Ctx<'_, '_>) -> impl FnOnce() -> Result<BloomChain, Frame> {
-    let d = ctx.server.config.read().bloom;
-    let budget = memory_budget(ctx);
-    move || {
-        let bad = || Frame::error(err::BF_COULD_NOT_CREATE);
-        let growth = u32::try_from(d.expansion).map_err(|_| bad())?;
-        let capacity = u64::try_from(d.initial_size).map_err(|_| bad())?;
-        new_chain(capacity, d.error_rate, growth, growth == 0, budget)
-    }
-}
-
-/// A parsed `BF.INSERT`: creation options and where the items start.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Insert {
-    capacity: u64,
-    error_rate: f64,
-    growth: u32,
-    nonscaling: bool,
-    nocreate: bool,
-    items_at: usize,
-}
-
-fn parse_insert(argv: &[Bytes], d: crate::config::BloomDefaults) -> Result<Insert, Frame> {
-    let arity = || Frame::error(err::arity("bf.insert"));
-    let mut r = Insert {
-        capacity: u64::try_from(d.initial_size).unwrap_or(0),
-        error_rate: d.error_rate,
-        growth: u32::try_from(d.expansion).unwrap_or(0),
-        nonscaling: d.expansion == 0,
-        nocreate: false,
-        items_at: 0,
-    };
-    let mut i = 2;
-    // Tokens are told apart by their first byte (and ERROR/EXPANSION by the second, NOCREATE /
-    // NONSCALING by the third), as RedisBloom does; the rest of the token is not compared.
-    while i < argv.len() {
-        let tok = &argv[i];
-        let lower = |n: usize| tok.get(n).map(u8::to_ascii_lowercase);
-        match lower(0) {
-            Some(b'i') => {
-                r.items_at = i + 1;
-                break;
-            }
-            Some(b'e') => {
-                let value = argv.get(i + 1).ok_or_else(arity)?;
-                if lower(1) == Some(b'r') {
-                    let rate = parse_f64(value)
-                        .and_then(|v| BloomChain::check_error_rate(v).ok())
-                        .ok_or_else(|| Frame::error(err::BF_INSERT_BAD_ERROR_RATE))?;
-                    r.error_rate = rate;
-                } else {
-                    let exp = parse_i64(value)
-                        .and_then(|v| u32::try_from(v).ok())
-                        .filter(|&v| v <= BF_MAX_EXPANSION)
-                        .ok_or_else(|| Frame::error(err::BF_INSERT_BAD_EXPANSION))?;
-                    r.growth = exp;
-                }
-                i += 2;
-            }
-            Some(b'c') => {
-                let value = argv.get(i + 1).ok_or_else(arity)?;
-                r.capacity = parse_i64(value)
-                    .and_then(|v| BloomChain::check_capacity(v).ok())
-                    .ok_or_else(|| Frame::error(err::BAD_CAPACITY))?;
-                i += 2;
-            }
-            Some(b'n') => {
-                if lower(2) == Some(b'c') {
-                    r.nocreate = true;
-                } else {
-                    r.nonscaling = true;
-                }
-                i += 1;
-            }
-            _ => return Err(Frame::error(err::UNKNOWN_ARGUMENT)),
-        }
-    }
-    if r.growth == 0 {
-        r.nonscaling = true;
-    }
-    if r.items_at == 0 || r.items_at >= argv.len() {
-        return Err(arity());
-    }
-    Ok(r)
-}
-
-/// BF.INSERT key [CAPACITY cap] [ERROR rate] [EXPANSION exp] [NOCREATE] [NONSCALING] ITEMS item...
-pub fn insert(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
-    let d = ctx.server.config.read().bloom;
-    let r = match parse_insert(argv, d) {
-        Ok(r) => r,
-        Err(f) => return f,
-    };
-    if r.nocreate && held(ctx.keys, &argv[1]) == Held::Missing {
-        return Frame::error(err::NOT_FOUND);
-    }
-    let budget = memory_budget(ctx);
-    let create = || new_chain(r.capacity, r.error_rate, r.growth, r.nonscaling, budget);
-    match chain_mut(ctx.keys, &argv[1], create) {
-        Ok(c) => add_many(c, &argv[r.items_at..]),
-        Err(f) => f,
-    }
-}
-
-/// BF.EXISTS key item: a missing key or another type is simply "no".
-pub fn exists(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
-    let found = matches!(chain(ctx.keys, &argv[1]), Ok(Some(c)) if c.contains(&argv[2]));
-    Frame::Boolean(found)
-}
-
-/// BF.MEXISTS key item [item ...].
-pub fn mexists(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
-    let c = chain(ctx.keys, &argv[1]).ok().flatten();
-    Frame::Array(argv[2..].iter().map(|i| Frame::Boolean(c.is_some_and(|c| c.contains(i)))).collect())
-}
-
-/// The five BF.INFO fields: (request keyword, reply name, value).
-fn info_fields(i: &BloomInfo) -> [(&'static str, &'static str, Frame); 5] {
-    let int = |v: u64| Frame::Integer(v as i64);
-    [
-        ("capacity", "Capacity", int(i.capacity)),
-        ("size", "Size", int(i.size)),
-        ("filters", "Number of filters", int(i.filters)),
-        ("items", "Number of items inserted", int(i.items)),
-        ("expansion", "Expansion rate", i.expansion.map_or(Frame::Null, |g| Frame::Integer(g as i64))),
-    ]
-}
-
-/// BF.INFO key [CAPACITY | SIZE | FILTERS | ITEMS | EXPANSION].
-pub fn info(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
-    if argv.len() > 3 {
-        return Frame::error(err::arity("bf.info"));
-    }
-    let resp3 = ctx.session.protocol >= 3;
-    let info = match chain(ctx.keys, &argv[1]) {
-        Ok(Some(c)) => c.info(),
-        Ok(None) => return Frame::error(err::NOT_FOUND),
-        Err(f) => return f,
-    };
-    let fields = info_fields(&info);
-    let Some(wanted) = argv.get(2) else {
-        return Frame::Map(fields.into_iter().map(|(_, n, v)| (Frame::Simple(n.into()), v)).collect());
-    };
-    match fields.into_iter().find(|(k, _, _)| eq_ignore_case(wanted, k)) {
-        // RESP2: a one-element array; RESP3: a one-entry map (spec §2.1).
-        Some((_, name, value)) if resp3 => Frame::Map(vec![(Frame::Simple(name.into()), value)]),
-        Some((_, _, value)) => Frame::Array(vec![value]),
-        None => Frame::error(err::BF_INVALID_INFO),
-    }
-}
-
-/// BF.CARD key: 0 for a missing key.
-pub fn card(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
-    match chain(ctx.keys, &argv[1]) {
-        Ok(c) => Frame::Integer(c.map_or(0, |c| c.len() as i64)),
-        Err(f) => f,
-    }
-}
-
-/// BF.SCANDUMP key iterator: the key is looked up before the iterator is parsed.
-pub fn scandump(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
-    let c = match chain(ctx.keys, &argv[1]) {
-        Ok(Some(c)) => c,
-        Ok(None) => return Frame::error(err::NOT_FOUND),
-        Err(f) => return f,
-    };
-    let Some(it) = parse_i64(&argv[2]) else {
-        return Frame::error(err::BF_SCANDUMP_NOT_NUMERIC);
-    };
-    let chunk = if it < 0 { None } else { c.scandump(it) };
-    match chunk {
-        Some((next, data)) => {
-            Frame::Array(vec![Frame::Integer(next), Frame::Bulk(Bytes::copy_from_slice(&data))])
-        }
-        // The end marker is an empty bulk string, not a null (spec §2.1).
-        None => Frame::Array(vec![Frame::Integer(0), Frame::Bulk(Bytes::new())]),
-    }
-}
-
-/// BF.LOADCHUNK key iterator data: the iterator is parsed before the key is looked up.
-pub fn loadchunk(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
-    let Some(it) = parse_i64(&argv[2]) else {
-        return Frame::error(err::BF_LOADCHUNK_NOT_NUMERIC);
-    };
-    let data = &argv[3];
-    match held(ctx.keys, &argv[1]) {
-        Held::Missing if it == 1 => {
-            let limits = load_limits(ctx);
-            match BloomChain::from_header(data, &limits) {
-                Ok(c) => {
-                    ctx.keys.insert(argv[1].clone(), Value::Bloom(Box::new(c)));
-                    Frame::ok()
-                }
-                Err(_) => Frame::error(err::BF_BAD_DATA),
-            }
-        }
-        Held::Missing => Frame::error(err::NOT_FOUND),
-        Held::Cuckoo | Held::Other => wrongtype(),
-        Held::Bloom => {
-            let c = match ctx.keys.get_mut(&argv[1]).map(|e| &mut e.value) {
-                Some(Value::Bloom(c)) => c,
-                _ => unreachable!("checked above under the same lock"),
-            };
-            match c.load_chunk(it, data) {
-                Ok(()) => Frame::ok(),
-                Err(BloomChunkError::NoLink) => Frame::error(err::BF_NO_LINK),
-                Err(BloomChunkError::TooBig) => Frame::error(err::BF_CHUNK_TOO_BIG),
-                Err(_) => Frame::error(err::BF_BAD_DATA),
-            }
-        }
-    }
-}
-
-/// BF.DEBUG key.
-pub fn debug(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
-    match chain(ctx.keys, &argv[1]) {
-        Ok(Some(c)) => Frame::Array(c.debug_lines().into_iter().map(|l| Frame::Bulk(l.into())).collect()),
-        Ok(None) => Frame::error(err::NOT_FOUND),
-        Err(f) => f,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use sift::compat::redisbloom::BF_MAX_CAPACITY;
-
-    fn args(a: &[&str]) -> Vec<Bytes> {
-        a.iter().map(|s| Bytes::copy_from_slice(s.as_bytes())).collect()
-    }
-
-    #[test]
-    fn reserve_parsing_follows_current_redisbloom() {
-        let p = |a: &[&str]| parse_reserve(&args(a), 2);
-        let ok = p(&["BF.RESERVE", "k", "0.5", "100"]).unwrap();
-        assert_eq!((ok.capacity, ok.growth, ok.nonscaling), (100, 2, false));
-        assert_eq!(p(&["BF.RESERVE", "k", "0x1p-7", "100"]), Err(err::BF_BAD_ERROR_RATE));
-        assert_eq!(p(&["BF.RESERVE", "k", "1e400", "100"]), Err(err::BF_ERROR_RATE_RANGE));
-        assert_eq!(p(&["BF.RESERVE", "k", "0.01", "1099511627776"]), Err(err::BF_CAPACITY_RANGE));
-        assert_eq!(p(&["BF.RESERVE", "expansion", "0.01", "100"]), Err(err::BF_BAD_EXPANSION));
-        let ns = p(&["BF.RESERVE", "nonscaling", "0.01", "100"]).unwrap();
-        assert!(ns.nonscaling);
-        let e0 = p(&["BF.RESERVE", "k", "0.01", "100", "NONSCALING", "EXPANSION", "0"]).unwrap();
-        assert_eq!((e0.growth, e0.nonscaling), (0, true));
-        // bf-expansion-factor 0: non-scaling by default, an explicit EXPANSION 2 is refused.
-        assert_eq!(
-            parse_reserve(&args(&["BF.RESERVE", "k", "0.01", "100", "EXPANSION", "2"]), 0),
-            Err(err::BF_NONSCALING_EXPAND)
-        );
-        assert_eq!(BF_MAX_CAPACITY, 1 << 30);
-    }
-
-    #[test]
-    fn insert_tokens_by_first_byte() {
-        let d = crate::config::Params::default().bloom;
-        let p = |a: &[&str]| parse_insert(&args(a), d);
-        let r = p(&["BF.INSERT", "k", "n", "ITEMS", "a"]).unwrap();
-        assert!(r.nonscaling && !r.nocreate);
-        let r = p(&["BF.INSERT", "k", "noc", "ITEMS", "a"]).unwrap();
-        assert!(r.nocreate && !r.nonscaling);
-        let r = p(&["BF.INSERT", "k", "EXPANSION", "0", "ITEMS", "a"]).unwrap();
-        assert!(r.nonscaling);
-        assert_eq!(p(&["BF.INSERT", "k", "", "ITEMS", "a"]), Err(Frame::error(err::UNKNOWN_ARGUMENT)));
-        assert_eq!(p(&["BF.INSERT", "k", "ERROR", "inf", "ITEMS", "a"]), Err(Frame::error("Bad error rate")));
-        assert_eq!(p(&["BF.INSERT", "k", "CAPACITY", "abc"]), Err(Frame::error("Bad capacity")));
-        assert_eq!(
-            p(&["BF.INSERT", "k", "CAPACITY"]),
-            Err(Frame::error("ERR wrong number of arguments for 'bf.insert' command"))
-        );
-    }
-}
+adapters!(bf: reserve, add, madd, insert, exists, mexists, info, card, scandump, loadchunk, debug);

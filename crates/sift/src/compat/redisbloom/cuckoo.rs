@@ -337,6 +337,47 @@ impl CuckooFilter {
 
     /// [`CuckooFilter::insert`] for a precomputed hash.
     pub fn insert_hash(&mut self, h: CuckooHash) -> Result<(), CuckooInsertError> {
+        self.insert_hash_within(h, &mut |_| true)
+    }
+
+    /// [`CuckooFilter::insert`], except that a growth is first offered to `allow` with the bytes
+    /// the new sub-filter would take (a server's memory budget check, asked only when the filter
+    /// must grow); a refused growth fails with [`CuckooInsertError::MemAllocFailed`].
+    pub fn insert_within(
+        &mut self,
+        item: &[u8],
+        allow: &mut dyn FnMut(u64) -> bool,
+    ) -> Result<(), CuckooInsertError> {
+        self.insert_hash_within(CuckooHash::new(item), allow)
+    }
+
+    /// [`CuckooFilter::insert_unique`] with the growth check of [`CuckooFilter::insert_within`].
+    pub fn insert_unique_within(
+        &mut self,
+        item: &[u8],
+        allow: &mut dyn FnMut(u64) -> bool,
+    ) -> Result<bool, CuckooInsertError> {
+        let h = CuckooHash::new(item);
+        if self.contains_hash(h) {
+            return Ok(false);
+        }
+        self.insert_hash_within(h, allow).map(|()| true)
+    }
+
+    /// Bytes the next sub-filter would take (§6.5 step 5); `None` when it cannot be sized.
+    pub fn next_growth_bytes(&self) -> Option<u64> {
+        (self.expansion as u128)
+            .checked_pow(self.filters.len() as u32)
+            .and_then(|p| p.checked_mul(self.num_buckets as u128))
+            .and_then(|nb| nb.checked_mul(self.bucket_size as u128))
+            .and_then(|b| u64::try_from(b).ok())
+    }
+
+    fn insert_hash_within(
+        &mut self,
+        h: CuckooHash,
+        allow: &mut dyn FnMut(u64) -> bool,
+    ) -> Result<(), CuckooInsertError> {
         let bs = self.bs();
         loop {
             // 1. First fit, newest sub-filter to oldest.
@@ -352,6 +393,9 @@ impl CuckooFilter {
             // 4, 5. Grow, then retry: the new sub-filter is empty, so the next pass succeeds.
             if self.expansion == 0 {
                 return Err(CuckooInsertError::NoSpace);
+            }
+            if !self.next_growth_bytes().is_some_and(&mut *allow) {
+                return Err(CuckooInsertError::MemAllocFailed);
             }
             self.grow()?;
         }

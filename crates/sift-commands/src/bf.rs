@@ -1,0 +1,491 @@
+//! The RedisBloom Bloom commands (`BF.*`, spec §8), on [`sift::compat::redisbloom::BloomChain`].
+//!
+//! Each handler checks its arguments in the order RedisBloom does (the first failing check decides
+//! the reply), turns them into a typed request, applies it to the store's entry and builds the
+//! reply in its RESP3 shape. Where RESP2 is not the mechanical downgrade of that shape (BF.INFO
+//! with one field is `*1 [value]` in RESP2 but `%1 {name: value}` in RESP3), the reply is built
+//! from [`Env::protocol`]. Error texts come from [`crate::err`].
+
+use sift::compat::redisbloom::{
+    options, BloomAddError, BloomChain, BloomChunkError, BloomCreateError, BloomInfo, BF_MAX_EXPANSION,
+};
+
+use crate::parse::{eq_ignore_case, parse_f64, parse_i64};
+use crate::{err, load_limits, owned, BloomDefaults, Env, FilterStore, Frame, Slot};
+
+/// Bits per entry of a link of error rate `error` (spec §5.3): `|ln error| / ln² 2`.
+fn bits_per_entry(error: f64) -> f64 {
+    (error.ln() / 0.480453013918201).abs()
+}
+
+/// [`BloomChain::new`], but a first link larger than `budget` bytes is refused up front with the
+/// out-of-memory reply. The estimate follows the link sizing of spec §5.3.
+pub fn new_chain(
+    capacity: u64,
+    error_rate: f64,
+    growth: u32,
+    nonscaling: bool,
+    budget: u64,
+) -> Result<BloomChain, Frame> {
+    if let Ok(rate) = BloomChain::check_error_rate(error_rate) {
+        let error = if nonscaling || growth == 0 { rate } else { rate * 0.5 };
+        // An error rate that halves to 0 is an invalid link, which `new` reports itself.
+        if error > 0.0 && capacity as f64 * bits_per_entry(error) / 8.0 > budget as f64 {
+            return Err(Frame::error(err::INSUFFICIENT_MEMORY_CREATE));
+        }
+    }
+    BloomChain::new(capacity, error_rate, growth, nonscaling).map_err(create_error)
+}
+
+/// The size in bytes of the link that adding a new item to `chain` would append, if it would
+/// append one (the newest link is full and the chain scales; spec §5.5).
+fn growth_bytes(chain: &BloomChain) -> Option<f64> {
+    let last = chain.links().last()?;
+    if last.size() < last.entries() || chain.options() & options::NO_SCALING != 0 {
+        return None;
+    }
+    let entries = last.entries() as f64 * chain.growth() as f64;
+    Some(entries * bits_per_entry(last.error() * 0.5) / 8.0)
+}
+
+/// Adds one item, refusing (as a failed growth, code −1) to append a link larger than the memory
+/// budget, the same bound creation has. The budget is asked for only when a link would be added.
+fn add_within(chain: &mut BloomChain, env: &mut dyn Env, item: &[u8]) -> Result<bool, BloomAddError> {
+    if let Some(bytes) = growth_bytes(chain) {
+        if !chain.contains(item) && bytes > env.memory_budget() as f64 {
+            return Err(BloomAddError::CannotGrow);
+        }
+    }
+    chain.add(item)
+}
+
+fn wrongtype() -> Frame {
+    Frame::error(err::WRONGTYPE)
+}
+
+/// The chain at `key` for reading: `Ok(None)` when missing, `Err(WRONGTYPE)` for another type.
+fn chain<'c, S: FilterStore + ?Sized>(store: &'c mut S, key: &[u8]) -> Result<Option<&'c BloomChain>, Frame> {
+    match store.lookup(key) {
+        Slot::Missing => Ok(None),
+        Slot::Bloom(b) => Ok(Some(b)),
+        Slot::Cuckoo(_) | Slot::Other => Err(wrongtype()),
+    }
+}
+
+/// The chain at `key` for writing, created by `create` when missing (and the creation propagated
+/// as a LOADCHUNK of its header before the command, see the crate docs); `Err(WRONGTYPE)` for
+/// another type.
+fn chain_mut<'c, S: FilterStore + ?Sized, A: AsRef<[u8]>>(
+    store: &'c mut S,
+    env: &mut dyn Env,
+    argv: &[A],
+    create: impl FnOnce(&mut dyn Env) -> Result<BloomChain, Frame>,
+) -> Result<&'c mut BloomChain, Frame> {
+    let key = argv[1].as_ref();
+    // Two lookups: the borrow checker cannot see that the first one ended on the Missing arm.
+    if matches!(store.lookup(key), Slot::Missing) {
+        let c = create(env)?;
+        let header = c.header();
+        env.propagate(vec![vec![b"BF.LOADCHUNK".to_vec(), key.to_vec(), b"1".to_vec(), header], owned(argv)]);
+        return Ok(store.create_bloom(key, c));
+    }
+    match store.lookup_mut(key) {
+        Slot::Bloom(b) => Ok(b),
+        _ => Err(wrongtype()),
+    }
+}
+
+/// The reply of a failed creation (BF.RESERVE step 9, and the auto-creating commands).
+fn create_error(e: BloomCreateError) -> Frame {
+    Frame::error(match e {
+        BloomCreateError::OutOfMemory => err::INSUFFICIENT_MEMORY_CREATE,
+        BloomCreateError::ErrorRateOutOfRange => err::BF_ERROR_RATE_RANGE,
+        BloomCreateError::CapacityOutOfRange => err::BF_CAPACITY_RANGE,
+        BloomCreateError::ExpansionOutOfRange => err::BF_EXPANSION_RANGE,
+        BloomCreateError::NonScalingExpansion => err::BF_NONSCALING_EXPAND,
+        _ => err::BF_COULD_NOT_CREATE,
+    })
+}
+
+/// One add's reply element: a boolean, or an error element. `true` in the second place means
+/// "stop here" (the non-scaling filter is full: BF.MADD / BF.INSERT process no further item).
+fn add_reply(r: Result<bool, BloomAddError>) -> (Frame, bool) {
+    match r {
+        Ok(added) => (Frame::Boolean(added), false),
+        Err(BloomAddError::NonScalingFull) => (Frame::error(err::BF_NONSCALING_FULL), true),
+        Err(_) => (Frame::error(err::BF_PROBLEM_INSERTING), false),
+    }
+}
+
+/// Adds `items` in order, as BF.MADD and BF.INSERT reply: one element per item, cut short after
+/// `ERR non scaling filter is full`.
+fn add_many<A: AsRef<[u8]>>(chain: &mut BloomChain, env: &mut dyn Env, items: &[A]) -> Frame {
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let (reply, stop) = add_reply(add_within(chain, env, item.as_ref()));
+        out.push(reply);
+        if stop {
+            break;
+        }
+    }
+    Frame::Array(out)
+}
+
+/// A parsed `BF.RESERVE`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Reserve {
+    error_rate: f64,
+    capacity: u64,
+    growth: u32,
+    nonscaling: bool,
+}
+
+fn parse_reserve<A: AsRef<[u8]>>(argv: &[A], default_expansion: i64) -> Result<Reserve, &'static str> {
+    let error_rate = parse_f64(argv[2].as_ref()).ok_or(err::BF_BAD_ERROR_RATE)?;
+    BloomChain::check_error_rate(error_rate).map_err(|_| err::BF_ERROR_RATE_RANGE)?;
+    let capacity = parse_i64(argv[3].as_ref()).ok_or(err::BF_BAD_CAPACITY)?;
+    let capacity = BloomChain::check_capacity(capacity).map_err(|_| err::BF_CAPACITY_RANGE)?;
+    // RedisBloom searches every argument, the key included, for both keywords.
+    let mut nonscaling =
+        default_expansion == 0 || argv[1..].iter().any(|a| eq_ignore_case(a.as_ref(), "NONSCALING"));
+    let mut growth = u32::try_from(default_expansion).unwrap_or(0);
+    if let Some(pos) = argv[1..].iter().position(|a| eq_ignore_case(a.as_ref(), "EXPANSION")).map(|p| p + 1) {
+        let value = argv.get(pos + 1).ok_or(err::BF_NO_EXPANSION)?;
+        let value = parse_i64(value.as_ref()).ok_or(err::BF_BAD_EXPANSION)?;
+        let (g, ns) = BloomChain::resolve_expansion(value, nonscaling).map_err(|e| match e {
+            BloomCreateError::NonScalingExpansion => err::BF_NONSCALING_EXPAND,
+            _ => err::BF_EXPANSION_RANGE,
+        })?;
+        growth = g;
+        nonscaling = ns;
+    }
+    Ok(Reserve { error_rate, capacity, growth, nonscaling })
+}
+
+/// BF.RESERVE key error_rate capacity [EXPANSION expansion] [NONSCALING].
+pub fn reserve<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
+    if argv.len() > 7 {
+        return Frame::error(err::arity("bf.reserve"));
+    }
+    let default_expansion = env.config().bloom.expansion;
+    let r = match parse_reserve(argv, default_expansion) {
+        Ok(r) => r,
+        Err(e) => return Frame::error(e),
+    };
+    let key = argv[1].as_ref();
+    match store.lookup(key) {
+        Slot::Bloom(_) => return Frame::error(err::ITEM_EXISTS),
+        Slot::Cuckoo(_) | Slot::Other => return wrongtype(),
+        Slot::Missing => {}
+    }
+    match new_chain(r.capacity, r.error_rate, r.growth, r.nonscaling, env.memory_budget()) {
+        Ok(c) => {
+            store.create_bloom(key, c);
+            Frame::ok()
+        }
+        Err(f) => f,
+    }
+}
+
+/// The auto-create of BF.ADD / BF.MADD (spec §8): `bf-initial-size`, `bf-error-rate`, growth
+/// `bf-expansion-factor` (non-scaling when 0).
+fn create_default(d: BloomDefaults) -> impl FnOnce(&mut dyn Env) -> Result<BloomChain, Frame> {
+    move |env: &mut dyn Env| {
+        let bad = || Frame::error(err::BF_COULD_NOT_CREATE);
+        let growth = u32::try_from(d.expansion).map_err(|_| bad())?;
+        let capacity = u64::try_from(d.initial_size).map_err(|_| bad())?;
+        new_chain(capacity, d.error_rate, growth, growth == 0, env.memory_budget())
+    }
+}
+
+/// BF.ADD key item.
+pub fn add<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
+    let d = env.config().bloom;
+    match chain_mut(store, env, argv, create_default(d)) {
+        Ok(c) => add_reply(add_within(c, env, argv[2].as_ref())).0,
+        Err(f) => f,
+    }
+}
+
+/// BF.MADD key item [item ...].
+pub fn madd<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
+    let d = env.config().bloom;
+    match chain_mut(store, env, argv, create_default(d)) {
+        Ok(c) => add_many(c, env, &argv[2..]),
+        Err(f) => f,
+    }
+}
+
+/// A parsed `BF.INSERT`: creation options and where the items start.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Insert {
+    capacity: u64,
+    error_rate: f64,
+    growth: u32,
+    nonscaling: bool,
+    nocreate: bool,
+    items_at: usize,
+}
+
+fn parse_insert<A: AsRef<[u8]>>(argv: &[A], d: BloomDefaults) -> Result<Insert, Frame> {
+    let arity = || Frame::error(err::arity("bf.insert"));
+    let mut r = Insert {
+        capacity: u64::try_from(d.initial_size).unwrap_or(0),
+        error_rate: d.error_rate,
+        growth: u32::try_from(d.expansion).unwrap_or(0),
+        nonscaling: d.expansion == 0,
+        nocreate: false,
+        items_at: 0,
+    };
+    let mut i = 2;
+    // Tokens are told apart by their first byte (and ERROR/EXPANSION by the second, NOCREATE /
+    // NONSCALING by the third), as RedisBloom does; the rest of the token is not compared.
+    while i < argv.len() {
+        let tok = argv[i].as_ref();
+        let lower = |n: usize| tok.get(n).map(u8::to_ascii_lowercase);
+        match lower(0) {
+            Some(b'i') => {
+                r.items_at = i + 1;
+                break;
+            }
+            Some(b'e') => {
+                let value = argv.get(i + 1).ok_or_else(arity)?.as_ref();
+                if lower(1) == Some(b'r') {
+                    let rate = parse_f64(value)
+                        .and_then(|v| BloomChain::check_error_rate(v).ok())
+                        .ok_or_else(|| Frame::error(err::BF_INSERT_BAD_ERROR_RATE))?;
+                    r.error_rate = rate;
+                } else {
+                    let exp = parse_i64(value)
+                        .and_then(|v| u32::try_from(v).ok())
+                        .filter(|&v| v <= BF_MAX_EXPANSION)
+                        .ok_or_else(|| Frame::error(err::BF_INSERT_BAD_EXPANSION))?;
+                    r.growth = exp;
+                }
+                i += 2;
+            }
+            Some(b'c') => {
+                let value = argv.get(i + 1).ok_or_else(arity)?.as_ref();
+                r.capacity = parse_i64(value)
+                    .and_then(|v| BloomChain::check_capacity(v).ok())
+                    .ok_or_else(|| Frame::error(err::BAD_CAPACITY))?;
+                i += 2;
+            }
+            Some(b'n') => {
+                if lower(2) == Some(b'c') {
+                    r.nocreate = true;
+                } else {
+                    r.nonscaling = true;
+                }
+                i += 1;
+            }
+            _ => return Err(Frame::error(err::UNKNOWN_ARGUMENT)),
+        }
+    }
+    if r.growth == 0 {
+        r.nonscaling = true;
+    }
+    if r.items_at == 0 || r.items_at >= argv.len() {
+        return Err(arity());
+    }
+    Ok(r)
+}
+
+/// BF.INSERT key [CAPACITY cap] [ERROR rate] [EXPANSION exp] [NOCREATE] [NONSCALING] ITEMS item...
+pub fn insert<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
+    let d = env.config().bloom;
+    let r = match parse_insert(argv, d) {
+        Ok(r) => r,
+        Err(f) => return f,
+    };
+    if r.nocreate && matches!(store.lookup(argv[1].as_ref()), Slot::Missing) {
+        return Frame::error(err::NOT_FOUND);
+    }
+    let create =
+        |env: &mut dyn Env| new_chain(r.capacity, r.error_rate, r.growth, r.nonscaling, env.memory_budget());
+    match chain_mut(store, env, argv, create) {
+        Ok(c) => add_many(c, env, &argv[r.items_at..]),
+        Err(f) => f,
+    }
+}
+
+/// BF.EXISTS key item: a missing key or another type is simply "no".
+pub fn exists<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, _env: &mut dyn Env, argv: &[A]) -> Frame {
+    let found = matches!(chain(store, argv[1].as_ref()), Ok(Some(c)) if c.contains(argv[2].as_ref()));
+    Frame::Boolean(found)
+}
+
+/// BF.MEXISTS key item [item ...].
+pub fn mexists<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, _env: &mut dyn Env, argv: &[A]) -> Frame {
+    let c = chain(store, argv[1].as_ref()).ok().flatten();
+    Frame::Array(
+        argv[2..].iter().map(|i| Frame::Boolean(c.is_some_and(|c| c.contains(i.as_ref())))).collect(),
+    )
+}
+
+/// The five BF.INFO fields: (request keyword, reply name, value).
+fn info_fields(i: &BloomInfo) -> [(&'static str, &'static str, Frame); 5] {
+    let int = |v: u64| Frame::Integer(v as i64);
+    [
+        ("capacity", "Capacity", int(i.capacity)),
+        ("size", "Size", int(i.size)),
+        ("filters", "Number of filters", int(i.filters)),
+        ("items", "Number of items inserted", int(i.items)),
+        ("expansion", "Expansion rate", i.expansion.map_or(Frame::Null, |g| Frame::Integer(g as i64))),
+    ]
+}
+
+/// BF.INFO key [CAPACITY | SIZE | FILTERS | ITEMS | EXPANSION].
+pub fn info<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
+    if argv.len() > 3 {
+        return Frame::error(err::arity("bf.info"));
+    }
+    let resp3 = env.protocol() >= 3;
+    let info = match chain(store, argv[1].as_ref()) {
+        Ok(Some(c)) => c.info(),
+        Ok(None) => return Frame::error(err::NOT_FOUND),
+        Err(f) => return f,
+    };
+    let fields = info_fields(&info);
+    let Some(wanted) = argv.get(2) else {
+        return Frame::Map(fields.into_iter().map(|(_, n, v)| (Frame::Simple(n.into()), v)).collect());
+    };
+    match fields.into_iter().find(|(k, _, _)| eq_ignore_case(wanted.as_ref(), k)) {
+        // RESP2: a one-element array; RESP3: a one-entry map (spec §2.1).
+        Some((_, name, value)) if resp3 => Frame::Map(vec![(Frame::Simple(name.into()), value)]),
+        Some((_, _, value)) => Frame::Array(vec![value]),
+        None => Frame::error(err::BF_INVALID_INFO),
+    }
+}
+
+/// BF.CARD key: 0 for a missing key.
+pub fn card<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, _env: &mut dyn Env, argv: &[A]) -> Frame {
+    match chain(store, argv[1].as_ref()) {
+        Ok(c) => Frame::Integer(c.map_or(0, |c| c.len() as i64)),
+        Err(f) => f,
+    }
+}
+
+/// BF.SCANDUMP key iterator: the key is looked up before the iterator is parsed.
+pub fn scandump<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, _env: &mut dyn Env, argv: &[A]) -> Frame {
+    let c = match chain(store, argv[1].as_ref()) {
+        Ok(Some(c)) => c,
+        Ok(None) => return Frame::error(err::NOT_FOUND),
+        Err(f) => return f,
+    };
+    let Some(it) = parse_i64(argv[2].as_ref()) else {
+        return Frame::error(err::BF_SCANDUMP_NOT_NUMERIC);
+    };
+    let chunk = if it < 0 { None } else { c.scandump(it) };
+    match chunk {
+        Some((next, data)) => Frame::Array(vec![Frame::Integer(next), Frame::Bulk(data.into_owned().into())]),
+        // The end marker is an empty bulk string, not a null (spec §2.1).
+        None => Frame::Array(vec![Frame::Integer(0), Frame::Bulk(Default::default())]),
+    }
+}
+
+/// BF.LOADCHUNK key iterator data: the iterator is parsed before the key is looked up.
+pub fn loadchunk<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
+    let Some(it) = parse_i64(argv[2].as_ref()) else {
+        return Frame::error(err::BF_LOADCHUNK_NOT_NUMERIC);
+    };
+    let key = argv[1].as_ref();
+    let data = argv[3].as_ref();
+    match store.lookup(key) {
+        Slot::Missing if it == 1 => {
+            let limits = load_limits(env);
+            match BloomChain::from_header(data, &limits) {
+                Ok(c) => {
+                    store.create_bloom(key, c);
+                    Frame::ok()
+                }
+                Err(_) => Frame::error(err::BF_BAD_DATA),
+            }
+        }
+        Slot::Missing => Frame::error(err::NOT_FOUND),
+        Slot::Cuckoo(_) | Slot::Other => wrongtype(),
+        Slot::Bloom(_) => {
+            let Slot::Bloom(c) = store.lookup_mut(key) else {
+                unreachable!("checked above under the same lock")
+            };
+            match c.load_chunk(it, data) {
+                Ok(()) => Frame::ok(),
+                Err(BloomChunkError::NoLink) => Frame::error(err::BF_NO_LINK),
+                Err(BloomChunkError::TooBig) => Frame::error(err::BF_CHUNK_TOO_BIG),
+                Err(_) => Frame::error(err::BF_BAD_DATA),
+            }
+        }
+    }
+}
+
+/// BF.DEBUG key.
+pub fn debug<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, _env: &mut dyn Env, argv: &[A]) -> Frame {
+    match chain(store, argv[1].as_ref()) {
+        Ok(Some(c)) => Frame::Array(c.debug_lines().into_iter().map(|l| Frame::Bulk(l.into())).collect()),
+        Ok(None) => Frame::error(err::NOT_FOUND),
+        Err(f) => f,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sift::compat::redisbloom::BF_MAX_CAPACITY;
+
+    fn args(a: &[&str]) -> Vec<Vec<u8>> {
+        a.iter().map(|s| s.as_bytes().to_vec()).collect()
+    }
+
+    #[test]
+    fn reserve_parsing_follows_current_redisbloom() {
+        let p = |a: &[&str]| parse_reserve(&args(a), 2);
+        let ok = p(&["BF.RESERVE", "k", "0.5", "100"]).unwrap();
+        assert_eq!((ok.capacity, ok.growth, ok.nonscaling), (100, 2, false));
+        assert_eq!(p(&["BF.RESERVE", "k", "0x1p-7", "100"]), Err(err::BF_BAD_ERROR_RATE));
+        assert_eq!(p(&["BF.RESERVE", "k", "1e400", "100"]), Err(err::BF_ERROR_RATE_RANGE));
+        assert_eq!(p(&["BF.RESERVE", "k", "0.01", "1099511627776"]), Err(err::BF_CAPACITY_RANGE));
+        assert_eq!(p(&["BF.RESERVE", "expansion", "0.01", "100"]), Err(err::BF_BAD_EXPANSION));
+        let ns = p(&["BF.RESERVE", "nonscaling", "0.01", "100"]).unwrap();
+        assert!(ns.nonscaling);
+        let e0 = p(&["BF.RESERVE", "k", "0.01", "100", "NONSCALING", "EXPANSION", "0"]).unwrap();
+        assert_eq!((e0.growth, e0.nonscaling), (0, true));
+        // bf-expansion-factor 0: non-scaling by default, an explicit EXPANSION 2 is refused.
+        assert_eq!(
+            parse_reserve(&args(&["BF.RESERVE", "k", "0.01", "100", "EXPANSION", "2"]), 0),
+            Err(err::BF_NONSCALING_EXPAND)
+        );
+        assert_eq!(BF_MAX_CAPACITY, 1 << 30);
+    }
+
+    #[test]
+    fn insert_tokens_by_first_byte() {
+        let d = BloomDefaults::default();
+        let p = |a: &[&str]| parse_insert(&args(a), d);
+        let r = p(&["BF.INSERT", "k", "n", "ITEMS", "a"]).unwrap();
+        assert!(r.nonscaling && !r.nocreate);
+        let r = p(&["BF.INSERT", "k", "noc", "ITEMS", "a"]).unwrap();
+        assert!(r.nocreate && !r.nonscaling);
+        let r = p(&["BF.INSERT", "k", "EXPANSION", "0", "ITEMS", "a"]).unwrap();
+        assert!(r.nonscaling);
+        assert_eq!(p(&["BF.INSERT", "k", "", "ITEMS", "a"]), Err(Frame::error(err::UNKNOWN_ARGUMENT)));
+        assert_eq!(p(&["BF.INSERT", "k", "ERROR", "inf", "ITEMS", "a"]), Err(Frame::error("Bad error rate")));
+        assert_eq!(p(&["BF.INSERT", "k", "CAPACITY", "abc"]), Err(Frame::error("Bad capacity")));
+        assert_eq!(
+            p(&["BF.INSERT", "k", "CAPACITY"]),
+            Err(Frame::error("ERR wrong number of arguments for 'bf.insert' command"))
+        );
+    }
+
+    #[test]
+    fn growth_size_follows_link_sizing() {
+        let mut c = BloomChain::new(10, 0.01, 2, false).unwrap();
+        assert_eq!(growth_bytes(&c), None);
+        for i in 0..10 {
+            c.add(format!("i{i}").as_bytes()).unwrap();
+        }
+        let est = growth_bytes(&c).unwrap();
+        c.add(b"one more").unwrap();
+        let real = c.links()[1].bytes() as f64;
+        assert!((est - real).abs() <= 8.0 + real * 0.01, "estimate {est} vs {real}");
+    }
+}

@@ -1,0 +1,161 @@
+//! Reply values in their RESP3 shape, and their encoding for RESP2 or RESP3 clients.
+//!
+//! A command builds a [`Frame`]; the transport decides the bytes: sift-server encodes it with
+//! [`Frame::encode`] for the connection's protocol (in RESP2 a map becomes a flat array, a set an
+//! array, a boolean an integer, a double a bulk string and a null a null bulk string, the
+//! downgrades Redis itself applies), the Redis module walks it with the server's reply API.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+/// A reply value, in its RESP3 shape.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Frame {
+    /// `+OK`.
+    Simple(String),
+    /// `-ERR ...`: the text after the `-`.
+    Error(String),
+    /// `:42`.
+    Integer(i64),
+    /// `$3\r\nfoo`.
+    Bulk(Bytes),
+    /// RESP3 `_`; RESP2 null bulk `$-1`.
+    Null,
+    /// RESP2 null array `*-1`; RESP3 `_`.
+    NullArray,
+    /// `*n`.
+    Array(Vec<Frame>),
+    /// RESP3 `%n`; RESP2 flat array of 2n elements.
+    Map(Vec<(Frame, Frame)>),
+    /// RESP3 `~n`; RESP2 array.
+    Set(Vec<Frame>),
+    /// RESP3 `,1.5`; RESP2 bulk string of the same text.
+    Double(f64),
+    /// RESP3 `#t`/`#f`; RESP2 integer 1/0.
+    Boolean(bool),
+    /// RESP3 verbatim string `=n\r\ntxt:...`; RESP2 bulk string of the text.
+    Verbatim(Bytes),
+}
+
+impl Frame {
+    /// `+OK`.
+    pub fn ok() -> Frame {
+        Frame::Simple("OK".into())
+    }
+
+    /// An error reply with exactly this text after the `-`.
+    pub fn error(text: impl Into<String>) -> Frame {
+        Frame::Error(text.into())
+    }
+
+    /// A bulk string.
+    pub fn bulk(b: impl Into<Bytes>) -> Frame {
+        Frame::Bulk(b.into())
+    }
+
+    /// Encodes the frame for a connection speaking RESP `protocol` (2 or 3).
+    pub fn encode(&self, protocol: u8, out: &mut BytesMut) {
+        let resp3 = protocol >= 3;
+        match self {
+            Frame::Simple(s) => line(out, b'+', one_line(s).as_bytes()),
+            Frame::Error(s) => line(out, b'-', one_line(s).as_bytes()),
+            Frame::Integer(i) => line(out, b':', itoa(*i).as_bytes()),
+            Frame::Bulk(b) => bulk(out, b'$', b),
+            Frame::Null | Frame::NullArray if resp3 => out.put_slice(b"_\r\n"),
+            Frame::Null => out.put_slice(b"$-1\r\n"),
+            Frame::NullArray => out.put_slice(b"*-1\r\n"),
+            Frame::Array(items) => {
+                line(out, b'*', itoa(items.len() as i64).as_bytes());
+                for f in items {
+                    f.encode(protocol, out);
+                }
+            }
+            Frame::Map(pairs) => {
+                if resp3 {
+                    line(out, b'%', itoa(pairs.len() as i64).as_bytes());
+                } else {
+                    line(out, b'*', itoa(2 * pairs.len() as i64).as_bytes());
+                }
+                for (k, v) in pairs {
+                    k.encode(protocol, out);
+                    v.encode(protocol, out);
+                }
+            }
+            Frame::Set(items) => {
+                line(out, if resp3 { b'~' } else { b'*' }, itoa(items.len() as i64).as_bytes());
+                for f in items {
+                    f.encode(protocol, out);
+                }
+            }
+            Frame::Double(d) => {
+                let text = format_double(*d);
+                if resp3 {
+                    line(out, b',', text.as_bytes());
+                } else {
+                    bulk(out, b'$', text.as_bytes());
+                }
+            }
+            Frame::Boolean(b) => {
+                if resp3 {
+                    out.put_slice(if *b { b"#t\r\n" } else { b"#f\r\n" });
+                } else {
+                    line(out, b':', if *b { b"1" } else { b"0" });
+                }
+            }
+            Frame::Verbatim(text) => {
+                if resp3 {
+                    line(out, b'=', itoa(text.len() as i64 + 4).as_bytes());
+                    out.put_slice(b"txt:");
+                    out.put_slice(text);
+                    out.put_slice(b"\r\n");
+                } else {
+                    bulk(out, b'$', text);
+                }
+            }
+        }
+    }
+}
+
+/// Simple strings and errors cannot hold CR or LF (an error echoing a client's argument could
+/// otherwise inject a reply); Redis replaces them with spaces too.
+fn one_line(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains(['\r', '\n']) {
+        s.replace(['\r', '\n'], " ").into()
+    } else {
+        s.into()
+    }
+}
+
+fn line(out: &mut BytesMut, prefix: u8, body: &[u8]) {
+    out.reserve(body.len() + 3);
+    out.put_u8(prefix);
+    out.put_slice(body);
+    out.put_slice(b"\r\n");
+}
+
+fn bulk(out: &mut BytesMut, prefix: u8, body: &[u8]) {
+    line(out, prefix, itoa(body.len() as i64).as_bytes());
+    out.put_slice(body);
+    out.put_slice(b"\r\n");
+}
+
+fn itoa(i: i64) -> String {
+    i.to_string()
+}
+
+/// Formats a double as Redis does in replies: `inf`, `-inf`, `nan`, integers without a
+/// fractional part, otherwise the shortest representation that reads back exactly (`%.17g`).
+pub fn format_double(d: f64) -> String {
+    if d.is_nan() {
+        "nan".into()
+    } else if d.is_infinite() {
+        if d > 0.0 {
+            "inf".into()
+        } else {
+            "-inf".into()
+        }
+    } else {
+        // Rust's Display gives the shortest round-trip representation, like Redis 7's %.17g
+        // through fpconv_dtoa; integral values print without ".0".
+        format!("{d}")
+    }
+}
