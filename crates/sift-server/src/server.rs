@@ -174,16 +174,13 @@ impl Drop for Registered<'_> {
 }
 
 /// Commits the batch's writes before its replies go out; if that fails, the replies are
-/// replaced by errors, so no write is acknowledged that may not be durable. The commit may
-/// fsync: on a multi-threaded runtime the worker hands its other tasks over meanwhile.
-fn commit(shared: &Shared, session: &mut Session, conn: &mut Connection) {
+/// replaced by errors, so no write is acknowledged that may not be durable. A commit that waits
+/// for an fsync only suspends this task (see [`Persistence::commit_async`]): the runtime thread
+/// serves other connections meanwhile, and their writes join the next fsync.
+async fn commit(shared: &Shared, session: &mut Session, conn: &mut Connection) {
     if session.needs_commit {
         session.needs_commit = false;
-        let run = || shared.persistence.commit();
-        let multi_thread = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        let result = if multi_thread { tokio::task::block_in_place(run) } else { run() };
-        if let Err(e) = result {
+        if let Err(e) = shared.persistence.commit_async().await {
             tracing::error!("persistence commit failed, the batch's replies become errors: {e}");
             conn.replace_pending_replies(cmd::err::COMMIT_FAILED);
         }
@@ -201,7 +198,7 @@ async fn serve(shared: &Shared, mut conn: Connection, id: u64) {
                 Ok(Some(argv)) => argv,
                 Ok(None) => break,
                 Err(e) => {
-                    commit(shared, &mut session, &mut conn);
+                    commit(shared, &mut session, &mut conn).await;
                     tracing::debug!(client = id, "protocol error: {e}");
                     let _ = conn.fail(&e).await;
                     linger(&mut conn).await;
@@ -211,24 +208,28 @@ async fn serve(shared: &Shared, mut conn: Connection, id: u64) {
             if argv.is_empty() {
                 continue;
             }
-            if let Some(reply) = cmd::execute(shared, &mut session, argv) {
+            let reply = match cmd::server::oom_refusal(shared, &session, &argv) {
+                Some(refusal) => Some(refusal),
+                None => cmd::execute(shared, &mut session, argv),
+            };
+            if let Some(reply) = reply {
                 if session.after != After::CloseSilently {
                     conn.write_frame(&reply, session.protocol);
                 }
             }
             if session.after != After::Continue {
-                commit(shared, &mut session, &mut conn);
+                commit(shared, &mut session, &mut conn).await;
                 let _ = conn.close().await;
                 return;
             }
             if conn.pending_output() > FLUSH_THRESHOLD {
-                commit(shared, &mut session, &mut conn);
+                commit(shared, &mut session, &mut conn).await;
                 if conn.flush().await.is_err() {
                     return;
                 }
             }
         }
-        commit(shared, &mut session, &mut conn);
+        commit(shared, &mut session, &mut conn).await;
         if conn.flush().await.is_err() {
             return;
         }
