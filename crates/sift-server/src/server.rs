@@ -112,6 +112,25 @@ impl Server {
     }
 }
 
+/// Makes glibc's malloc give large freed blocks back to the system (call once, at start-up,
+/// in a binary). glibc raises its mmap threshold to the size of any mmapped block freed, up to
+/// 32 MiB; after the first log rewrite freed a filter-sized snapshot buffer, the next one came
+/// from the heap and stayed resident after being freed: +13.4 MB of RSS for a server holding one
+/// 13.8 MB filter (`scripts/bench_server.sh`, memory section). A fixed threshold of 1 MiB keeps
+/// every block from 1 MiB up (filters, snapshot buffers, large requests) in its own mapping,
+/// unmapped on free. No effect on other platforms or allocators.
+pub fn tune_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallopt only changes allocator parameters; it is thread-safe and takes no
+        // pointers. A refusal (0) leaves the default behaviour, which is still correct.
+        let ok = unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20) };
+        if ok == 0 {
+            tracing::debug!("mallopt(M_MMAP_THRESHOLD) refused");
+        }
+    }
+}
+
 async fn expiry_sweeper(shared: Arc<Shared>) {
     let mut tick = tokio::time::interval(EXPIRE_PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
