@@ -753,8 +753,20 @@ mod tests {
     }
 
     proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 512,
+            rng_seed: proptest::test_runner::RngSeed::Fixed(0x9b0b),
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
         #[test]
-        fn probes_match_the_naive_formula(a: u64, b: u64, m in 1u64.., small in 1u64..5000, shift in 0u32..64) {
+        fn probes_match_the_naive_formula(
+            a in proptest::prelude::any::<u64>(),
+            b in proptest::prelude::any::<u64>(),
+            m in 1u64..=u64::MAX,
+            small in 1u64..5000,
+            shift in 0u32..64,
+        ) {
             for m in [m, small, 1u64 << shift, (1u64 << shift) + 1, u64::MAX, u64::MAX - small] {
                 let mut p = Probes::new(a, b, m);
                 let got: Vec<u64> = (0..40).map(|_| p.next_position()).collect();
