@@ -175,6 +175,7 @@ fn run() -> anyhow::Result<()> {
         )
         .init();
     let params = build_params(&args)?;
+    sift_server::server::tune_allocator();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
         let opts = DiskOptions::from_params(&params);

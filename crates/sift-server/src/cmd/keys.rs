@@ -5,9 +5,9 @@
 
 use bytes::Bytes;
 
-use super::parse::{eq_ignore_case, parse_i64, parse_u64};
+use super::parse::{eq_ignore_case, parse_i64};
 use super::{err, Ctx};
-use crate::db::{Entry, Value, SHARDS};
+use crate::db::{entry_size, Entry, Value, SHARDS, SHARD_SHIFT};
 use crate::frame::Frame;
 use crate::glob;
 
@@ -220,14 +220,29 @@ pub fn keys(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
     Frame::Array(out)
 }
 
+/// A SCAN cursor: decimal digits up to `u64::MAX` (positions use all 64 bits, beyond what
+/// `parse_u64` takes).
+fn parse_cursor(arg: &[u8]) -> Option<u64> {
+    if arg.is_empty() || arg.len() > 20 {
+        return None;
+    }
+    arg.iter().try_fold(0u64, |v, &d| {
+        d.is_ascii_digit().then_some(())?;
+        v.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
+}
+
 /// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type].
 ///
-/// The cursor is the index of the next shard to visit, and every step returns whole shards
-/// (read under that shard's lock) until COUNT keys are gathered. So a key present for the whole
-/// iteration is returned exactly once, and the work is O(keys) in total; the price is that a
-/// step can return more than COUNT keys (COUNT is a hint in Redis too).
+/// The cursor is a position in the keyspace's hash order (see `db`, "Key order"): a step visits
+/// about COUNT keys from there, shard after shard, each shard read under its own lock, and
+/// returns the position after the last one visited (0 at the end). Keys keep their position, so
+/// keys added or removed between steps never shift others: every key present for the whole
+/// iteration is returned exactly once. As in Redis, COUNT is the work per step, not the number
+/// of matches: with MATCH or TYPE a step can return fewer keys, or none, before the end. Keys
+/// that share a 64-bit hash are never split across steps, so a step can exceed COUNT by them.
 pub fn scan(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
-    let Some(cursor) = parse_u64(&argv[1]) else {
+    let Some(cursor) = parse_cursor(&argv[1]) else {
         return Frame::error(err::INVALID_CURSOR);
     };
     let mut pattern: Option<&Bytes> = None;
@@ -255,11 +270,22 @@ pub fn scan(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
         i += 2;
     }
     let now = ctx.keys.now_ms();
-    let mut shard = cursor.min(SHARDS as u64) as usize;
     let mut out = Vec::new();
-    while shard < SHARDS && out.len() < count {
-        ctx.keys.with_shard(shard, |s| {
-            for (k, e) in s.iter(now) {
+    let mut visited = 0usize;
+    let mut pos = cursor;
+    // The position to resume from, once COUNT keys are visited; None = the end.
+    let mut next: Option<u64> = None;
+    let mut shard = (pos >> SHARD_SHIFT) as usize;
+    while shard < SHARDS {
+        let stop = ctx.keys.with_shard(shard, |s| {
+            let mut last: Option<u64> = None;
+            for (h, k) in s.keys_from(pos) {
+                if visited >= count && last != Some(h) {
+                    return Some(h);
+                }
+                visited += 1;
+                last = Some(h);
+                let Some(e) = s.get_live(k, now) else { continue };
                 if pattern.is_some_and(|p| !glob::matches(p, k, false)) {
                     continue;
                 }
@@ -268,10 +294,20 @@ pub fn scan(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
                 }
                 out.push(Frame::Bulk(k.clone()));
             }
+            None
         });
+        if stop.is_some() {
+            next = stop;
+            break;
+        }
         shard += 1;
+        pos = (shard as u64) << SHARD_SHIFT;
+        if visited >= count && shard < SHARDS {
+            next = Some(pos);
+            break;
+        }
     }
-    let next = if shard >= SHARDS { 0 } else { shard };
+    let next = next.unwrap_or(0);
     Frame::Array(vec![Frame::bulk(next.to_string()), Frame::Array(out)])
 }
 
@@ -391,14 +427,6 @@ pub fn get(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
     }
 }
 
-/// Per-key overhead that `MEMORY USAGE` adds to a value's payload: Redis's dict entry and
-/// object header (24 bytes) plus the key's sds string rounded up to the allocator's 8-byte
-/// class. This gives the spec's "Size + 32" for short keys (§10).
-fn key_overhead(key: &[u8]) -> usize {
-    let sds = if key.len() < 32 { 1 + 1 + 1 } else { 2 + 2 + 1 } + key.len();
-    24 + sds.div_ceil(8) * 8
-}
-
 /// MEMORY USAGE key [SAMPLES count].
 pub fn memory_usage(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
     match argv.len() {
@@ -413,7 +441,7 @@ pub fn memory_usage(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
     let key = &argv[2];
     match ctx.keys.get(key) {
         None => Frame::Null,
-        Some(e) => int(e.value.payload_size() + key_overhead(key)),
+        Some(e) => int(entry_size(key, &e.value)),
     }
 }
 
@@ -421,7 +449,7 @@ pub fn memory_usage(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
 mod tests {
     #[test]
     fn short_key_overhead_is_32() {
-        assert_eq!(super::key_overhead(b"bf"), 32);
-        assert_eq!(super::key_overhead(b"cf"), 32);
+        assert_eq!(crate::db::key_overhead(b"bf"), 32);
+        assert_eq!(crate::db::key_overhead(b"cf"), 32);
     }
 }

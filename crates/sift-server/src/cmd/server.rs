@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use bytes::Bytes;
 
 use super::parse::{eq_ignore_case, parse_i64};
-use super::{err, table, After, Ctx};
+use super::{err, table, After, Ctx, Session};
 use crate::frame::Frame;
 use crate::shared::{ClientInfo, Shared};
 
@@ -16,6 +16,33 @@ pub const REDIS_VERSION: &str = "8.0.0";
 
 /// RedisBloom module version reported in HELLO and INFO once the BF commands are registered.
 pub const MODULE_VERSION: i64 = 80000;
+
+/// Redis's reply to a `denyoom` command while the used memory exceeds `maxmemory` (with the
+/// `noeviction` policy, the only one here). Belongs with the other constants in `err`.
+pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+
+/// The `maxmemory` check Redis runs before a command: with a limit set, a command flagged
+/// `denyoom` (SET, COPY, every BF/CF command that may add) is refused while the charged
+/// memory of the keyspace ([`crate::db::Db::used_memory`], the sum of `MEMORY USAGE` over all
+/// keys) exceeds the limit. Reads, deletions and `FLUSHALL` still run, so a full server can be
+/// emptied. Unknown commands, wrong arities and unauthenticated clients are left to
+/// [`super::execute`], whose errors Redis gives first. Free when no limit is set.
+///
+/// Gap: Redis also refuses such a command while a MULTI is queued *and* aborts the transaction
+/// (EXECABORT); this check refuses it but cannot mark the transaction, because it runs outside
+/// [`super::execute`] (which owns the queue). Moving it into `execute`, next to the
+/// `write_error` check, closes that.
+pub fn oom_refusal(server: &Shared, session: &Session, argv: &[Bytes]) -> Option<Frame> {
+    let max = server.config.read().maxmemory;
+    if max == 0 || !session.authenticated {
+        return None;
+    }
+    let spec = table::lookup(argv.first()?)?;
+    if spec.flags & table::DENYOOM == 0 || !spec.arity_ok(argv.len()) {
+        return None;
+    }
+    (server.db.used_memory() > max).then(|| Frame::error(OOM))
+}
 
 fn bulk(s: impl Into<String>) -> Frame {
     Frame::bulk(s.into())
@@ -336,9 +363,20 @@ fn info_section(ctx: &mut Ctx<'_, '_>, section: &str) -> String {
             line!("maxclients:{}", s.config.read().maxclients);
         }
         "memory" => {
+            // used_memory is the charged size of the keyspace (the sum of MEMORY USAGE, what
+            // maxmemory is checked against), not an allocator total as in Redis; the process's
+            // resident size is used_memory_rss.
             line!("# Memory");
+            let used = s.db.used_memory();
+            line!("used_memory:{used}");
+            line!("used_memory_human:{}", human_bytes(used));
+            let rss = resident_bytes();
+            line!("used_memory_rss:{rss}");
+            line!("used_memory_rss_human:{}", human_bytes(rss));
+            line!("used_memory_dataset:{used}");
             let max = s.config.read().maxmemory;
             line!("maxmemory:{max}");
+            line!("maxmemory_human:{}", human_bytes(max));
             line!("maxmemory_policy:noeviction");
         }
         "persistence" => {
@@ -401,6 +439,27 @@ fn info_section(ctx: &mut Ctx<'_, '_>, section: &str) -> String {
         _ => {}
     }
     o
+}
+
+/// Redis's `bytesToHuman`: B, K, M, G with two decimals.
+fn human_bytes(n: u64) -> String {
+    let f = n as f64;
+    match n {
+        0..=1023 => format!("{n}B"),
+        1024..=1048575 => format!("{:.2}K", f / 1024.0),
+        1048576..=1073741823 => format!("{:.2}M", f / 1048576.0),
+        _ => format!("{:.2}G", f / 1073741824.0),
+    }
+}
+
+/// The process's resident set size, from `/proc/self/statm` (0 where there is none).
+fn resident_bytes() -> u64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
+        .unwrap_or(0);
+    // Linux pages are 4 KiB on the platforms this reads.
+    pages * 4096
 }
 
 /// CONFIG GET pattern [pattern ...]: a map (flat array in RESP2) of matching parameters.

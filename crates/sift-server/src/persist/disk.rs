@@ -15,7 +15,10 @@
 //! the whole buffer (every connection's records, not only its own) into the segment file with one
 //! `write`, and with `appendfsync always` one `fdatasync`; the durable LSN then covers every
 //! record taken. A connection whose records a concurrent commit already covered returns without
-//! any I/O. `everysec` writes at commit (a killed process loses nothing) and a background thread
+//! any I/O. With `always` the connection does not do that I/O itself: it asks the `sift-sync`
+//! thread for its LSN and awaits a notification, so a runtime thread never blocks in `fdatasync`
+//! and every connection waiting meanwhile is covered by the sync thread's next single
+//! write + fdatasync (the group). `everysec` writes at commit (a killed process loses nothing) and a background thread
 //! fsyncs once a second; `no` leaves the fsync to the OS. A failed write or fsync is sticky: the
 //! failing batch gets error replies, and every later write command is refused (MISCONF) until a
 //! restart, because what the file holds after a failed fsync is unknown.
@@ -52,13 +55,13 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use sift::compat::redisbloom::LoadLimits;
 
 use super::aof::{self, ScanEnd, SEGMENT_HEADER_LEN};
 use super::manifest::{self, sync_dir, Manifest, MANIFEST};
 use super::snapshot;
-use super::{PersistError, Persistence};
+use super::{CommitFuture, PersistError, Persistence};
 use crate::config::{parse_memory, Params};
 use crate::db::{now_ms, BeforeWrite, Locked, Shard, SHARDS};
 use crate::shared::Shared;
@@ -184,6 +187,13 @@ struct Inner {
     rewrites: AtomicU64,
     stop: AtomicBool,
     worker: Mutex<Option<JoinHandle<()>>>,
+    /// `always`: the highest LSN a connection waits for; the sync thread syncs up to it.
+    sync_wanted: Mutex<u64>,
+    /// Wakes the sync thread when `sync_wanted` grows (or at shutdown).
+    sync_cv: Condvar,
+    /// Notified after every sync (success or failure): waiting connections re-check.
+    synced: tokio::sync::Notify,
+    syncer: Mutex<Option<JoinHandle<()>>>,
 }
 
 /// The durable store; see the module documentation.
@@ -215,6 +225,10 @@ impl Disk {
                 rewrites: AtomicU64::new(0),
                 stop: AtomicBool::new(false),
                 worker: Mutex::new(None),
+                sync_wanted: Mutex::new(0),
+                sync_cv: Condvar::new(),
+                synced: tokio::sync::Notify::new(),
+                syncer: Mutex::new(None),
             }),
         }
     }
@@ -321,9 +335,7 @@ impl Inner {
 
     fn commit(&self, sync: bool) -> Result<(), PersistError> {
         if self.failed.load(Ordering::Acquire) {
-            return Err(PersistError::Io(std::io::Error::other(
-                self.failure.lock().clone().unwrap_or_default(),
-            )));
+            return Err(self.failure_error());
         }
         let target = self.pending.lock().last_lsn;
         if self.durable_lsn.load(Ordering::Acquire) >= target && !sync {
@@ -335,6 +347,70 @@ impl Inner {
             return Ok(());
         }
         self.flush_locked(sync || self.opts.fsync == Fsync::Always)
+    }
+
+    fn failure_error(&self) -> PersistError {
+        PersistError::Io(std::io::Error::other(self.failure.lock().clone().unwrap_or_default()))
+    }
+
+    /// The `sift-sync` thread (`appendfsync always`): whenever a connection waits for an LSN
+    /// not yet durable, writes and fdatasyncs everything buffered (every waiting connection's
+    /// records, and whatever arrived meanwhile) in one go, then notifies the waiters.
+    fn syncer(self: Arc<Self>) {
+        let mut wanted = self.sync_wanted.lock();
+        loop {
+            while !self.stop.load(Ordering::Acquire)
+                && (*wanted <= self.durable_lsn.load(Ordering::Acquire)
+                    || self.failed.load(Ordering::Acquire))
+            {
+                self.sync_cv.wait(&mut wanted);
+            }
+            if self.stop.load(Ordering::Acquire) {
+                break;
+            }
+            drop(wanted);
+            {
+                let _io = self.io.lock();
+                if !self.failed.load(Ordering::Acquire) {
+                    // A failure is recorded (sticky) by `flush_locked`; waiters see it.
+                    let _ = self.flush_locked(true);
+                }
+            }
+            self.synced.notify_waiters();
+            wanted = self.sync_wanted.lock();
+        }
+        drop(wanted);
+        self.synced.notify_waiters();
+    }
+
+    /// Waits until every record buffered before the call is durable (`always` with the sync
+    /// thread running).
+    async fn commit_wait(&self) -> Result<(), PersistError> {
+        let target = self.pending.lock().last_lsn;
+        loop {
+            // Registered before the checks, so a sync finishing in between is not missed.
+            let notified = self.synced.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.failed.load(Ordering::Acquire) {
+                return Err(self.failure_error());
+            }
+            if self.durable_lsn.load(Ordering::Acquire) >= target {
+                return Ok(());
+            }
+            if self.stop.load(Ordering::Acquire) {
+                // Shutting down: the final flush runs on the caller's thread.
+                return self.commit(true);
+            }
+            {
+                let mut wanted = self.sync_wanted.lock();
+                if *wanted < target {
+                    *wanted = target;
+                    self.sync_cv.notify_one();
+                }
+            }
+            notified.await;
+        }
     }
 
     /// Creates the next segment and stores a manifest that appends it. Holds `st`.
@@ -781,6 +857,14 @@ impl Persistence for Disk {
                 .spawn(move || worker.worker())
                 .map_err(PersistError::Io)?;
             *inner.worker.lock() = Some(handle);
+            if inner.opts.appendonly && inner.opts.fsync == Fsync::Always {
+                let syncer = inner.clone();
+                let handle = std::thread::Builder::new()
+                    .name("sift-sync".into())
+                    .spawn(move || syncer.syncer())
+                    .map_err(PersistError::Io)?;
+                *inner.syncer.lock() = Some(handle);
+            }
             Ok(loaded)
         })();
         inner.loading.store(false, Ordering::Release);
@@ -803,6 +887,20 @@ impl Persistence for Disk {
             return Ok(());
         }
         self.inner.commit(false)
+    }
+
+    /// `always` (once loaded): handled by the sync thread, the task waits without blocking its
+    /// thread. `everysec` / `no`: the buffer is written in place (a page-cache copy, no fsync),
+    /// before the replies, so a killed process loses nothing acknowledged.
+    fn commit_async(&self) -> CommitFuture<'_> {
+        let inner = &self.inner;
+        if !inner.opts.appendonly {
+            return Box::pin(std::future::ready(Ok(())));
+        }
+        if inner.opts.fsync == Fsync::Always && inner.syncer.lock().is_some() {
+            return Box::pin(inner.commit_wait());
+        }
+        Box::pin(std::future::ready(inner.commit(false)))
     }
 
     fn save(&self, keys: &mut Locked<'_>) -> Result<(), PersistError> {
@@ -838,6 +936,13 @@ impl Persistence for Disk {
         let inner = &self.inner;
         inner.stop.store(true, Ordering::Release);
         if let Some(h) = inner.worker.lock().take() {
+            let _ = h.join();
+        }
+        {
+            let _wanted = inner.sync_wanted.lock();
+            inner.sync_cv.notify_all();
+        }
+        if let Some(h) = inner.syncer.lock().take() {
             let _ = h.join();
         }
         if inner.opts.appendonly

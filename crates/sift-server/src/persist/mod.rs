@@ -20,6 +20,9 @@
 //! * `DEBUG RELOAD` is `save`, then clear the keyspace, then `load`, all under the same locks.
 //! * [`Persistence::attach`] is called once, before `load`, with the server state: an engine
 //!   that replays its log through the command code or snapshots in the background keeps it.
+//! * [`Persistence::commit_async`] is what the server actually calls: the same guarantee, but a
+//!   store that must wait for an fsync lets the connection task yield meanwhile instead of
+//!   blocking a runtime thread (the default runs [`Persistence::commit`] in place).
 //! * When [`Persistence::commit`] fails, the connection replaces every reply of the batch by
 //!   an error: a write whose record may not be durable is never acknowledged. While
 //!   [`Persistence::write_error`] is `Some`, write commands are refused before they run.
@@ -33,6 +36,8 @@ pub mod disk;
 pub mod manifest;
 pub mod snapshot;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Weak;
 
 use bytes::Bytes;
@@ -50,6 +55,9 @@ pub enum PersistError {
     #[error("{0}")]
     Corrupt(String),
 }
+
+/// The future [`Persistence::commit_async`] returns.
+pub type CommitFuture<'a> = Pin<Box<dyn Future<Output = Result<(), PersistError>> + Send + 'a>>;
 
 /// What a durable store must provide; see the module documentation for when each is called.
 pub trait Persistence: Send + Sync + 'static {
@@ -81,6 +89,11 @@ pub trait Persistence: Send + Sync + 'static {
     fn record(&self, argv: &[Bytes]);
     /// Makes every recorded write durable according to the fsync policy.
     fn commit(&self) -> Result<(), PersistError>;
+    /// [`Persistence::commit`] for an async caller: resolves once every write recorded before
+    /// the call is durable according to the fsync policy. The default commits in place.
+    fn commit_async(&self) -> CommitFuture<'_> {
+        Box::pin(std::future::ready(self.commit()))
+    }
     /// Writes a snapshot of the keyspace durably (`keys` holds every shard).
     fn save(&self, keys: &mut Locked<'_>) -> Result<(), PersistError>;
     /// Starts a snapshot that completes in the background.
