@@ -58,7 +58,7 @@
 //! # Ok::<(), sift::Error>(())
 //! ```
 
-use crate::bits::{select64, try_zeroed, MAX_BYTES};
+use crate::bits::{prefetch, select64, try_zeroed, MAX_BYTES};
 use crate::error::{check_fpr, check_items, Error, FormatError, Result};
 use crate::format::{decode_verified, Encoder, FilterKind, ParamWriter};
 use crate::hash::{Digest, HashKind, Hasher};
@@ -493,6 +493,10 @@ impl Quotient {
     #[inline(always)]
     fn run_end(&self, q: u64) -> Option<u64> {
         let b = q >> 6;
+        // The run usually ends in q's own block, near q: fetch the remainder word of slot q
+        // now, so that its cache miss overlaps the one of the metadata words instead of
+        // following it (the block is 8·(2 + r) bytes, often two cache lines).
+        prefetch(&self.blocks[b as usize * self.stride + 2 + (((q & 63) * self.r as u64) >> 6) as usize]);
         let occ = self.occ_word(b);
         if occ >> (q & 63) & 1 == 0 {
             return None;
@@ -581,7 +585,8 @@ impl Quotient {
             }
             None => (q.max(self.frontier(q)), false, None),
         };
-        let e = self.first_unused(p);
+        // Slots p..=end are q's run, in use: the search for a free slot starts after it.
+        let e = self.first_unused(end.map_or(p, |end| end + 1));
         if e >= self.slots {
             return Err(Error::Full { len: self.items as usize });
         }
