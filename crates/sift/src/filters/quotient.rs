@@ -585,8 +585,16 @@ impl Quotient {
             }
             None => (q.max(self.frontier(q)), false, None),
         };
-        // Slots p..=end are q's run, in use: the search for a free slot starts after it.
-        let e = self.first_unused(end.map_or(p, |end| end + 1));
+        // Slots p..=end are q's run, in use: the search for a free slot starts after it. Every
+        // run of a quotient ≤ q ends before that slot, so it is free unless a later quotient's
+        // run starts there, i.e. unless some quotient in q+1..=slot is occupied (one word test,
+        // which saves the rank-and-select of `first_unused` in the common case).
+        let x = end.map_or(p, |end| end + 1);
+        let e = if x < self.slots && self.next_occupied(q + 1, x + 1).is_none() {
+            x
+        } else {
+            self.first_unused(x)
+        };
         if e >= self.slots {
             return Err(Error::Full { len: self.items as usize });
         }
