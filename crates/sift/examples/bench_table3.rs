@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p sift --example bench_table3 -- [--n 1M,10M] [--keys u64|str20|both]
-//!     [--rounds 3] [--probes 1M] [--section static|dynamic|both] [--only NAME] [--wall]
+//!     [--rounds 3] [--probes 1M] [--section static|dynamic|both] [--only NAME[,NAME..]] [--wall]
 //! ```
 //!
 //! For each key type and `n`: every contender (`benches/common3/mod.rs`) is built from the `n`
@@ -146,7 +146,7 @@ fn parse_args() -> Result<Args, String> {
             "--wall" => USE_WALL.store(true, Ordering::Relaxed),
             "-h" | "--help" => {
                 return Err("usage: bench_table3 [--n 1M,10M] [--keys u64|str20|both] [--rounds R] \
-                            [--probes N] [--section static|dynamic|both] [--only NAME] [--wall]"
+                            [--probes N] [--section static|dynamic|both] [--only NAME[,NAME..]] [--wall]"
                     .into())
             }
             other => return Err(format!("unknown argument {other:?} (try --help)")),
@@ -305,7 +305,7 @@ fn run_static<K: Key>(args: &Args, n: usize, members: &[K], others: &[K]) {
     let member_probes = &members[..n.min(args.probes)];
     let list: Vec<_> = common3::static_contenders::<K>()
         .into_iter()
-        .filter(|c| args.only.as_ref().is_none_or(|o| c.name.contains(o.as_str())))
+        .filter(|c| args.only.as_ref().is_none_or(|o| o.split(',').any(|x| c.name.contains(x))))
         .collect();
     let mut rows: Vec<Row> = list.iter().map(|c| Row { name: c.name, ..Row::default() }).collect();
     for round in 0..args.rounds {
@@ -387,7 +387,7 @@ fn run_dynamic<K: Key>(args: &Args, n: usize, members: &[K], others: &[K]) {
     let member_probes = &members[..n.min(args.probes)];
     let list: Vec<_> = common3::dynamic_contenders::<K>()
         .into_iter()
-        .filter(|c| args.only.as_ref().is_none_or(|o| c.name.contains(o.as_str())))
+        .filter(|c| args.only.as_ref().is_none_or(|o| o.split(',').any(|x| c.name.contains(x))))
         .collect();
     let mut rows: Vec<Row> = list.iter().map(|c| Row { name: c.name, ..Row::default() }).collect();
     for round in 0..args.rounds {

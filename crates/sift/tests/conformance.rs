@@ -179,7 +179,37 @@ conformance!(cuckoo: sift::Cuckoo = Family::dynamic(sift::Cuckoo::new)
     .fpr_targets(&[8.0 / 256.0, 8.0 / 4096.0, 8.0 / 65536.0])
     .repeat_headroom(1.25));
 
-conformance!(quotient: sift::Quotient = Family::dynamic(sift::Quotient::new).removable().with_eq());
+// The rank-and-select layout (layout 1) has its own golden file, `quotient_rs.sift`;
+// `quotient.sift` holds the 3-metadata-bit layout (layout 0) of earlier versions, which is still
+// read (test below).
+conformance!(quotient_rs: sift::Quotient = Family::dynamic(sift::Quotient::new).removable().with_eq();
+
+    /// `quotient.sift`, written by the 3-metadata-bit quotient filter (layout 0) of earlier
+    /// versions, still decodes and answers every recorded query as recorded; re-encoding writes
+    /// the rank-and-select layout (layout 1), which decodes to the same filter, and that filter
+    /// equals the one today's constructor builds from the same keys.
+    #[test]
+    fn quotient_classic_golden_still_decodes() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let old = std::fs::read(dir.join("quotient.sift")).unwrap();
+        assert_eq!(u32::from_le_bytes(old[32 + 12..32 + 16].try_into().unwrap()), 0, "layout 0");
+        let f = sift::Quotient::from_bytes(&old).unwrap();
+        let recorded = std::fs::read_to_string(dir.join("quotient.txt")).unwrap();
+        let mut checked = 0;
+        for line in recorded.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+            let (key, answer) = line.split_once(' ').unwrap();
+            assert_eq!(f.contains(key), answer == "1", "query {key}");
+            checked += 1;
+        }
+        assert_eq!(checked, suite::GOLDEN_MEMBERS + suite::GOLDEN_QUERIES);
+        let again = sift::Quotient::from_bytes(&f.to_bytes()).unwrap();
+        assert_eq!(again, f);
+        let fresh = family()
+            .build(suite::GOLDEN_MEMBERS, 0.01, &keys::golden_members(suite::GOLDEN_MEMBERS))
+            .unwrap();
+        assert_eq!(fresh, f);
+    }
+);
 
 conformance!(blocked_bloom: sift::BlockedBloom = Family::dynamic(sift::BlockedBloom::new)
     .exact_fpr(sift::BlockedBloom::current_fpr)

@@ -306,19 +306,52 @@ impl<'a> Peeler<'a> {
                 *k = mix(h, seed);
             }
         } else {
+            // Approximately sorted by bucket in one pass (as Graf & Lemire's reference code):
+            // bucket `b` starts writing at its expected start `b·n / 2^bb`, and a key whose
+            // bucket's area is full moves on to the next bucket's (wrapping; there are exactly
+            // `n` places for `n` keys, so it ends). An empty place is 0, so a key that mixes to
+            // 0 (one hash value in 2^64) would be lost: then fall back to an exact counting sort.
             let shift = 64 - bb;
-            alloc(&mut self.buckets, (1usize << bb) + 1)?;
-            for &h in src {
-                self.buckets[(mix(h, seed) >> shift) as usize + 1] += 1;
+            let nb = 1usize << bb;
+            alloc(&mut self.buckets, nb + 1)?;
+            for (b, start) in self.buckets.iter_mut().enumerate() {
+                *start = ((b as u64 * n as u64) >> bb) as u32;
             }
-            for i in 1..self.buckets.len() {
-                self.buckets[i] += self.buckets[i - 1];
-            }
-            for &h in src {
+            keys.fill(0);
+            let mut exact = false;
+            'keys: for &h in src {
                 let x = mix(h, seed);
-                let b = &mut self.buckets[(x >> shift) as usize];
-                keys[*b as usize] = x;
-                *b += 1;
+                exact |= x == 0;
+                let mut b = (x >> shift) as usize;
+                let mut tries = 0;
+                while keys.get(self.buckets[b] as usize).is_none_or(|&k| k != 0) {
+                    b = (b + 1) & (nb - 1);
+                    tries += 1;
+                    if tries > nb {
+                        // No bucket has room at its write position (not seen in practice):
+                        // the exact sort below always works.
+                        exact = true;
+                        break 'keys;
+                    }
+                }
+                let at = &mut self.buckets[b];
+                keys[*at as usize] = x;
+                *at += 1;
+            }
+            if exact {
+                self.buckets.fill(0);
+                for &h in src {
+                    self.buckets[(mix(h, seed) >> shift) as usize + 1] += 1;
+                }
+                for i in 1..self.buckets.len() {
+                    self.buckets[i] += self.buckets[i - 1];
+                }
+                for &h in src {
+                    let x = mix(h, seed);
+                    let b = &mut self.buckets[(x >> shift) as usize];
+                    keys[*b as usize] = x;
+                    *b += 1;
+                }
             }
         }
         // 2. Counts and xors per slot, taking duplicates out.
@@ -338,7 +371,10 @@ impl<'a> Peeler<'a> {
                 // More than 63 keys on one slot: not a random hash set. Give up this seed.
                 return Ok(None);
             }
-            if p.iter().any(|&s| counts[s] >> 2 == 2 && xors[s] == 0) {
+            // A duplicate of an earlier key leaves xor 0 on all its slots (if no third key
+            // shares them): test the cheap necessary condition first.
+            let all = p.iter().fold(u64::MAX, |a, &s| a & xors[s]);
+            if all == 0 && p.iter().any(|&s| counts[s] >> 2 == 2 && xors[s] == 0) {
                 for (j, &s) in p.iter().enumerate() {
                     counts[s] = (counts[s] ^ j as u8).wrapping_sub(4);
                     xors[s] ^= x;

@@ -1,18 +1,23 @@
 //! Quotient filter: a compact hash table of `r`-bit remainders, with deletes, counts, merge and
-//! resize from the stored fingerprints.
+//! resize from the stored fingerprints, in the rank-and-select layout.
 //!
-//! Bender, Farach-Colton, Johnson, Kraner, Kuszmaul, Medjedovic, Montes, Shetty, Spillane &
-//! Zadok, "Don't thrash: how to cache your hash on flash", VLDB 2012 (the layout implemented
-//! here); Pandey, Bender, Johnson & Patro, "A general-purpose counting filter: making every bit
-//! count", SIGMOD 2017 (the rank-and-select variant, which needs 2.125 instead of 3 metadata bits
-//! per slot; not implemented here).
+//! Pandey, Bender, Johnson & Patro, "A general-purpose counting filter: making every bit count",
+//! SIGMOD 2017 (the rank-and-select quotient filter, RSQF, implemented here); Bender,
+//! Farach-Colton, Johnson, Kraner, Kuszmaul, Medjedovic, Montes, Shetty, Spillane & Zadok, "Don't
+//! thrash: how to cache your hash on flash", VLDB 2012 (the quotient filter with 3 metadata bits
+//! per slot, which files written by earlier versions of `sift` hold and which are still read).
 //!
 //! * **Idea**: each item has a `(q + r)`-bit fingerprint `V`; its high part, the quotient, names a
 //!   home slot, and only the low `r` bits (the remainder) are stored. Remainders of equal
-//!   quotient form a *run*, runs are kept in quotient order and shifted right as needed
-//!   (linear probing, sorted). Three bits per slot describe the layout: `occupied` (some item has
-//!   this slot as home), `continuation` (this slot continues the run of the slot before) and
-//!   `shifted` (this remainder is not in its home slot).
+//!   quotient form a *run*, kept sorted; runs are kept in quotient order, each starting at its
+//!   home slot or right after the previous run (linear probing, sorted). Two bits per slot
+//!   describe the layout: `occupied` (some item has this slot as home) and `runend` (this slot
+//!   ends a run). The run of quotient `q` ends at the `k`-th runend bit after the runs of the
+//!   quotients before `q`'s 64-slot block, `k` being the number of occupied bits of the block up
+//!   to `q` (*rank*); finding that bit is a *select*. So that select starts near `q` and not at
+//!   slot 0, each block keeps an *offset*: how far past its first slot the runs of earlier
+//!   quotients reach. A query is a popcount, one or two word-wide selects and a backward scan of
+//!   the run.
 //! * **Fingerprint**: `V = ⌊h1 · nq · 2^r / 2^64⌋` for `nq` quotients: quotient `V >> r`,
 //!   remainder `V mod 2^r`. This is the multiply-shift range reduction (Lemire 2019) applied to
 //!   `nq · 2^r`, so `nq` is any integer (no power-of-two rounding), and doubling `nq` while
@@ -20,15 +25,16 @@
 //!   fingerprints, not the items.
 //! * **FPR**: `p = 1 - e^(-α/2^r) ≈ α · 2^-r` at load `α = n / nq`
 //!   ([`crate::math::quotient_fpr`]).
-//! * **Space**: `(r + 3)` bits per slot, `nq / 0.95` slots for `n` items, plus
-//!   `64 + 8·√nq` overflow slots at the end of the table (the table does not wrap around): at 1%
-//!   `r = 7` and about 10.6 bits/key for a million items (measured in the tests).
+//! * **Space**: `r + 2` bits per slot plus a 16-bit offset per 64 slots (`r + 2.25`), `nq / 0.95`
+//!   slots for `n` items, plus `64 + 8·√nq` overflow slots at the end of the table (the table
+//!   does not wrap around), rounded up to whole 64-slot blocks: at 1% `r = 7` and about 9.8
+//!   bits/key for a million items (measured in the tests).
 //! * **Parameters**: [`Quotient::new`] takes `nq = ⌈n / 0.95⌉` and `r = ⌈log2(0.95 / p)⌉`
 //!   (1 to 56, with `nq · 2^r ≤ 2^64`); [`Quotient::with_params`] takes both.
 //! * **Limits**: at most `nq` items (load 1); an insert beyond, or one whose shifted run would
-//!   pass the end of the overflow slots, is [`Error::Full`] and changes nothing. Insert and delete
-//!   rewrite the cluster they touch, so their cost grows like linear probing's: about
-//!   `1/(1-α)^2` slots, which is why the constructor plans for 95% load and not more.
+//!   pass the end of the overflow slots, is [`Error::Full`] and changes nothing. An insert or
+//!   delete shifts the slots up to the next empty one by one place (word-wide), so its cost grows
+//!   like linear probing's, `1/(1-α)^2` slots, which is why the constructor plans for 95% load.
 //! * **Duplicates and deletes**: inserting an item again stores its remainder again;
 //!   [`Quotient::count`] counts the copies and [`Remove::remove`] removes one. A delete only ever
 //!   removes one stored fingerprint equal to the item's, so it never loses another member; but
@@ -52,22 +58,29 @@
 //! # Ok::<(), sift::Error>(())
 //! ```
 
-use crate::bits::{try_zeroed, MAX_BYTES};
+use crate::bits::{prefetch, select64, try_zeroed, MAX_BYTES};
 use crate::error::{check_fpr, check_items, Error, FormatError, Result};
 use crate::format::{decode_verified, Encoder, FilterKind, ParamWriter};
 use crate::hash::{Digest, HashKind, Hasher};
 use crate::math;
 use crate::traits::{Filter, Insert, Persist, Remove};
 
-/// Largest remainder width: with the 3 metadata bits a slot stays within 64 bits.
+/// Largest remainder width (kept from the 3-metadata-bit layout, where a slot had to fit in 64
+/// bits, so that every filter of an earlier version can be read and resized alike).
 pub const MAX_REMAINDER_BITS: u32 = 56;
 /// Load the constructor sizes for: `nq = ⌈n / DESIGN_LOAD⌉`.
 pub const DESIGN_LOAD: f64 = 0.95;
 
-const OCCUPIED: u64 = 1;
-const CONTINUATION: u64 = 2;
-const SHIFTED: u64 = 4;
-const META: u64 = 7;
+/// Layout code (the parameter block's `layout` field) of the 3-metadata-bit layout of files
+/// written by earlier versions; decoded by converting to the rank-and-select layout.
+const LAYOUT_CLASSIC: u32 = 0;
+/// Layout code of the rank-and-select layout, the one written.
+const LAYOUT_RANK_SELECT: u32 = 1;
+
+/// An offset at or above this is stored as this value, meaning "recompute": a block's offset
+/// only reaches it behind a cluster of 65,535 slots (heavy duplicates), so the slow path
+/// ([`Quotient::offset_slow`]) is never taken on distinct random keys.
+const OFFSET_SATURATED: u16 = u16::MAX;
 
 /// Overflow slots after the `nq` home slots: runs shifted past the last home slot land there.
 /// The spill at the end behaves like the queue of a random walk, `O(√nq)`; `8·√nq + 64` leaves a
@@ -76,17 +89,32 @@ pub fn overflow_slots(quotients: u64) -> u64 {
     64 + 8 * quotients.isqrt()
 }
 
+/// Slots of the rank-and-select layout: home and overflow slots, rounded up to whole blocks.
+fn rank_select_slots(quotients: u64) -> u64 {
+    (quotients + overflow_slots(quotients)).div_ceil(64) * 64
+}
+
+#[inline(always)]
+fn low_mask(bits: u32) -> u64 {
+    u64::MAX >> (64 - bits)
+}
+
 /// A quotient filter. See the [module documentation](self).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Quotient {
-    /// The three metadata bitmaps, one bit per slot: occupied, continuation, shifted. Kept apart
-    /// from the remainders so that finding a run is word-wide bit arithmetic (count the shifted
-    /// bits before the home slot, popcount the occupied ones, select the run start).
-    occupieds: Vec<u64>,
-    continuations: Vec<u64>,
-    shifteds: Vec<u64>,
-    /// Packed `r`-bit remainders; one extra zero word at the end for reads that straddle two words.
-    words: Vec<u64>,
+    /// Blocks of `2 + r` words for 64 slots each: the occupied bits, the runend bits, then the
+    /// 64 `r`-bit remainders packed little-endian (slot `s` at bit `s·r`). One block is what a
+    /// query touches, so its metadata and remainders are kept together. One zero guard word at
+    /// the end lets a remainder read always load two words.
+    blocks: Vec<u64>,
+    /// Per block `b`: the slots at or after `64·b` taken by runs of quotients below `64·b`
+    /// (`OFFSET_SATURATED` = recompute). Derived from `blocks`; rebuilt on decode.
+    offsets: Vec<u16>,
+    /// Threshold at which offsets saturate (`OFFSET_SATURATED`; lowered by tests to exercise the
+    /// slow path).
+    offset_cap: u16,
+    /// Words per block, `2 + r`.
+    stride: usize,
     quotients: u64,
     slots: u64,
     r: u32,
@@ -94,6 +122,19 @@ pub struct Quotient {
     items: u64,
     capacity: u64,
     target_fpr: f64,
+}
+
+/// Equal when they hold the same table (the offsets are derived from it).
+impl PartialEq for Quotient {
+    fn eq(&self, o: &Self) -> bool {
+        self.blocks == o.blocks
+            && self.quotients == o.quotients
+            && self.r == o.r
+            && self.hasher == o.hasher
+            && self.items == o.items
+            && self.capacity == o.capacity
+            && self.target_fpr.to_bits() == o.target_fpr.to_bits()
+    }
 }
 
 impl Quotient {
@@ -114,7 +155,7 @@ impl Quotient {
         if r > MAX_REMAINDER_BITS as f64 {
             return Err(Error::param("fpr", fpr, "at least 2^-56 for a quotient filter"));
         }
-        let bytes = quotients * (r + 3.0) / 8.0;
+        let bytes = quotients * (r + 2.25) / 8.0;
         if bytes > MAX_BYTES as f64 {
             return Err(Error::CapacityExceeded {
                 requested_bytes: bytes.min(u128::MAX as f64) as u128,
@@ -143,14 +184,19 @@ impl Quotient {
                 "at most 64 - log2(quotients): the fingerprint has 64 bits",
             ));
         }
-        let slots = quotients + overflow_slots(quotients);
-        let words = try_zeroed(Self::words_for(slots, remainder_bits)?)?;
-        let bitmap = slots.div_ceil(64) as usize;
+        let slots = rank_select_slots(quotients);
+        let nblocks = slots / 64;
+        let stride = 2 + remainder_bits as usize;
+        let words = nblocks as u128 * stride as u128 + 1;
+        let bytes = words * 8 + nblocks as u128 * 2;
+        if bytes > MAX_BYTES || words > usize::MAX as u128 {
+            return Err(Error::CapacityExceeded { requested_bytes: bytes, limit_bytes: MAX_BYTES });
+        }
         Ok(Quotient {
-            occupieds: try_zeroed(bitmap)?,
-            continuations: try_zeroed(bitmap)?,
-            shifteds: try_zeroed(bitmap)?,
-            words,
+            blocks: try_zeroed(words as usize)?,
+            offsets: try_zeroed(nblocks as usize)?,
+            offset_cap: OFFSET_SATURATED,
+            stride,
             quotients,
             slots,
             r: remainder_bits,
@@ -159,19 +205,6 @@ impl Quotient {
             capacity: ((quotients as f64) * DESIGN_LOAD).floor().max(1.0) as u64,
             target_fpr: math::quotient_fpr(remainder_bits, DESIGN_LOAD),
         })
-    }
-
-    /// Words of remainder storage (plus the guard word); checks the whole table's size.
-    fn words_for(slots: u64, r: u32) -> Result<usize> {
-        let total = (slots as u128 * (r as u128 + 3)).div_ceil(64) + 4;
-        if total * 8 > MAX_BYTES || total > usize::MAX as u128 {
-            return Err(Error::CapacityExceeded { requested_bytes: total * 8, limit_bytes: MAX_BYTES });
-        }
-        let words = (slots as u128 * r as u128).div_ceil(64) + 1;
-        if words * 8 > MAX_BYTES || words > usize::MAX as u128 {
-            return Err(Error::CapacityExceeded { requested_bytes: words * 8, limit_bytes: MAX_BYTES });
-        }
-        Ok(words as usize)
     }
 
     /// Number of home slots (quotients) `nq`.
@@ -219,9 +252,19 @@ impl Quotient {
     /// [`Quotient::count`] for a digest.
     pub fn count_digest(&self, d: Digest) -> usize {
         let (q, rem) = self.split(self.fingerprint(d));
-        match self.run_start(q) {
-            None => 0,
-            Some(s) => self.run(s).filter(|&x| x == rem).count(),
+        let Some(end) = self.run_end(q) else { return 0 };
+        let mut i = end;
+        let mut n = 0;
+        loop {
+            let x = self.rem(i);
+            if x < rem {
+                return n;
+            }
+            n += (x == rem) as usize;
+            if i == q || self.is_runend(i - 1) {
+                return n;
+            }
+            i -= 1;
         }
     }
 
@@ -229,7 +272,7 @@ impl Quotient {
     /// copy was stored, [`Error::Full`] if the filter holds `nq` items or the run would pass the
     /// end of the table (the filter is then unchanged).
     pub fn try_insert<T: AsRef<[u8]>>(&mut self, item: T) -> Result<bool> {
-        self.try_insert_digest(self.hasher.digest(item.as_ref()))
+        self.try_insert_digest(self.hasher.digest_inline(item.as_ref()))
     }
 
     /// [`Quotient::try_insert`] for a caller-computed 64-bit hash.
@@ -240,15 +283,13 @@ impl Quotient {
     /// [`Quotient::try_insert`] for a digest.
     pub fn try_insert_digest(&mut self, d: Digest) -> Result<bool> {
         let v = self.fingerprint(d);
-        let was_present = self.count_digest(d) > 0;
-        self.insert_fingerprint(v)?;
-        Ok(!was_present)
+        self.insert_fingerprint(v).map(|present| !present)
     }
 
     /// The stored fingerprints `V` (quotient `<< r` | remainder), in increasing order, each as
     /// many times as it is stored.
     pub fn iter_hashes(&self) -> Hashes<'_> {
-        Hashes { f: self, s: 0, next_q: 0, q: 0, end: self.slots }
+        Hashes { f: self, next_q: 0, frontier: 0, q: 0, i: 1, end: 0 }
     }
 
     /// Doubles the number of quotients and drops one remainder bit, rebuilding from the stored
@@ -264,6 +305,7 @@ impl Quotient {
             .checked_mul(2)
             .ok_or(Error::CapacityExceeded { requested_bytes: u128::MAX, limit_bytes: MAX_BYTES })?;
         let mut g = Quotient::with_params(quotients, self.r - 1, self.hasher)?;
+        g.offset_cap = self.offset_cap;
         let mut v: Vec<u64> = Vec::new();
         v.try_reserve_exact(self.items as usize)
             .map_err(|_| Error::OutOfMemory { bytes: self.items as usize * 8 })?;
@@ -295,6 +337,7 @@ impl Quotient {
         v.extend(other.iter_hashes());
         v.sort_unstable();
         let mut g = Quotient::with_params(self.quotients, self.r, self.hasher)?;
+        g.offset_cap = self.offset_cap;
         g.capacity = self.capacity;
         g.target_fpr = self.target_fpr;
         g.build_sorted(&v).map_err(|_| Error::Full { len: self.items as usize })?;
@@ -304,10 +347,8 @@ impl Quotient {
 
     /// Removes every item.
     pub fn clear(&mut self) {
-        self.occupieds.fill(0);
-        self.continuations.fill(0);
-        self.shifteds.fill(0);
-        self.words.fill(0);
+        self.blocks.fill(0);
+        self.offsets.fill(0);
         self.items = 0;
     }
 
@@ -315,245 +356,365 @@ impl Quotient {
 
     #[inline(always)]
     fn split(&self, v: u64) -> (u64, u64) {
-        (v >> self.r, v & ((1u64 << self.r) - 1))
+        (v >> self.r, v & low_mask(self.r))
     }
 
-    /// The remainder in slot `i`.
+    #[inline(always)]
+    fn nblocks(&self) -> u64 {
+        self.slots >> 6
+    }
+
+    #[inline(always)]
+    fn occ_word(&self, b: u64) -> u64 {
+        self.blocks[b as usize * self.stride]
+    }
+
+    #[inline(always)]
+    fn runend_word(&self, b: u64) -> u64 {
+        self.blocks[b as usize * self.stride + 1]
+    }
+
+    #[inline(always)]
+    fn is_runend(&self, i: u64) -> bool {
+        self.runend_word(i >> 6) >> (i & 63) & 1 != 0
+    }
+
+    #[inline(always)]
+    fn set_occupied(&mut self, q: u64, on: bool) {
+        let w = &mut self.blocks[(q >> 6) as usize * self.stride];
+        *w = (*w & !(1 << (q & 63))) | ((on as u64) << (q & 63));
+    }
+
+    #[inline(always)]
+    fn set_runend(&mut self, i: u64, on: bool) {
+        let w = &mut self.blocks[(i >> 6) as usize * self.stride + 1];
+        *w = (*w & !(1 << (i & 63))) | ((on as u64) << (i & 63));
+    }
+
+    /// The remainder in slot `i`: one unaligned two-word read (the guard word keeps the second
+    /// word in bounds), no branch.
     #[inline(always)]
     fn rem(&self, i: u64) -> u64 {
-        let w = self.r as u64;
-        let bit = i * w;
-        let (k, off) = ((bit >> 6) as usize, (bit & 63) as u32);
-        let mut v = self.words[k] >> off;
-        if off as u64 + w > 64 {
-            v |= self.words[k + 1] << (64 - off);
-        }
-        v & ((1u64 << w) - 1)
+        let r = self.r as u64;
+        let bit = (i & 63) * r;
+        let k = (i >> 6) as usize * self.stride + 2 + (bit >> 6) as usize;
+        let two = self.blocks[k] as u128 | (self.blocks[k + 1] as u128) << 64;
+        (two >> (bit & 63)) as u64 & low_mask(self.r)
     }
 
     #[inline(always)]
     fn set_rem(&mut self, i: u64, v: u64) {
-        let w = self.r as u64;
-        let mask = (1u64 << w) - 1;
-        let bit = i * w;
-        let (k, off) = ((bit >> 6) as usize, (bit & 63) as u32);
-        self.words[k] = (self.words[k] & !(mask << off)) | (v << off);
-        if off as u64 + w > 64 {
+        let r = self.r as u64;
+        let mask = low_mask(self.r);
+        let bit = (i & 63) * r;
+        let k = (i >> 6) as usize * self.stride + 2 + (bit >> 6) as usize;
+        let off = (bit & 63) as u32;
+        self.blocks[k] = (self.blocks[k] & !(mask << off)) | (v << off);
+        if off as u64 + r > 64 {
             let hi = mask >> (64 - off);
-            self.words[k + 1] = (self.words[k + 1] & !hi) | (v >> (64 - off));
+            self.blocks[k + 1] = (self.blocks[k + 1] & !hi) | (v >> (64 - off));
         }
     }
 
-    /// Slot `i` as one value: remainder `<< 3` | shifted (4) | continuation (2) | occupied (1).
+    /// Block `b`'s offset: slots at or after `64·b` taken by runs of quotients below `64·b`.
     #[inline(always)]
-    fn get(&self, i: u64) -> u64 {
-        let (k, b) = ((i >> 6) as usize, i & 63);
-        let m = (self.occupieds[k] >> b & 1)
-            | (self.continuations[k] >> b & 1) << 1
-            | (self.shifteds[k] >> b & 1) << 2;
-        self.rem(i) << 3 | m
+    fn offset(&self, b: u64) -> u64 {
+        let o = self.offsets[b as usize];
+        if o < self.offset_cap {
+            o as u64
+        } else {
+            self.offset_slow(b)
+        }
     }
 
-    /// Writes slot `i` as [`Quotient::get`] reads it.
-    #[inline(always)]
-    fn set(&mut self, i: u64, v: u64) {
-        let (k, b) = ((i >> 6) as usize, i & 63);
-        let put = |w: &mut u64, on: bool| *w = (*w & !(1 << b)) | ((on as u64) << b);
-        put(&mut self.occupieds[k], v & OCCUPIED != 0);
-        put(&mut self.continuations[k], v & CONTINUATION != 0);
-        put(&mut self.shifteds[k], v & SHIFTED != 0);
-        self.set_rem(i, v >> 3);
+    /// Block `b`'s offset computed from the bitmaps, starting from the nearest earlier block with
+    /// an exact offset (block 0's is always 0: no quotient lies below it).
+    #[cold]
+    fn offset_slow(&self, b: u64) -> u64 {
+        let mut b0 = b;
+        while self.offsets[b0 as usize] >= self.offset_cap {
+            b0 -= 1;
+        }
+        let start = (b0 << 6) + self.offsets[b0 as usize] as u64;
+        let k: u64 = (b0..b).map(|j| self.occ_word(j).count_ones() as u64).sum();
+        self.offset_from(start, k, b)
     }
 
-    #[inline(always)]
-    fn occupied(&self, i: u64) -> bool {
-        self.occupieds[(i >> 6) as usize] >> (i & 63) & 1 != 0
+    /// Offset of block `b` given that the runs of quotients below an earlier block start at
+    /// `start` and that `k` more quotients are occupied between that block and `b`.
+    fn offset_from(&self, start: u64, k: u64, b: u64) -> u64 {
+        let first = b << 6;
+        if k == 0 {
+            start.saturating_sub(first)
+        } else {
+            (self.select_from(start, k) + 1).saturating_sub(first)
+        }
     }
 
+    /// Position of the `d`-th (`d ≥ 1`) runend bit at or after slot `x` (`slots` if there is
+    /// none, which a consistent table never asks for).
     #[inline(always)]
-    fn continuation(&self, i: u64) -> bool {
-        self.continuations[(i >> 6) as usize] >> (i & 63) & 1 != 0
-    }
-
-    /// The nearest slot at or before non-empty slot `q` that holds an unshifted remainder: skips
-    /// the run of shifted bits ending at `q`, a word at a time. Every remainder after it (up to
-    /// the next empty slot) has a quotient at least that slot's. Slot 0 is never shifted.
-    #[inline]
-    fn cluster_start(&self, q: u64) -> u64 {
-        let mut c = q;
+    fn select_from(&self, x: u64, mut d: u64) -> u64 {
+        let mut b = x >> 6;
+        if b >= self.nblocks() {
+            return self.slots;
+        }
+        let mut w = self.runend_word(b) & (u64::MAX << (x & 63));
         loop {
-            let off = (c & 63) as u32;
-            // Bit `c` to the top; the leading ones are the shifted slots `c, c-1, ...`.
-            let ones = (self.shifteds[(c >> 6) as usize] << (63 - off)).leading_ones();
-            if ones <= off {
-                return c - ones as u64;
+            let c = w.count_ones() as u64;
+            if d <= c {
+                return (b << 6) + select64(w, (d - 1) as u32) as u64;
             }
-            c -= off as u64 + 1;
+            d -= c;
+            b += 1;
+            if b >= self.nblocks() {
+                return self.slots;
+            }
+            w = self.runend_word(b);
         }
     }
 
-    /// Slot of the first remainder of quotient `q`'s run, if `q` is occupied. From the cluster
-    /// start `c`, the runs appear in the order of the occupied quotients, so `q`'s run is the
-    /// `k`-th run start at or after `c`, `k` being the number of occupied quotients in `c..=q`
-    /// (rank), and a run start is a non-empty (occupied or shifted) slot that is not a
-    /// continuation (select).
-    fn run_start(&self, q: u64) -> Option<u64> {
-        if !self.occupied(q) {
+    /// The slot after the last run of a quotient `≤ x`: exact when it is past the start of `x`'s
+    /// block, otherwise some value `≤` that start. Slot `x` is in use exactly when this is `> x`.
+    #[inline(always)]
+    fn frontier(&self, x: u64) -> u64 {
+        let b = x >> 6;
+        let d = (self.occ_word(b) & (u64::MAX >> (63 - (x & 63)))).count_ones() as u64;
+        let start = (b << 6) + self.offset(b);
+        if d == 0 {
+            start
+        } else {
+            self.select_from(start, d) + 1
+        }
+    }
+
+    /// The end of quotient `q`'s run, if `q` is occupied (rank in the block, then select from
+    /// the block's offset).
+    #[inline(always)]
+    fn run_end(&self, q: u64) -> Option<u64> {
+        let b = q >> 6;
+        // The run usually ends in q's own block, near q: fetch the remainder word of slot q
+        // now, so that its cache miss overlaps the one of the metadata words instead of
+        // following it (the block is 8·(2 + r) bytes, often two cache lines).
+        prefetch(&self.blocks[b as usize * self.stride + 2 + (((q & 63) * self.r as u64) >> 6) as usize]);
+        let occ = self.occ_word(b);
+        if occ >> (q & 63) & 1 == 0 {
             return None;
         }
-        let c = self.cluster_start(q);
-        // rank: occupied bits in c..=q
-        let (wc, wq) = ((c >> 6) as usize, (q >> 6) as usize);
-        let mut k = 0u32;
-        for w in wc..=wq {
-            let mut x = self.occupieds[w];
-            if w == wc {
-                x &= u64::MAX << (c & 63);
-            }
-            if w == wq {
-                x &= u64::MAX >> (63 - (q & 63));
-            }
-            k += x.count_ones();
-        }
-        // select: the k-th run start from c
-        let mut w = wc;
-        let mut first = true;
+        let d = (occ & (u64::MAX >> (63 - (q & 63)))).count_ones() as u64;
+        Some(self.select_from((b << 6) + self.offset(b), d))
+    }
+
+    /// The first unused slot at or after `x` (`≥ slots` if the table is used to its end).
+    fn first_unused(&self, mut x: u64) -> u64 {
         loop {
-            let mut x = (self.occupieds[w] | self.shifteds[w]) & !self.continuations[w];
-            if first {
-                x &= u64::MAX << (c & 63);
-                first = false;
+            if x >= self.slots {
+                return x;
             }
-            let n = x.count_ones();
-            if n >= k {
-                for _ in 1..k {
-                    x &= x - 1;
-                }
-                return Some(((w as u64) << 6) + x.trailing_zeros() as u64);
+            let f = self.frontier(x);
+            if f <= x {
+                return x;
             }
-            k -= n;
-            w += 1;
+            x = f;
         }
     }
 
-    /// The remainders of the run starting at slot `s`.
-    fn run(&self, s: u64) -> impl Iterator<Item = u64> + '_ {
-        let mut i = s;
-        let mut first = true;
-        core::iter::from_fn(move || {
-            if i >= self.slots || (!first && !self.continuation(i)) {
+    /// The first occupied quotient in `from..to`, if any.
+    fn next_occupied(&self, from: u64, to: u64) -> Option<u64> {
+        if from >= to {
+            return None;
+        }
+        let mut b = from >> 6;
+        let mut w = self.occ_word(b) & (u64::MAX << (from & 63));
+        loop {
+            if w != 0 {
+                let q = (b << 6) + w.trailing_zeros() as u64;
+                return (q < to).then_some(q);
+            }
+            b += 1;
+            if b << 6 >= to || b >= self.nblocks() {
                 return None;
             }
-            first = false;
-            let x = self.rem(i);
-            i += 1;
-            Some(x)
-        })
+            w = self.occ_word(b);
+        }
     }
 
-    /// Inserts one fingerprint by rewriting the cluster region around its home slot.
-    fn insert_fingerprint(&mut self, v: u64) -> Result<()> {
+    /// Adds one to (`grow`) or removes one from the offsets of the blocks starting in
+    /// `q+1 ..= e`: the blocks whose earlier runs grew or shrank by one slot. A saturated offset
+    /// stays saturated ("recompute"), so a stored offset below the cap is always exact.
+    fn adjust_offsets(&mut self, q: u64, e: u64, grow: bool) {
+        let (lo, hi) = ((q >> 6) + 1, (e >> 6).min(self.nblocks() - 1));
+        let cap = self.offset_cap;
+        for b in lo..=hi {
+            let o = &mut self.offsets[b as usize];
+            if *o < cap {
+                if grow {
+                    *o += 1;
+                } else {
+                    *o -= 1;
+                }
+            }
+        }
+    }
+
+    /// Inserts one fingerprint (another copy if it is stored already); `Ok(true)` if a copy was
+    /// already stored.
+    fn insert_fingerprint(&mut self, v: u64) -> Result<bool> {
         if self.items >= self.quotients {
             return Err(Error::Full { len: self.items as usize });
         }
         let (q, rem) = self.split(v);
-        if self.get(q) & META == 0 {
-            // Empty home slot: nothing is shifted through it, the item starts its own run here.
-            self.set(q, rem << 3 | OCCUPIED);
-            self.items += 1;
-            return Ok(());
+        let (p, present, end) = match self.run_end(q) {
+            Some(end) => {
+                // Sorted run: the new copy goes after every remainder ≤ it.
+                let (mut i, mut p) = (end, end + 1);
+                let mut present = false;
+                loop {
+                    let x = self.rem(i);
+                    if x <= rem {
+                        present = x == rem;
+                        break;
+                    }
+                    p = i;
+                    if i == q || self.is_runend(i - 1) {
+                        break;
+                    }
+                    i -= 1;
+                }
+                (p, present, Some(end))
+            }
+            None => (q.max(self.frontier(q)), false, None),
+        };
+        // Slots p..=end are q's run, in use: the search for a free slot starts after it. Every
+        // run of a quotient ≤ q ends before that slot, so it is free unless a later quotient's
+        // run starts there, i.e. unless some quotient in q+1..=slot is occupied (one word test,
+        // which saves the rank-and-select of `first_unused` in the common case).
+        let x = end.map_or(p, |end| end + 1);
+        let e = if x < self.slots && self.next_occupied(q + 1, x + 1).is_none() {
+            x
+        } else {
+            self.first_unused(x)
+        };
+        if e >= self.slots {
+            return Err(Error::Full { len: self.items as usize });
         }
-        let c = self.cluster_start(q);
-        let mut entries = self.decode(c);
-        let at = entries.partition_point(|&e| e <= (q, rem));
-        entries.insert(at, (q, rem));
-        self.rewrite(c, &entries)?;
+        self.shift_up(p, e);
+        self.set_rem(p, rem);
+        match end {
+            None => {
+                self.set_runend(p, true);
+                self.set_occupied(q, true);
+            }
+            Some(end) if p == end + 1 => {
+                self.set_runend(end, false);
+                self.set_runend(p, true);
+            }
+            Some(_) => self.set_runend(p, false),
+        }
+        self.adjust_offsets(q, e, true);
         self.items += 1;
-        Ok(())
+        Ok(present)
     }
 
     /// Removes one stored copy of fingerprint `v`.
     fn remove_fingerprint(&mut self, v: u64) -> bool {
         let (q, rem) = self.split(v);
-        if !self.occupied(q) {
-            return false;
+        let Some(end) = self.run_end(q) else { return false };
+        let mut i = end;
+        loop {
+            let x = self.rem(i);
+            if x == rem {
+                break;
+            }
+            if x < rem || i == q || self.is_runend(i - 1) {
+                return false;
+            }
+            i -= 1;
         }
-        let c = self.cluster_start(q);
-        let mut entries = self.decode(c);
-        let Some(at) = entries.iter().position(|&e| e == (q, rem)) else {
-            return false;
-        };
-        entries.remove(at);
-        self.rewrite(c, &entries).expect("a shorter layout always fits");
+        let alone = i == end && (i == q || self.is_runend(i - 1));
+        // The runs after q's move down by one as long as they are contiguous and shifted.
+        let (mut last, mut cq) = (end, q);
+        while last + 1 < self.slots {
+            match self.next_occupied(cq + 1, last + 1) {
+                Some(q2) => {
+                    last = self.select_from(last + 1, 1);
+                    cq = q2;
+                }
+                None => break,
+            }
+        }
+        self.shift_down(i, last);
+        if alone {
+            self.set_occupied(q, false);
+        } else if i == end {
+            self.set_runend(i - 1, true);
+        }
+        self.adjust_offsets(q, last, false);
         self.items -= 1;
         true
     }
 
-    /// The `(quotient, remainder)` pairs stored from slot `c` (unshifted) to the next empty slot.
-    fn decode(&self, c: u64) -> Vec<(u64, u64)> {
-        let mut out = Vec::new();
-        let (mut s, mut next_q, mut q) = (c, c, c);
-        while s < self.slots {
-            let x = self.get(s);
-            if x & META == 0 {
+    /// Moves slots `p..e` (remainders and runend bits) to `p+1..=e`; slot `p` keeps stale bits
+    /// for the caller to overwrite. Word-wide, block by block from the top.
+    fn shift_up(&mut self, p: u64, e: u64) {
+        if p == e {
+            return;
+        }
+        let (pb, eb) = (p >> 6, e >> 6);
+        let r = self.r as usize;
+        let mut b = eb;
+        loop {
+            let lo = if b == pb { (p & 63) as usize } else { 0 };
+            let hi = if b == eb { (e & 63) as usize } else { 64 };
+            let base = b as usize * self.stride;
+            // Runend bits [lo, hi) up by one (bit 63 went to the next block already).
+            let m = bit_range(lo, hi);
+            let w = self.blocks[base + 1];
+            self.blocks[base + 1] = (w & !(m << 1)) | ((w & m) << 1);
+            let rems = &mut self.blocks[base + 2..base + 2 + r];
+            // Slot 63 of a block below the top one went to slot 0 of the next block already.
+            shift_bits_up(rems, lo * r, hi.min(63) * r, r as u32);
+            if b > pb {
+                // Slot 0 of this block takes slot 63 of the previous block.
+                let prev_last = ((b - 1) << 6) + 63;
+                let bit = self.is_runend(prev_last);
+                self.set_runend(b << 6, bit);
+                let x = self.rem(prev_last);
+                self.set_rem(b << 6, x);
+            }
+            if b == pb {
                 break;
             }
-            if x & CONTINUATION == 0 {
-                while !self.occupied(next_q) {
-                    next_q += 1;
-                }
-                q = next_q;
-                next_q += 1;
-            }
-            out.push((q, x >> 3));
-            s += 1;
+            b -= 1;
         }
-        out
     }
 
-    /// Lays `entries` (sorted, quotients ≥ `c`) out from slot `c`, replacing the region from `c`
-    /// to the first empty slot. Checks that the layout fits before writing anything.
-    fn rewrite(&mut self, c: u64, entries: &[(u64, u64)]) -> Result<()> {
-        let mut p = c;
-        for &(q, _) in entries {
-            p = p.max(q) + 1;
-        }
-        if p > self.slots {
-            return Err(Error::Full { len: self.items as usize });
-        }
-        let mut s = c;
-        while s < self.slots && self.get(s) & META != 0 {
-            self.set(s, 0);
-            s += 1;
-        }
-        self.lay_out(c, entries);
-        Ok(())
-    }
-
-    /// Writes sorted `entries` from slot `start` on into cleared slots (the caller checked that
-    /// they fit).
-    fn lay_out(&mut self, start: u64, entries: &[(u64, u64)]) {
-        let mut p = start;
-        let mut prev_q = u64::MAX;
-        for &(q, rem) in entries {
-            let pos = p.max(q);
-            let mut x = rem << 3;
-            if q == prev_q {
-                x |= CONTINUATION;
+    /// Moves slots `i+1..=last` (remainders and runend bits) to `i..last` and clears slot `last`.
+    fn shift_down(&mut self, i: u64, last: u64) {
+        let (ib, lb) = (i >> 6, last >> 6);
+        let r = self.r as usize;
+        for b in ib..=lb {
+            let base = b as usize * self.stride;
+            if b > ib {
+                // Slot 0 of this block goes to slot 63 of the previous one.
+                let bit = self.is_runend(b << 6);
+                self.set_runend((b << 6) - 1, bit);
+                let x = self.rem(b << 6);
+                self.set_rem((b << 6) - 1, x);
             }
-            if pos != q {
-                x |= SHIFTED;
+            // Slots [lo, hi] down by one, lo ≥ 1.
+            let lo = if b == ib { (i & 63) as usize + 1 } else { 1 };
+            let hi = if b == lb { (last & 63) as usize } else { 63 };
+            if lo <= hi {
+                let m = bit_range(lo, hi + 1);
+                let w = self.blocks[base + 1];
+                self.blocks[base + 1] = (w & !(m >> 1)) | ((w & m) >> 1);
+                let rems = &mut self.blocks[base + 2..base + 2 + r];
+                shift_bits_down(rems, lo * r, (hi + 1) * r, r as u32);
             }
-            // Overwriting slot `pos` whole cannot drop an occupied bit: the quotients marked so
-            // far had their runs placed before `pos`, so they are all `< pos`.
-            self.set(pos, x);
-            if q != prev_q {
-                let y = self.get(q);
-                self.set(q, y | OCCUPIED);
-            }
-            prev_q = q;
-            p = pos + 1;
         }
+        self.set_runend(last, false);
+        self.set_rem(last, 0);
     }
 
     /// Fills an empty table from sorted fingerprints.
@@ -561,76 +722,161 @@ impl Quotient {
         if v.len() as u64 > self.quotients {
             return Err(Error::Full { len: v.len() });
         }
-        let entries: Vec<(u64, u64)> = v.iter().map(|&x| self.split(x)).collect();
         let mut p = 0;
-        for &(q, _) in &entries {
-            p = p.max(q) + 1;
+        for &x in v {
+            p = p.max(x >> self.r) + 1;
         }
         if p > self.slots {
             return Err(Error::Full { len: v.len() });
         }
-        self.lay_out(0, &entries);
+        let mut pos = 0u64;
+        let mut prev_q = None;
+        for &x in v {
+            let (q, rem) = self.split(x);
+            if prev_q != Some(q) {
+                if prev_q.is_some() {
+                    self.set_runend(pos - 1, true);
+                }
+                self.set_occupied(q, true);
+                pos = pos.max(q);
+            }
+            self.set_rem(pos, rem);
+            pos += 1;
+            prev_q = Some(q);
+        }
+        if prev_q.is_some() {
+            self.set_runend(pos - 1, true);
+        }
         self.items = v.len() as u64;
+        self.rebuild_offsets();
         Ok(())
     }
 
-    /// Checks every layout invariant the algorithms rely on (for decoded files): slot by slot,
-    /// runs pair with occupied quotients in order, a remainder is shifted exactly when it is not
-    /// in its home slot, continuations follow a slot of the same run, no run is interrupted by
-    /// an empty slot, empty slots are all zero, only home slots are occupied, and the number of
-    /// remainders is `items`.
-    fn check_layout(&self) -> core::result::Result<(), &'static str> {
-        let (mut pending, mut next_q, mut count) = (0u64, 0u64, 0u64);
-        let mut prev_nonempty = false;
-        for s in 0..self.slots {
-            let x = self.get(s);
-            if x & OCCUPIED != 0 {
-                if s >= self.quotients {
-                    return Err("occupied bit on an overflow slot");
+    /// Computes every block's offset in one pass (a cursor over the runend bits follows the
+    /// running count of occupied quotients).
+    fn rebuild_offsets(&mut self) {
+        let mut k = 0u64; // occupied quotients below the current block
+        let (mut seen, mut rb) = (0u64, 0u64); // runend bits in blocks < rb
+        for b in 0..self.nblocks() {
+            let mut off = 0;
+            if k > 0 {
+                loop {
+                    let c = self.runend_word(rb).count_ones() as u64;
+                    if seen + c >= k || rb + 1 >= self.nblocks() {
+                        break;
+                    }
+                    seen += c;
+                    rb += 1;
                 }
-                pending += 1;
+                let end = (rb << 6) + select64(self.runend_word(rb), (k - seen - 1) as u32) as u64;
+                off = (end + 1).saturating_sub(b << 6);
             }
-            if x & META == 0 {
-                if x != 0 {
-                    return Err("remainder in an empty slot");
-                }
-                if pending != 0 {
-                    return Err("an occupied quotient has no run before an empty slot");
-                }
-                prev_nonempty = false;
-                continue;
-            }
-            if x & CONTINUATION != 0 {
-                if !prev_nonempty || x & SHIFTED == 0 {
-                    return Err("continuation without a run before it");
-                }
-            } else {
-                if pending == 0 {
-                    return Err("a run without an occupied quotient");
-                }
-                while next_q < s && self.get(next_q) & OCCUPIED == 0 {
-                    next_q += 1;
-                }
-                let q = next_q;
-                next_q += 1;
-                pending -= 1;
-                if (x & SHIFTED != 0) != (q != s) {
-                    return Err("shifted bit does not match the run's position");
-                }
-            }
-            if x & SHIFTED != 0 && !prev_nonempty {
-                return Err("shifted remainder after an empty slot");
-            }
-            count += 1;
-            prev_nonempty = true;
+            self.offsets[b as usize] = off.min(self.offset_cap as u64) as u16;
+            k += self.occ_word(b).count_ones() as u64;
         }
-        if pending != 0 {
-            return Err("an occupied quotient has no run");
+    }
+
+    /// Checks every layout invariant the algorithms rely on (for decoded files): the runs pair
+    /// with the occupied quotients in order, each run starts at its quotient or right after the
+    /// previous run and ends at the first runend bit from there, its remainders are sorted, no
+    /// runend bit lies outside a run, unused slots hold remainder 0, only home slots are
+    /// occupied, and the number of remainders is `items`.
+    fn check_layout(&self) -> core::result::Result<(), &'static str> {
+        let zero_between = |a: u64, b: u64| (a..b).all(|s| self.rem(s) == 0);
+        let (mut frontier, mut count) = (0u64, 0u64);
+        let mut q = 0;
+        while let Some(oq) = self.next_occupied(q, self.slots) {
+            if oq >= self.quotients {
+                return Err("occupied bit on an overflow slot");
+            }
+            let start = oq.max(frontier);
+            let end = self.select_from(frontier, 1);
+            if end >= self.slots {
+                return Err("an occupied quotient has no run");
+            }
+            if end < start {
+                return Err("a run end outside any run");
+            }
+            if !zero_between(frontier, start) {
+                return Err("remainder in an unused slot");
+            }
+            if (start..end).any(|s| self.rem(s) > self.rem(s + 1)) {
+                return Err("run not sorted");
+            }
+            count += end - start + 1;
+            frontier = end + 1;
+            q = oq + 1;
+        }
+        if self.select_from(frontier, 1) < self.slots {
+            return Err("a run end without an occupied quotient");
+        }
+        if !zero_between(frontier, self.slots) {
+            return Err("remainder in an unused slot");
         }
         if count != self.items {
             return Err("item count does not match the stored remainders");
         }
         Ok(())
+    }
+
+    /// Test hook: saturate offsets at `cap` (instead of 65,535), to exercise the slow path.
+    #[cfg(test)]
+    fn set_offset_cap(&mut self, cap: u16) {
+        self.offset_cap = cap.max(1);
+        self.rebuild_offsets();
+    }
+}
+
+/// Bits `lo..hi` of a word (`hi ≤ 64`).
+#[inline(always)]
+fn bit_range(lo: usize, hi: usize) -> u64 {
+    if lo >= hi {
+        0
+    } else {
+        (u64::MAX >> (64 - (hi - lo))) << lo
+    }
+}
+
+/// In the little-endian bit string `ws`, moves bits `a..z` to `a+k..z+k` (bits pushed past the
+/// end are dropped; bits outside `a..z+k` are kept; bits `a..a+k` are left stale). `0 < k < 64`.
+fn shift_bits_up(ws: &mut [u64], a: usize, z: usize, k: u32) {
+    if a >= z {
+        return;
+    }
+    let total = ws.len() * 64;
+    let (da, dz) = (a + k as usize, (z + k as usize).min(total));
+    if da >= dz {
+        return;
+    }
+    // Destination words from the top: each takes its own bits shifted up and the top bits of
+    // the word below, both still unmodified.
+    let mut t = (dz - 1) / 64;
+    loop {
+        let below = if t > 0 { ws[t - 1] >> (64 - k) } else { 0 };
+        let src = (ws[t] << k) | below;
+        let m = bit_range(da.max(t * 64) - t * 64, dz.min(t * 64 + 64) - t * 64);
+        ws[t] = (ws[t] & !m) | (src & m);
+        if t * 64 <= da {
+            break;
+        }
+        t -= 1;
+    }
+}
+
+/// In the little-endian bit string `ws`, moves bits `a..z` to `a-k..z-k` (`k ≤ a`; bits outside
+/// `a-k..z` are kept; bits `z-k..z` are left stale). `0 < k < 64`.
+fn shift_bits_down(ws: &mut [u64], a: usize, z: usize, k: u32) {
+    if a >= z {
+        return;
+    }
+    let (da, dz) = (a - k as usize, z - k as usize);
+    let mut t = da / 64;
+    while t * 64 < dz {
+        let above = if t + 1 < ws.len() { ws[t + 1] << (64 - k) } else { 0 };
+        let src = (ws[t] >> k) | above;
+        let m = bit_range(da.max(t * 64) - t * 64, dz.min(t * 64 + 64) - t * 64);
+        ws[t] = (ws[t] & !m) | (src & m);
+        t += 1;
     }
 }
 
@@ -638,9 +884,13 @@ impl Quotient {
 #[derive(Debug, Clone)]
 pub struct Hashes<'a> {
     f: &'a Quotient,
-    s: u64,
+    /// Where to look for the next occupied quotient.
     next_q: u64,
+    /// The slot after the previous run.
+    frontier: u64,
+    /// The current run: its quotient, the next slot to yield and its last slot.
     q: u64,
+    i: u64,
     end: u64,
 }
 
@@ -648,23 +898,18 @@ impl Iterator for Hashes<'_> {
     type Item = u64;
 
     fn next(&mut self) -> Option<u64> {
-        while self.s < self.end {
-            let x = self.f.get(self.s);
-            self.s += 1;
-            if x & META == 0 {
-                continue;
-            }
-            if x & CONTINUATION == 0 {
-                // Runs appear in quotient order: this one belongs to the next occupied quotient.
-                while !self.f.occupied(self.next_q) {
-                    self.next_q += 1;
-                }
-                self.q = self.next_q;
-                self.next_q += 1;
-            }
-            return Some(self.q << self.f.r | x >> 3);
+        if self.i > self.end {
+            let q = self.f.next_occupied(self.next_q, self.f.quotients)?;
+            let start = q.max(self.frontier);
+            self.end = self.f.select_from(start, 1);
+            self.frontier = self.end + 1;
+            self.q = q;
+            self.i = start;
+            self.next_q = q + 1;
         }
-        None
+        let x = self.f.rem(self.i);
+        self.i += 1;
+        Some(self.q << self.f.r | x)
     }
 }
 
@@ -673,11 +918,30 @@ impl Filter for Quotient {
         self.hasher
     }
 
+    /// Same answer as the provided method; hashes with [`Hasher::digest_inline`].
+    #[inline]
+    fn contains<T: AsRef<[u8]>>(&self, item: T) -> bool
+    where
+        Self: Sized,
+    {
+        self.contains_digest(self.hasher.digest_inline(item.as_ref()))
+    }
+
+    #[inline]
     fn contains_digest(&self, d: Digest) -> bool {
         let (q, rem) = self.split(self.fingerprint(d));
-        match self.run_start(q) {
-            None => false,
-            Some(s) => self.run(s).any(|x| x == rem),
+        let Some(end) = self.run_end(q) else { return false };
+        // The run is sorted: scan down from its end while the remainders are ≥ the query's.
+        let mut i = end;
+        loop {
+            let x = self.rem(i);
+            if x <= rem {
+                return x == rem;
+            }
+            if i == q || self.is_runend(i - 1) {
+                return false;
+            }
+            i -= 1;
         }
     }
 
@@ -686,7 +950,7 @@ impl Filter for Quotient {
     }
 
     fn size_in_bytes(&self) -> usize {
-        (3 * self.occupieds.len() + self.words.len()) * 8
+        self.blocks.len() * 8 + self.offsets.len() * 2
     }
 
     fn expected_fpr(&self) -> f64 {
@@ -713,27 +977,41 @@ impl Persist for Quotient {
     const KIND: FilterKind = FilterKind::Quotient;
 
     /// Parameters (48 bytes): quotients `nq` `u64`, remainder bits `r` `u32` (1 to 56, with
-    /// `nq · 2^r ≤ 2^64`), reserved `u32` (0), slots `u64` (`nq + 64 + 8·⌊√nq⌋`), items `u64`,
-    /// capacity `u64`, target FPR `f64`.
+    /// `nq · 2^r ≤ 2^64`), layout `u32`, slots `u64`, items `u64`, capacity `u64`, target FPR
+    /// `f64`.
     ///
-    /// Payload: three bitmaps of `8·⌈slots / 64⌉` bytes each, slot `i` being bit `i & 7` of byte
-    /// `i >> 3`: occupied (quotient `i` has items), continuation (slot `i` continues the run of
-    /// slot `i - 1`), shifted (the remainder in slot `i` is not in its home slot); then the
-    /// remainders, `⌈slots · r / 8⌉` bytes, slot `i` being the `r`-bit little-endian field at bit
-    /// `i · r`. Empty slots (no bit set) have remainder 0; bits past the last slot are 0. Decoding
-    /// checks every layout invariant, so a corrupted table is an error and not a wrong answer later.
+    /// **Layout 1** (rank-and-select, what this version writes): `slots = 64·⌈(nq + 64 +
+    /// 8·⌊√nq⌋) / 64⌉`. Payload: `slots / 64` blocks of `8·(2 + r)` bytes: the block's occupied
+    /// bits (`u64`, bit `s` for slot `64·b + s`: quotient has items), its runend bits (`u64`: the
+    /// slot ends a run), then its 64 remainders as `r` little-endian `u64` words, slot `s` being
+    /// the `r`-bit field at bit `s·r`. Runs are sorted, in quotient order, each starting at its
+    /// quotient or right after the previous run; unused slots have remainder 0. The per-block
+    /// offsets are not stored: decoding recomputes them.
+    ///
+    /// **Layout 0** (three metadata bits, written by earlier versions; read only, converted to
+    /// layout 1 on decoding): `slots = nq + 64 + 8·⌊√nq⌋`. Payload: three bitmaps of
+    /// `8·⌈slots / 64⌉` bytes each, slot `i` being bit `i & 7` of byte `i >> 3`: occupied
+    /// (quotient `i` has items), continuation (slot `i` continues the run of slot `i - 1`),
+    /// shifted (the remainder in slot `i` is not in its home slot); then the remainders,
+    /// `⌈slots · r / 8⌉` bytes, slot `i` being the `r`-bit little-endian field at bit `i · r`.
+    ///
+    /// Decoding checks every layout invariant, so a corrupted table is an error and not a wrong
+    /// answer later.
     fn to_bytes(&self) -> Vec<u8> {
         let mut p = ParamWriter::new();
         p.u64(self.quotients)
             .u32(self.r)
-            .u32(0)
+            .u32(LAYOUT_RANK_SELECT)
             .u64(self.slots)
             .u64(self.items)
             .u64(self.capacity)
             .f64(self.target_fpr);
-        let len = Self::payload_len(self.slots, self.r) as u64;
-        let mut e = Encoder::new(Self::KIND, self.hasher, p.as_bytes(), len);
-        self.write_payload(e.payload());
+        let table = &self.blocks[..self.blocks.len() - 1];
+        let mut e = Encoder::new(Self::KIND, self.hasher, p.as_bytes(), table.len() as u64 * 8);
+        let out = e.payload();
+        for w in table {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
         e.finish()
     }
 
@@ -742,7 +1020,7 @@ impl Persist for Quotient {
         let mut r = raw.param_reader();
         let quotients = r.u64("quotients")?;
         let rbits = r.u32("remainder bits")?;
-        let reserved = r.u32("reserved")?;
+        let layout = r.u32("layout")?;
         let slots = r.u64("slots")?;
         let items = r.u64("items")?;
         let capacity = r.u64("capacity")?;
@@ -753,15 +1031,22 @@ impl Persist for Quotient {
             || rbits == 0
             || rbits > MAX_REMAINDER_BITS
             || (quotients as u128) << rbits > 1u128 << 64
-            || reserved != 0
         {
             return Err(bad("quotient: quotients ≥ 1, remainder bits 1 to 56, quotients · 2^r ≤ 2^64"));
         }
-        if slots != quotients + overflow_slots(quotients) || items > quotients {
+        let want_slots = match layout {
+            LAYOUT_CLASSIC => quotients + overflow_slots(quotients),
+            LAYOUT_RANK_SELECT => rank_select_slots(quotients),
+            _ => return Err(bad("quotient: unknown layout (0 or 1)")),
+        };
+        if slots != want_slots || items > quotients {
             return Err(bad("quotient: slot count or item count inconsistent with the quotients"));
         }
-        let len = Self::payload_len(slots, rbits);
         let payload = raw.payload();
+        let len = match layout {
+            LAYOUT_CLASSIC => classic::payload_len(slots, rbits),
+            _ => slots as u128 / 64 * (2 + rbits as u128) * 8,
+        };
         if len != payload.len() as u128 {
             return Err(FormatError::Truncated {
                 what: "quotient slots",
@@ -770,64 +1055,180 @@ impl Persist for Quotient {
             }
             .into());
         }
-        // The payload has exactly the table's length, so this allocation is bounded by the input.
+        // The payload has exactly the table's length, so these allocations are bounded by the
+        // input.
         let mut f = Quotient::with_params(quotients, rbits, raw.hasher())?;
-        let bitmap = f.occupieds.len() * 8;
-        let mut at = 0;
-        for v in [&mut f.occupieds, &mut f.continuations, &mut f.shifteds] {
-            fill_le(v, &payload[at..at + bitmap]);
-            at += bitmap;
+        if layout == LAYOUT_CLASSIC {
+            let hashes = classic::decode(quotients, rbits, slots, items, payload).map_err(bad)?;
+            f.build_sorted(&hashes).map_err(|_| bad("quotient: the table does not fit"))?;
+        } else {
+            for (w, chunk) in f.blocks.iter_mut().zip(payload.chunks_exact(8)) {
+                *w = u64::from_le_bytes(chunk.try_into().expect("8-byte chunk"));
+            }
+            f.items = items;
+            f.check_layout().map_err(bad)?;
+            f.rebuild_offsets();
         }
-        fill_le(&mut f.words, &payload[at..]);
-        let tail = |v: &[u64], used: u64| {
-            let (k, off) = ((used >> 6) as usize, used & 63);
-            (off != 0 && v[k] >> off != 0) || v[k + (off != 0) as usize..].iter().any(|&x| x != 0)
-        };
-        if tail(&f.occupieds, slots)
-            || tail(&f.continuations, slots)
-            || tail(&f.shifteds, slots)
-            || tail(&f.words, slots * rbits as u64)
-        {
-            return Err(bad("quotient: bits set past the last slot"));
-        }
-        f.items = items;
-        f.check_layout().map_err(bad)?;
         f.capacity = capacity;
         f.target_fpr = target_fpr;
         Ok(f)
     }
 }
 
-impl Quotient {
-    /// Bytes of the file payload: three bitmaps and the packed remainders.
-    fn payload_len(slots: u64, r: u32) -> u128 {
+/// The 3-metadata-bit layout of earlier versions (layout 0), read only: checked and turned into
+/// the sorted list of stored fingerprints.
+mod classic {
+    const OCCUPIED: u64 = 1;
+    const CONTINUATION: u64 = 2;
+    const SHIFTED: u64 = 4;
+    const META: u64 = 7;
+
+    /// Bytes of a layout-0 payload: three bitmaps and the packed remainders.
+    pub(super) fn payload_len(slots: u64, r: u32) -> u128 {
         3 * 8 * (slots as u128).div_ceil(64) + (slots as u128 * r as u128).div_ceil(8)
     }
 
-    fn write_payload(&self, out: &mut Vec<u8>) {
-        for v in [&self.occupieds, &self.continuations, &self.shifteds] {
-            for w in v {
-                out.extend_from_slice(&w.to_le_bytes());
-            }
+    pub(super) struct Table {
+        pub(super) bitmaps: [Vec<u64>; 3],
+        pub(super) words: Vec<u64>,
+        pub(super) r: u32,
+        pub(super) slots: u64,
+        pub(super) quotients: u64,
+    }
+
+    impl Table {
+        /// Slot `i`: remainder `<< 3` | shifted (4) | continuation (2) | occupied (1).
+        pub(super) fn get(&self, i: u64) -> u64 {
+            let (k, b) = ((i >> 6) as usize, i & 63);
+            let m = (0..3).fold(0, |m, j| m | (self.bitmaps[j][k] >> b & 1) << j);
+            let bit = i * self.r as u64;
+            let (w, off) = ((bit >> 6) as usize, (bit & 63) as u32);
+            let two = self.words[w] as u128 | (self.words[w + 1] as u128) << 64;
+            ((two >> off) as u64 & (u64::MAX >> (64 - self.r))) << 3 | m
         }
-        let mut left = (self.slots * self.r as u64).div_ceil(8) as usize;
-        for w in &self.words {
-            let n = left.min(8);
-            out.extend_from_slice(&w.to_le_bytes()[..n]);
-            left -= n;
-            if left == 0 {
-                break;
+
+        #[cfg(test)]
+        pub(super) fn set(&mut self, i: u64, v: u64) {
+            let (k, b) = ((i >> 6) as usize, i & 63);
+            for j in 0..3 {
+                let w = &mut self.bitmaps[j][k];
+                *w = (*w & !(1 << b)) | ((v >> j & 1) << b);
             }
+            let mask = u64::MAX >> (64 - self.r);
+            let bit = i * self.r as u64;
+            let (w, off) = ((bit >> 6) as usize, (bit & 63) as u32);
+            let two = (self.words[w] as u128 | (self.words[w + 1] as u128) << 64) & !((mask as u128) << off)
+                | ((v >> 3 & mask) as u128) << off;
+            self.words[w] = two as u64;
+            self.words[w + 1] = (two >> 64) as u64;
+        }
+
+        fn occupied(&self, i: u64) -> bool {
+            self.bitmaps[0][(i >> 6) as usize] >> (i & 63) & 1 != 0
+        }
+
+        /// Checks the layout invariants (as the earlier versions did) and returns the stored
+        /// fingerprints in increasing order.
+        pub(super) fn hashes(&self, items: u64) -> Result<Vec<u64>, &'static str> {
+            let (mut pending, mut next_q, mut q) = (0u64, 0u64, 0u64);
+            let mut prev_nonempty = false;
+            let mut out = Vec::new();
+            for s in 0..self.slots {
+                let x = self.get(s);
+                if x & OCCUPIED != 0 {
+                    if s >= self.quotients {
+                        return Err("occupied bit on an overflow slot");
+                    }
+                    pending += 1;
+                }
+                if x & META == 0 {
+                    if x != 0 {
+                        return Err("remainder in an empty slot");
+                    }
+                    if pending != 0 {
+                        return Err("an occupied quotient has no run before an empty slot");
+                    }
+                    prev_nonempty = false;
+                    continue;
+                }
+                if x & CONTINUATION != 0 {
+                    if !prev_nonempty || x & SHIFTED == 0 {
+                        return Err("continuation without a run before it");
+                    }
+                } else {
+                    if pending == 0 {
+                        return Err("a run without an occupied quotient");
+                    }
+                    while next_q < s && !self.occupied(next_q) {
+                        next_q += 1;
+                    }
+                    q = next_q;
+                    next_q += 1;
+                    pending -= 1;
+                    if (x & SHIFTED != 0) != (q != s) {
+                        return Err("shifted bit does not match the run's position");
+                    }
+                }
+                if x & SHIFTED != 0 && !prev_nonempty {
+                    return Err("shifted remainder after an empty slot");
+                }
+                if out.len() as u64 >= items {
+                    return Err("item count does not match the stored remainders");
+                }
+                out.push(q << self.r | x >> 3);
+                prev_nonempty = true;
+            }
+            if pending != 0 {
+                return Err("an occupied quotient has no run");
+            }
+            if out.len() as u64 != items {
+                return Err("item count does not match the stored remainders");
+            }
+            // Runs were not sorted in this layout.
+            out.sort_unstable();
+            Ok(out)
         }
     }
-}
 
-/// Loads little-endian bytes into words (the last word zero-padded).
-fn fill_le(words: &mut [u64], bytes: &[u8]) {
-    for (w, chunk) in words.iter_mut().zip(bytes.chunks(8)) {
-        let mut b = [0u8; 8];
-        b[..chunk.len()].copy_from_slice(chunk);
-        *w = u64::from_le_bytes(b);
+    /// Loads little-endian bytes into words (the last word zero-padded).
+    fn fill_le(words: &mut [u64], bytes: &[u8]) {
+        for (w, chunk) in words.iter_mut().zip(bytes.chunks(8)) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            *w = u64::from_le_bytes(b);
+        }
+    }
+
+    /// Reads a layout-0 payload (its length already checked against `payload_len`).
+    pub(super) fn decode(
+        quotients: u64,
+        r: u32,
+        slots: u64,
+        items: u64,
+        payload: &[u8],
+    ) -> Result<Vec<u64>, &'static str> {
+        let n = slots.div_ceil(64) as usize;
+        let mut t = Table {
+            bitmaps: [vec![0; n], vec![0; n], vec![0; n]],
+            words: vec![0; (slots * r as u64).div_ceil(64) as usize + 1],
+            r,
+            slots,
+            quotients,
+        };
+        let mut at = 0;
+        for v in t.bitmaps.iter_mut() {
+            fill_le(v, &payload[at..at + 8 * n]);
+            at += 8 * n;
+        }
+        fill_le(&mut t.words, &payload[at..]);
+        let tail = |v: &[u64], used: u64| {
+            let (k, off) = ((used >> 6) as usize, used & 63);
+            (off != 0 && v[k] >> off != 0) || v[k + (off != 0) as usize..].iter().any(|&x| x != 0)
+        };
+        if t.bitmaps.iter().any(|v| tail(v, slots)) || tail(&t.words, slots * r as u64) {
+            return Err("quotient: bits set past the last slot");
+        }
+        t.hashes(items)
     }
 }
 
@@ -843,6 +1244,14 @@ mod tests {
 
     fn key(i: u64) -> [u8; 8] {
         i.to_le_bytes()
+    }
+
+    /// Every offset kept up to date by inserts and deletes is exact or saturated, and every
+    /// offset computed from scratch at or above the cap is saturated.
+    fn offsets_consistent(f: &Quotient) -> bool {
+        let mut g = f.clone();
+        g.rebuild_offsets();
+        g.offsets.iter().zip(&f.offsets).all(|(&want, &have)| have == want || have == f.offset_cap)
     }
 
     #[test]
@@ -884,25 +1293,65 @@ mod tests {
         let f = Quotient::new(1_000_000, 0.01).unwrap();
         assert_eq!(f.remainder_bits(), 7);
         assert_eq!(f.num_quotients(), 1_052_632);
-        assert_eq!(f.num_slots(), 1_052_632 + 64 + 8 * 1025);
+        assert_eq!(f.num_slots(), (1_052_632u64 + 64 + 8 * 1025).div_ceil(64) * 64);
         let bits_per_key = f.size_in_bytes() as f64 * 8.0 / 1e6;
         println!("quotient n = 1e6, p = 1%: {bits_per_key:.2} bits/key");
-        assert!(bits_per_key < 10.7, "{bits_per_key}");
+        assert!(bits_per_key < 9.85, "{bits_per_key}");
+    }
+
+    /// Reference for the word-wide shifts: slot by slot.
+    fn shifted_by_slots(f: &Quotient, from: u64, to: u64, up: bool) -> Quotient {
+        let mut g = f.clone();
+        if up {
+            for i in (from..to).rev() {
+                g.set_rem(i + 1, f.rem(i));
+                g.set_runend(i + 1, f.is_runend(i));
+            }
+        } else {
+            for i in from + 1..=to {
+                g.set_rem(i - 1, f.rem(i));
+                g.set_runend(i - 1, f.is_runend(i));
+            }
+            g.set_rem(to, 0);
+            g.set_runend(to, false);
+        }
+        g
     }
 
     #[test]
-    fn packed_slots_round_trip_for_every_width() {
+    fn packed_slots_and_shifts_for_every_width() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
         for r in 1..=MAX_REMAINDER_BITS {
-            let mut f = Quotient::with_params(50, r, Hasher::default()).unwrap();
-            let mask = (1u64 << (r + 3)) - 1;
-            let val = |i: u64| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 7) & mask;
+            let mut f = Quotient::with_params(200, r, Hasher::default()).unwrap();
+            let val = |i: u64| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 7 & low_mask(r);
             for i in 0..f.slots {
-                f.set(i, val(i));
+                f.set_rem(i, val(i));
+                f.set_runend(i, val(i) & 1 == 1);
             }
             for i in 0..f.slots {
-                assert_eq!(f.get(i), val(i), "r {r} slot {i}");
+                assert_eq!(f.rem(i), val(i), "r {r} slot {i}");
             }
-            assert_eq!(*f.words.last().unwrap(), 0);
+            assert_eq!(*f.blocks.last().unwrap(), 0, "guard word");
+            for _ in 0..40 {
+                let a = next() % f.slots;
+                let b = a + next() % (f.slots - a);
+                let mut up = f.clone();
+                up.shift_up(a, b);
+                let want = shifted_by_slots(&f, a, b, true);
+                // Slot a is stale after shift_up: compare everything else.
+                up.set_rem(a, want.rem(a));
+                up.set_runend(a, want.is_runend(a));
+                assert!(up.blocks == want.blocks, "shift_up r {r} {a}..{b}");
+                let mut down = f.clone();
+                down.shift_down(a, b);
+                assert!(down.blocks == shifted_by_slots(&f, a, b, false).blocks, "shift_down r {r} {a}..{b}");
+            }
         }
     }
 
@@ -917,6 +1366,38 @@ mod tests {
         assert!(f.remove("a"));
         assert!(!f.contains("a") && !f.remove("a") && f.is_empty());
         assert_eq!(f.check_layout(), Ok(()));
+    }
+
+    /// A run longer than the offsets can hold (many copies of one item) saturates them; queries,
+    /// inserts and deletes behind it stay exact.
+    #[test]
+    fn saturated_offsets_stay_correct() {
+        // Hash 0 has fingerprint 0: the copies form one run from slot 0.
+        let many = Digest::from_u64(0);
+        for (cap, copies) in [(u16::MAX, 70_000), (3, 2_000)] {
+            let mut f = Quotient::with_params(300_000, 8, Hasher::default()).unwrap();
+            f.set_offset_cap(cap);
+            for _ in 0..copies {
+                f.try_insert_digest(many).unwrap();
+            }
+            for i in 0..100_000u64 {
+                f.try_insert(key(i)).unwrap();
+            }
+            assert!(f.offsets.iter().any(|&o| o >= f.offset_cap), "some offset saturates");
+            assert!(offsets_consistent(&f));
+            assert_eq!(f.count_digest(many), copies);
+            assert!((0..100_000u64).all(|i| f.contains(key(i))));
+            for i in (0..100_000u64).step_by(2) {
+                assert!(f.remove(key(i)));
+            }
+            for _ in 10..copies {
+                assert!(f.remove_digest(many));
+            }
+            assert!(offsets_consistent(&f));
+            assert_eq!(f.count_digest(many), 10);
+            assert!((1..100_000u64).step_by(2).all(|i| f.contains(key(i))));
+            assert_eq!(f.check_layout(), Ok(()));
+        }
     }
 
     #[test]
@@ -938,6 +1419,7 @@ mod tests {
             assert!(e <= p);
             assert!(measured <= upper(e * 1.01, PROBES as f64), "{measured} > bound of {e}");
             assert!(measured >= e - 3.1 * (e / PROBES as f64).sqrt() - 0.05 * e, "{measured} ≪ {e}");
+            assert!(offsets_consistent(&f));
         }
     }
 
@@ -959,11 +1441,13 @@ mod tests {
         assert_eq!(f, before);
         assert!((0..i).all(|k| f.contains(key(k))));
         assert_eq!(f.check_layout(), Ok(()));
+        assert!(offsets_consistent(&f));
         for k in 0..i / 2 {
             assert!(f.remove(key(k)));
         }
         assert!((i / 2..i).all(|k| f.contains(key(k))));
         assert_eq!(f.check_layout(), Ok(()));
+        assert!(offsets_consistent(&f));
         f.resize().unwrap();
         assert!((i / 2..i).all(|k| f.contains(key(k))));
         assert_eq!(f.check_layout(), Ok(()));
@@ -1034,6 +1518,7 @@ mod tests {
             let bytes = f.to_bytes();
             let g = Quotient::from_bytes(&bytes).unwrap();
             assert_eq!(f, g);
+            assert_eq!(f.offsets, g.offsets);
             for cut in [0, 20, 60, bytes.len() / 2, bytes.len() - 1] {
                 assert!(Quotient::from_bytes(&bytes[..cut]).is_err(), "cut {cut}");
             }
@@ -1045,45 +1530,137 @@ mod tests {
         }
     }
 
-    /// Files with a valid CRC whose table breaks a layout invariant are refused.
+    /// Encodes a file around a chosen parameter block and payload, with a valid CRC.
+    fn forge(
+        quotients: u64,
+        r: u32,
+        layout: u32,
+        slots: u64,
+        items: u64,
+        payload: &[u8],
+    ) -> Result<Quotient> {
+        let mut p = ParamWriter::new();
+        p.u64(quotients).u32(r).u32(layout).u64(slots).u64(items).u64(1).f64(0.01);
+        let mut e = Encoder::new(FilterKind::Quotient, Hasher::default(), p.as_bytes(), payload.len() as u64);
+        e.payload().extend_from_slice(payload);
+        Quotient::from_bytes(&e.finish())
+    }
+
+    /// Files with a valid CRC whose rank-and-select table breaks a layout invariant are refused.
     #[test]
     fn forged_tables_are_errors() {
         let f0 = Quotient::with_params(10, 5, Hasher::default()).unwrap();
-        let forge = |f: &Quotient, quotients: u64, r: u32, slots: u64, items: u64| {
-            let mut p = ParamWriter::new();
-            p.u64(quotients).u32(r).u32(0).u64(slots).u64(items).u64(1).f64(0.01);
-            let mut payload = Vec::new();
-            f.write_payload(&mut payload);
-            let mut e =
-                Encoder::new(FilterKind::Quotient, Hasher::default(), p.as_bytes(), payload.len() as u64);
-            e.payload().extend_from_slice(&payload);
-            Quotient::from_bytes(&e.finish())
-        };
         let slots = f0.slots;
-        assert!(forge(&f0, 10, 5, slots, 0).is_ok());
-        assert!(forge(&f0, 10, 5, slots, 1).is_err(), "item count");
-        assert!(forge(&f0, 10, 5, slots + 1, 0).is_err(), "slot count");
-        assert!(forge(&f0, 0, 5, slots, 0).is_err());
-        assert!(forge(&f0, 10, 6, slots, 0).is_err(), "payload length");
-        assert!(forge(&f0, 10, 0, slots, 0).is_err());
-        let with = |cells: &[(u64, u64)]| {
+        let n = |f: &Quotient, items: u64| {
+            let payload: Vec<u8> =
+                f.blocks[..f.blocks.len() - 1].iter().flat_map(|w| w.to_le_bytes()).collect();
+            forge(10, 5, 1, slots, items, &payload)
+        };
+        let mut ok = f0.clone();
+        for i in 0..6u64 {
+            ok.try_insert(key(i)).unwrap();
+        }
+        assert!(n(&ok, 6).is_ok());
+        assert!(n(&ok, 5).is_err(), "item count");
+        let payload: Vec<u8> = ok.to_bytes()[32 + 48..ok.to_bytes().len() - 4].to_vec();
+        assert!(forge(10, 5, 1, slots, 6, &payload).is_ok());
+        assert!(forge(10, 5, 1, slots + 64, 6, &payload).is_err(), "slot count");
+        assert!(forge(10, 5, 2, slots, 6, &payload).is_err(), "layout");
+        assert!(forge(0, 5, 1, slots, 6, &payload).is_err());
+        assert!(forge(10, 6, 1, slots, 6, &payload).is_err(), "payload length");
+        assert!(forge(10, 0, 1, slots, 6, &payload).is_err());
+        let with = |edit: &dyn Fn(&mut Quotient)| {
             let mut f = f0.clone();
-            for &(i, x) in cells {
-                f.set(i, x);
-            }
+            edit(&mut f);
             f
         };
-        let n = |cells: &[(u64, u64)]| forge(&with(cells), 10, 5, slots, cells.len() as u64);
-        assert!(n(&[(3, 9 << 3 | OCCUPIED)]).is_ok());
-        assert!(n(&[(3, 9 << 3 | OCCUPIED), (4, 1 << 3 | CONTINUATION | SHIFTED)]).is_ok());
-        assert!(n(&[(0, 9 << 3 | SHIFTED)]).is_err(), "shifted at slot 0");
-        assert!(n(&[(3, 9 << 3)]).is_err(), "remainder in an empty slot");
-        assert!(n(&[(3, 9 << 3 | CONTINUATION | SHIFTED)]).is_err(), "continuation first");
-        assert!(n(&[(3, 9 << 3 | OCCUPIED | SHIFTED)]).is_err(), "shifted at home");
-        assert!(n(&[(3, 9 << 3 | OCCUPIED), (4, 1 << 3 | CONTINUATION)]).is_err(), "unshifted continuation");
-        assert!(n(&[(3, 9 << 3 | OCCUPIED), (5, 1 << 3 | SHIFTED)]).is_err(), "run without quotient");
-        assert!(forge(&with(&[(3, OCCUPIED | 2 << 3), (4, OCCUPIED | SHIFTED)]), 10, 5, slots, 2).is_err());
-        assert!(forge(&with(&[(12, OCCUPIED)]), 10, 5, slots, 1).is_err(), "occupied overflow slot");
+        // A run at slot 3 holding remainder 9.
+        let one = |f: &mut Quotient| {
+            f.set_occupied(3, true);
+            f.set_runend(3, true);
+            f.set_rem(3, 9);
+        };
+        assert!(n(&with(&one), 1).is_ok());
+        assert!(n(&with(&|f| f.set_rem(3, 9)), 0).is_err(), "remainder in an unused slot");
+        assert!(n(&with(&|f| f.set_occupied(3, true)), 0).is_err(), "occupied without a run");
+        assert!(n(&with(&|f| f.set_runend(3, true)), 1).is_err(), "run end without a quotient");
+        assert!(n(&with(&|f| f.set_occupied(12, true)), 0).is_err(), "occupied overflow slot");
+        let unsorted = |f: &mut Quotient| {
+            one(f);
+            f.set_runend(3, false);
+            f.set_runend(4, true);
+            f.set_rem(4, 2);
+        };
+        assert!(n(&with(&unsorted), 2).is_err(), "unsorted run");
+        let sorted = |f: &mut Quotient| {
+            unsorted(f);
+            f.set_rem(4, 10);
+        };
+        assert!(n(&with(&sorted), 2).is_ok());
+        // Two quotients, the second run placed before its home slot.
+        let early = |f: &mut Quotient| {
+            one(f);
+            f.set_occupied(6, true);
+            f.set_runend(4, true);
+            f.set_rem(4, 1);
+        };
+        assert!(n(&with(&early), 2).is_err(), "run before its quotient");
+    }
+
+    /// Files of the earlier 3-metadata-bit layout (layout 0) decode into the same set of
+    /// fingerprints; broken ones are refused. The committed golden file of that layout is
+    /// checked by the conformance suite (`quotient_classic_golden_still_decodes`).
+    #[test]
+    fn classic_layout_files_decode() {
+        use classic::Table;
+        let (quotients, r) = (10u64, 5u32);
+        let slots = quotients + overflow_slots(quotients);
+        let empty = || Table {
+            bitmaps: [
+                vec![0; slots.div_ceil(64) as usize],
+                vec![0; slots.div_ceil(64) as usize],
+                vec![0; slots.div_ceil(64) as usize],
+            ],
+            words: vec![0; (slots * r as u64).div_ceil(64) as usize + 1],
+            r,
+            slots,
+            quotients,
+        };
+        let payload = |t: &Table| {
+            let mut out = Vec::new();
+            for v in &t.bitmaps {
+                out.extend(v.iter().flat_map(|w| w.to_le_bytes()));
+            }
+            let mut left = (slots * r as u64).div_ceil(8) as usize;
+            for w in &t.words {
+                let k = left.min(8);
+                out.extend_from_slice(&w.to_le_bytes()[..k]);
+                left -= k;
+            }
+            out
+        };
+        let cells = |c: &[(u64, u64)]| {
+            let mut t = empty();
+            for &(i, x) in c {
+                t.set(i, x);
+            }
+            forge(quotients, r, 0, slots, c.len() as u64, &payload(&t))
+        };
+        // Quotient 3: remainders 9 then 1 (unsorted in that layout), quotient 4 shifted to 5.
+        let f = cells(&[(3, 9 << 3 | 1), (4, 1 << 3 | 2 | 4 | 1), (5, 7 << 3 | 4)]).unwrap();
+        assert_eq!(f.iter_hashes().collect::<Vec<_>>(), vec![3 << r | 1, 3 << r | 9, 4 << r | 7]);
+        assert_eq!(f.check_layout(), Ok(()));
+        assert_eq!(Quotient::from_bytes(&f.to_bytes()).unwrap(), f);
+        assert!(cells(&[(0, 9 << 3 | 4)]).is_err(), "shifted at slot 0");
+        assert!(cells(&[(3, 9 << 3)]).is_err(), "remainder in an empty slot");
+        assert!(cells(&[(3, 9 << 3 | 2 | 4)]).is_err(), "continuation first");
+        assert!(cells(&[(3, 9 << 3 | 1 | 4)]).is_err(), "shifted at home");
+        assert!(cells(&[(3, 9 << 3 | 1), (4, 1 << 3 | 2)]).is_err(), "unshifted continuation");
+        assert!(cells(&[(3, 9 << 3 | 1), (5, 1 << 3 | 4)]).is_err(), "run without quotient");
+        assert!(cells(&[(12, 1)]).is_err(), "occupied overflow slot");
+        let t = empty();
+        assert!(forge(quotients, r, 0, slots, 1, &payload(&t)).is_err(), "item count");
+        assert!(forge(quotients, r, 0, slots + 1, 0, &payload(&t)).is_err(), "slot count");
     }
 
     #[derive(Debug, Clone)]
@@ -1107,15 +1684,17 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 96, rng_seed: proptest::test_runner::RngSeed::Fixed(0x9f1e), ..ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig { cases: 128, rng_seed: proptest::test_runner::RngSeed::Fixed(0x9f1e), ..ProptestConfig::default() })]
 
         /// Against a multiset model: no false negatives, exact len, and the stored fingerprints
         /// are exactly those of the model's items; `Full` changes nothing; the layout invariants
-        /// hold after every operation.
+        /// hold and the offsets are exact after every operation (also when they saturate at a
+        /// small cap, which exercises their slow path).
         #[test]
-        fn behaves_like_a_multiset(ops in ops(), quotients in 1u64..80, r in 1u32..9) {
+        fn behaves_like_a_multiset(ops in ops(), quotients in 1u64..300, r in 1u32..9, cap in prop_oneof![Just(u16::MAX), 1u16..6]) {
             let h = Hasher::new(HashKind::Xxh3_64, 3);
             let mut f = Quotient::with_params(quotients, r, h).unwrap();
+            f.set_offset_cap(cap);
             let mut model: HashMap<u16, usize> = HashMap::new();
             for op in ops {
                 match op {
@@ -1158,6 +1737,7 @@ mod tests {
                     }
                 }
                 prop_assert_eq!(f.check_layout(), Ok(()));
+                prop_assert!(offsets_consistent(&f));
                 prop_assert_eq!(f.len(), model.values().sum::<usize>());
                 let mut want: Vec<u64> = model
                     .iter()
