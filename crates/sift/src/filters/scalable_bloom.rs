@@ -17,7 +17,7 @@
 //! * **Space**: the price of that guarantee is that every layer is tighter than `p`. At 1% with
 //!   growth 2 and tightening 0.5, measured by `bits_per_key_report` (100k items in the first
 //!   layer): first share 0.8: 10.46 bits/key at exactly the initial capacity (one layer at
-//!   0.8%), 26.6 after growing 10× and 30.1 after growing 100×; geometric: 11.6, 23.4 and 26.8. The
+//!   0.8%), 26.6 after growing 10× and 30.1 after growing 100×; geometric: 11.6, 23.3 and 26.6. The
 //!   default favours filters that stay near their initial capacity (the usual sizing); pass
 //!   `first_share = 1 - r` (or use `with_options`) for the geometric schedule. A fixed-size
 //!   [`BlockedBloom`] sized for the final count needs 9.9. The layers also cost one probe each
@@ -162,7 +162,7 @@ impl ScalableBloom {
     /// The trade-off, at 1% with growth 2 and r = 0.5 (measured by `bits_per_key_report`): a
     /// filter that stays within its initial capacity needs 10.46 bits/key with share 0.8 against
     /// 11.6 with the geometric schedule (`first_share = 1 - r`); after growing 10× it needs 26.6
-    /// against 23.4, after 100× 30.1 against 26.8 (the later layers are 2.5× tighter).
+    /// against 23.3, after 100× 30.1 against 26.6 (the later layers are 2.5× tighter).
     pub fn with_first_share(
         initial_capacity: usize,
         fpr: f64,
@@ -173,7 +173,10 @@ impl ScalableBloom {
         check_items(initial_capacity)?;
         check_fpr(fpr)?;
         check_first_share(first_share)?;
-        let kind = HashKind::for_target(initial_capacity as u64, fpr * first_share.min(1.0 - tightening.clamp(0.0, 1.0)));
+        let kind = HashKind::for_target(
+            initial_capacity as u64,
+            fpr * first_share.min(1.0 - tightening.clamp(0.0, 1.0)),
+        );
         Self::build(
             initial_capacity,
             fpr,
@@ -504,7 +507,16 @@ impl Persist for ScalableBloom {
         if total != items {
             return Err(bad("scalable bloom: item count differs from the layers' sum"));
         }
-        Ok(ScalableBloom { layers, hasher, initial_capacity, target_fpr, growth, tightening, schedule, items })
+        Ok(ScalableBloom {
+            layers,
+            hasher,
+            initial_capacity,
+            target_fpr,
+            growth,
+            tightening,
+            schedule,
+            items,
+        })
     }
 }
 
@@ -732,7 +744,7 @@ mod tests {
             reencode(&bytes, |p| p[40..44].copy_from_slice(&0u32.to_le_bytes()), |_| {}), // layers
             reencode(&bytes, |p| p[40..44].copy_from_slice(&1000u32.to_le_bytes()), |_| {}), // layers
             reencode(&bytes, |p| p[44..48].copy_from_slice(&other_schedule.to_le_bytes()), |_| {}), // schedule
-            reencode(&bytes, |_| {}, |b| b.push(0)),                                     // trailing
+            reencode(&bytes, |_| {}, |b| b.push(0)), // trailing
             reencode(&bytes, |_| {}, |b| b[..8].copy_from_slice(&u64::MAX.to_le_bytes())), // length
             reencode(&bytes, |_| {}, |b| b[..8].copy_from_slice(&(first_len - 1).to_le_bytes())),
             reencode(&bytes, |_| {}, |b| b[20] ^= 1), // a layer's own CRC

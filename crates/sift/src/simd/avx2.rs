@@ -7,6 +7,7 @@
 use core::arch::x86_64::*;
 
 use super::{remix, Block, Blocks, DISABLE, PREFETCH_AHEAD};
+use super::{ContainsFn, InsertFn};
 use crate::hash::Digest;
 
 /// Loads the two 256-bit halves of a block.
@@ -153,9 +154,6 @@ unsafe fn insert_k<const K: u32>(block: &mut Block, h2: u64) -> bool {
 
 /// The per-`k` AVX2 probes, index `k - 1`. Calling them requires AVX2: [`super::Probe::new`]
 /// hands them out only for the AVX2 kernel.
-pub(super) fn per_k_fns() -> ([unsafe fn(&Block, u64) -> bool; 16], [unsafe fn(&mut Block, u64) -> bool; 16]) {
-    (
-        super::per_k!(contains_k, unsafe fn(&Block, u64) -> bool),
-        super::per_k!(insert_k, unsafe fn(&mut Block, u64) -> bool),
-    )
+pub(super) fn per_k_fns() -> ([ContainsFn; 16], [InsertFn; 16]) {
+    (super::per_k!(contains_k, ContainsFn), super::per_k!(insert_k, InsertFn))
 }

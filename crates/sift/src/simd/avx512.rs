@@ -7,9 +7,13 @@
 //! AVX2 for the batch loops, which reuse the AVX2 kernel). [`super::Kernel`] hands them out only
 //! after `is_x86_feature_detected!` found both.
 
+// The AVX-512 intrinsics are stable since Rust 1.89, above the workspace MSRV (1.85): this module
+// is behind the opt-in `avx512` feature, whose documentation says so.
+#![allow(clippy::incompatible_msrv)]
+
 use core::arch::x86_64::*;
 
-use super::{remix, window, Block};
+use super::{remix, window, Block, ContainsFn, InsertFn};
 
 /// One round: per word `w` covered by the window of `len` words from `h >> 61`, the bit
 /// `(h >> 6w) & 63`; zero elsewhere.
@@ -91,9 +95,6 @@ unsafe fn insert_k<const K: u32>(block: &mut Block, h2: u64) -> bool {
 
 /// The per-`k` AVX-512 probes, index `k - 1`. Calling them requires AVX-512F:
 /// [`super::Probe::new`] hands them out only for the AVX-512 kernel.
-pub(super) fn per_k_fns() -> ([unsafe fn(&Block, u64) -> bool; 16], [unsafe fn(&mut Block, u64) -> bool; 16]) {
-    (
-        super::per_k!(contains_k, unsafe fn(&Block, u64) -> bool),
-        super::per_k!(insert_k, unsafe fn(&mut Block, u64) -> bool),
-    )
+pub(super) fn per_k_fns() -> ([ContainsFn; 16], [InsertFn; 16]) {
+    (super::per_k!(contains_k, ContainsFn), super::per_k!(insert_k, InsertFn))
 }

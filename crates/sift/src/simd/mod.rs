@@ -38,7 +38,7 @@ use crate::hash::{fastrange, Digest};
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", feature = "avx512"))]
 mod avx512;
 pub(crate) mod scalar;
 
@@ -150,7 +150,7 @@ enum Impl {
     #[cfg(target_arch = "x86_64")]
     Avx2,
     /// AVX-512F for single probes (and AVX2, which every AVX-512 CPU has, for the batch loops).
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
     Avx512,
 }
 
@@ -165,9 +165,12 @@ impl Kernel {
             }
             #[cfg(target_arch = "x86_64")]
             if std::arch::is_x86_feature_detected!("avx2") {
-                let no512 = std::env::var_os("SIFT_NO_AVX512").is_some_and(|v| !v.is_empty() && v != "0");
-                if !no512 && std::arch::is_x86_feature_detected!("avx512f") {
-                    return Kernel(Impl::Avx512);
+                #[cfg(feature = "avx512")]
+                {
+                    let no512 = std::env::var_os("SIFT_NO_AVX512").is_some_and(|v| !v.is_empty() && v != "0");
+                    if !no512 && std::arch::is_x86_feature_detected!("avx512f") {
+                        return Kernel(Impl::Avx512);
+                    }
                 }
                 return Kernel(Impl::Avx2);
             }
@@ -183,6 +186,7 @@ impl Kernel {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
             v.push(Kernel(Impl::Avx2));
+            #[cfg(feature = "avx512")]
             if std::arch::is_x86_feature_detected!("avx512f") {
                 v.push(Kernel(Impl::Avx512));
             }
@@ -201,7 +205,7 @@ impl Kernel {
             Impl::Scalar => "scalar",
             #[cfg(target_arch = "x86_64")]
             Impl::Avx2 => "avx2",
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
             Impl::Avx512 => "avx512",
         }
     }
@@ -216,7 +220,7 @@ impl Kernel {
             #[cfg(target_arch = "x86_64")]
             Impl::Avx2 => unsafe { avx2::contains(blocks.get(d.h1), d.h2, k) },
             // SAFETY: `Impl::Avx512` exists only when AVX-512F was found on this CPU.
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
             Impl::Avx512 => unsafe { avx512::contains(blocks.get(d.h1), d.h2, k) },
         }
     }
@@ -231,7 +235,7 @@ impl Kernel {
             #[cfg(target_arch = "x86_64")]
             Impl::Avx2 => unsafe { avx2::insert(blocks.get_mut(d.h1), d.h2, k) },
             // SAFETY: `Impl::Avx512` exists only when AVX-512F was found on this CPU.
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
             Impl::Avx512 => unsafe { avx512::insert(blocks.get_mut(d.h1), d.h2, k) },
         }
     }
@@ -247,7 +251,7 @@ impl Kernel {
             #[cfg(target_arch = "x86_64")]
             Impl::Avx2 => unsafe { avx2::contains_batch(blocks, k, digests, out) },
             // SAFETY: `Impl::Avx512` exists only when AVX2 (and AVX-512F) were found on this CPU.
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
             Impl::Avx512 => unsafe { avx2::contains_batch(blocks, k, digests, out) },
         }
     }
@@ -260,7 +264,7 @@ impl Kernel {
             #[cfg(target_arch = "x86_64")]
             Impl::Avx2 => unsafe { avx2::insert_batch(blocks, k, digests) },
             // SAFETY: `Impl::Avx512` exists only when AVX2 (and AVX-512F) were found on this CPU.
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
             Impl::Avx512 => unsafe { avx2::insert_batch(blocks, k, digests) },
         }
     }
@@ -324,8 +328,10 @@ macro_rules! per_k {
 }
 pub(crate) use per_k;
 
-type ContainsFn = unsafe fn(&Block, u64) -> bool;
-type InsertFn = unsafe fn(&mut Block, u64) -> bool;
+/// A per-`k` probe: whether the item's bits are all set in the block.
+pub(crate) type ContainsFn = unsafe fn(&Block, u64) -> bool;
+/// A per-`k` insert: sets the item's bits, returns whether one was clear.
+pub(crate) type InsertFn = unsafe fn(&mut Block, u64) -> bool;
 
 impl Probe {
     /// The probe of `kernel` for `k` bits per item (`k` is clamped to 1..=16; the filters
@@ -343,7 +349,7 @@ impl Probe {
                 let (c, s) = avx2::per_k_fns();
                 Probe { contains: c[i], insert: s[i] }
             }
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
             Impl::Avx512 => {
                 let (c, s) = avx512::per_k_fns();
                 Probe { contains: c[i], insert: s[i] }
