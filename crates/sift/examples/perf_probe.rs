@@ -20,6 +20,15 @@ fn time(f: &mut dyn FnMut() -> usize, n: usize) -> f64 {
 
 fn main() {
     let n: usize = std::env::args().nth(1).map(|s| s.parse().unwrap()).unwrap_or(1_000_000);
+    for _ in 0..3 {
+        let t = cpu_ns();
+        let f = black_box(sift::BlockedBloom::new(black_box(n), 0.01).unwrap());
+        let t1 = cpu_ns();
+        let g = black_box(sift::Bloom::new(black_box(n), 0.01).unwrap());
+        let t2 = cpu_ns();
+        println!("BlockedBloom::new {:.2} ms, Bloom::new {:.2} ms", (t1 - t) / 1e6, (t2 - t1) / 1e6);
+        drop((f, g));
+    }
     let keys: Vec<u64> = common::members::<u64>(n);
     let others: Vec<u64> = common::non_members::<u64>(n);
     let mut bb = sift::BlockedBloom::new(n, 0.01).unwrap();
@@ -33,6 +42,30 @@ fn main() {
         bl.insert(k.bytes());
         Subject::<u64>::add(&mut sb, k);
         fb.insert(k);
+    }
+    let nb = bb.num_blocks() as usize;
+    let kk = bb.num_hashes();
+    println!("blocks {nb} k {kk}");
+    let mut ex: Vec<exp::F> = (0..3).map(|_| exp::F::new(nb, kk)).collect();
+    for (v, f) in ex.iter_mut().enumerate() {
+        for k in &keys {
+            // SAFETY: AVX2 is present on the benchmark machine (checked below).
+            unsafe { f.ins(k, v as u32) };
+        }
+    }
+    assert!(std::arch::is_x86_feature_detected!("avx2"));
+    // SAFETY: AVX2 checked above.
+    unsafe {
+        for (v, f) in ex.iter().enumerate() {
+            let q = |k: &u64| match v {
+                0 => f.q0(k),
+                1 => f.q1(k),
+                _ => f.q2(k),
+            };
+            assert!(keys.iter().all(q));
+            let fp = others.iter().filter(|k| q(k)).count();
+            println!("variant {v}: fpr {:.4}%", fp as f64 * 100.0 / others.len() as f64);
+        }
     }
     let mut bs = bb.clone();
     bs.force_scalar();
@@ -51,18 +84,21 @@ fn main() {
         "bb.insert scalar",
         "bb.insert_hash",
         "bb.contains scalar",
+        "exp q0 fused remix",
+        "exp q1 fused mulC",
+        "exp q2 fused salts",
     ];
     let mut res = vec![vec![]; names.len()];
     for round in 0..7 {
         for j in 0..names.len() {
             let i = (j + round) % names.len();
             let v = match i {
-                0 => time(&mut || others.iter().filter(|k| bb.contains(black_box(k.bytes()))).count(), n),
+                0 => time(&mut || others.iter().filter(|k| bb.contains(black_box(*k).bytes())).count(), n),
                 1 => time(&mut || hashes.iter().filter(|h| bb.contains_hash(black_box(**h))).count(), n),
                 2 => {
                     time(&mut || others.iter().filter(|k| Subject::<u64>::has(&sb, black_box(k))).count(), n)
                 }
-                3 => time(&mut || others.iter().filter(|k| bl.contains(black_box(k.bytes()))).count(), n),
+                3 => time(&mut || others.iter().filter(|k| bl.contains(black_box(*k).bytes())).count(), n),
                 4 => time(&mut || others.iter().filter(|k| fb.contains(black_box(*k))).count(), n),
                 5 => time(
                     &mut || {
@@ -118,7 +154,13 @@ fn main() {
                     },
                     n,
                 ),
-                _ => time(&mut || others.iter().filter(|k| bs.contains(black_box(k.bytes()))).count(), n),
+                11 => time(&mut || others.iter().filter(|k| bs.contains(black_box(*k).bytes())).count(), n),
+                // SAFETY: AVX2 checked above.
+                12 => time(&mut || others.iter().filter(|k| unsafe { ex[0].q0(black_box(k)) }).count(), n),
+                // SAFETY: AVX2 checked above.
+                13 => time(&mut || others.iter().filter(|k| unsafe { ex[1].q1(black_box(k)) }).count(), n),
+                // SAFETY: AVX2 checked above.
+                _ => time(&mut || others.iter().filter(|k| unsafe { ex[2].q2(black_box(k)) }).count(), n),
             };
             res[i].push(v);
         }
@@ -126,5 +168,154 @@ fn main() {
     for (name, mut v) in names.iter().zip(res) {
         v.sort_by(f64::total_cmp);
         println!("{name:20} {:6.1} ns (min {:.1})", v[v.len() / 2], v[0]);
+    }
+}
+
+// ---- layout experiments (standalone re-implementations, u64 keys) ----
+mod exp {
+    use core::arch::x86_64::*;
+    #[repr(C, align(64))]
+    #[derive(Clone, Copy, Default)]
+    pub struct Blk(pub [u64; 8]);
+    pub struct F {
+        pub blocks: Vec<Blk>,
+        pub k: u32,
+    }
+    static DISABLE: [[Blk; 8]; 9] = {
+        let mut t = [[Blk([0; 8]); 8]; 9];
+        let mut len = 0;
+        while len <= 8 {
+            let mut start = 0;
+            while start < 8 {
+                let run = ((1u16 << len) - 1) as u8;
+                let win = run.rotate_left(start as u32);
+                let mut w = 0;
+                while w < 8 {
+                    if (win >> w) & 1 == 0 {
+                        t[len][start].0[w] = 64;
+                    }
+                    w += 1;
+                }
+                start += 1;
+            }
+            len += 1;
+        }
+        t
+    };
+    #[inline(always)]
+    fn fr(x: u64, n: u64) -> u64 {
+        ((x as u128 * n as u128) >> 64) as u64
+    }
+    #[inline(always)]
+    pub fn remix(h: u64) -> u64 {
+        let mut x = h.rotate_left(32).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        x ^= x >> 29;
+        x
+    }
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn masks(h: u64, len: u32) -> (__m256i, __m256i) {
+        let hv = _mm256_set1_epi64x(h as i64);
+        let c63 = _mm256_set1_epi64x(63);
+        let one = _mm256_set1_epi64x(1);
+        let d = &DISABLE[len.min(8) as usize][(h >> 61) as usize];
+        let p = d.0.as_ptr() as *const __m256i;
+        let (dlo, dhi) = (_mm256_load_si256(p), _mm256_load_si256(p.add(1)));
+        let slo = _mm256_setr_epi64x(0, 6, 12, 18);
+        let shi = _mm256_setr_epi64x(24, 30, 36, 42);
+        let clo = _mm256_or_si256(_mm256_and_si256(_mm256_srlv_epi64(hv, slo), c63), dlo);
+        let chi = _mm256_or_si256(_mm256_and_si256(_mm256_srlv_epi64(hv, shi), c63), dhi);
+        (_mm256_sllv_epi64(one, clo), _mm256_sllv_epi64(one, chi))
+    }
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn test(b: &Blk, lo: __m256i, hi: __m256i) -> bool {
+        let p = b.0.as_ptr() as *const __m256i;
+        let (blo, bhi) = (_mm256_load_si256(p), _mm256_load_si256(p.add(1)));
+        (_mm256_testc_si256(blo, lo) & _mm256_testc_si256(bhi, hi)) != 0
+    }
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn set(b: &mut Blk, lo: __m256i, hi: __m256i) {
+        let p = b.0.as_mut_ptr() as *mut __m256i;
+        _mm256_store_si256(p, _mm256_or_si256(_mm256_load_si256(p), lo));
+        _mm256_store_si256(p.add(1), _mm256_or_si256(_mm256_load_si256(p.add(1)), hi));
+    }
+    /// Salted positions from the low 32 bits (Parquet style), all 8 words, window by top 3 bits of another product.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn masks_salt(h: u64, len: u32) -> (__m256i, __m256i) {
+        const S: [i32; 8] = [
+            0x47b6137bu32 as i32,
+            0x44974d91,
+            0x8824ad5bu32 as i32,
+            0xa2b7289du32 as i32,
+            0x705495c7,
+            0x2df1424b,
+            0x9efc4947u32 as i32,
+            0x5c6bfb31,
+        ];
+        let x = _mm256_set1_epi32(h as u32 as i32);
+        let salt = _mm256_setr_epi32(S[0], S[1], S[2], S[3], S[4], S[5], S[6], S[7]);
+        let pos = _mm256_srli_epi32(_mm256_mullo_epi32(x, salt), 26);
+        let s = ((h as u32).wrapping_mul(0x9e37_79b9) >> 29) as usize;
+        let d = &DISABLE[len.min(8) as usize][s];
+        let p = d.0.as_ptr() as *const __m256i;
+        let (dlo, dhi) = (_mm256_load_si256(p), _mm256_load_si256(p.add(1)));
+        let one = _mm256_set1_epi64x(1);
+        let clo = _mm256_or_si256(_mm256_cvtepu32_epi64(_mm256_castsi256_si128(pos)), dlo);
+        let chi = _mm256_or_si256(_mm256_cvtepu32_epi64(_mm256_extracti128_si256(pos, 1)), dhi);
+        (_mm256_sllv_epi64(one, clo), _mm256_sllv_epi64(one, chi))
+    }
+    #[inline(always)]
+    fn xx(key: &u64) -> u64 {
+        xxhash_rust::xxh3::xxh3_64(&key.to_le_bytes())
+    }
+    impl F {
+        pub fn new(blocks: usize, k: u32) -> F {
+            F { blocks: vec![Blk::default(); blocks], k }
+        }
+        #[inline(always)]
+        fn blk(&self, h: u64) -> &Blk {
+            unsafe { self.blocks.get_unchecked(fr(h, self.blocks.len() as u64) as usize) }
+        }
+        #[inline(always)]
+        fn blk_mut(&mut self, h: u64) -> &mut Blk {
+            let n = self.blocks.len() as u64;
+            unsafe { self.blocks.get_unchecked_mut(fr(h, n) as usize) }
+        }
+        #[target_feature(enable = "avx2")]
+        pub unsafe fn ins(&mut self, key: &u64, v: u32) {
+            let h = xx(key);
+            let (lo, hi) = match v {
+                0 => masks(remix(h), self.k),
+                1 => masks(h.wrapping_mul(0x9e37_79b9_7f4a_7c15), self.k),
+                _ => masks_salt(h, self.k),
+            };
+            let k = self.k;
+            let _ = k;
+            set(self.blk_mut(h), lo, hi);
+        }
+        /// current layout, fused
+        #[target_feature(enable = "avx2")]
+        pub unsafe fn q0(&self, key: &u64) -> bool {
+            let h = xx(key);
+            let (lo, hi) = masks(remix(h), self.k);
+            test(self.blk(h), lo, hi)
+        }
+        /// h2 = h1*C, fused
+        #[target_feature(enable = "avx2")]
+        pub unsafe fn q1(&self, key: &u64) -> bool {
+            let h = xx(key);
+            let (lo, hi) = masks(h.wrapping_mul(0x9e37_79b9_7f4a_7c15), self.k);
+            test(self.blk(h), lo, hi)
+        }
+        /// salts, fused
+        #[target_feature(enable = "avx2")]
+        pub unsafe fn q2(&self, key: &u64) -> bool {
+            let h = xx(key);
+            let (lo, hi) = masks_salt(h, self.k);
+            test(self.blk(h), lo, hi)
+        }
     }
 }

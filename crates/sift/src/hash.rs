@@ -388,6 +388,67 @@ pub fn murmur3_x64_128(data: &[u8], seed: u32) -> (u64, u64) {
     (h1, h2)
 }
 
+/// XXH3-64's key for inputs of 4 to 8 bytes: `(secret[8..16] ^ secret[16..24]) - seed'`, with
+/// `seed' = seed ^ (bswap32(seed) << 32)` (XXH3 specification, `XXH3_len_4to8_64b`; the default
+/// secret's words give the constant). It depends only on the seed, so a filter computes it once.
+pub(crate) const fn xxh3_len4to8_key(seed: u64) -> u64 {
+    let s = seed ^ (((seed as u32).swap_bytes() as u64) << 32);
+    0xc73a_b174_c5ec_d5a2u64.wrapping_sub(s)
+}
+
+/// XXH3-64 of an input of 4 to 8 bytes whose first and last 4 bytes (little-endian) are `first`
+/// and `last`, given [`xxh3_len4to8_key`] of the seed: the same value as `xxh3_64_with_seed`
+/// (tested), without recomputing the seed-dependent key on every call.
+#[inline(always)]
+pub(crate) const fn xxh3_len4to8(first: u32, last: u32, len: u64, key: u64) -> u64 {
+    let mut v = ((last as u64).wrapping_add((first as u64) << 32)) ^ key;
+    // XXH3's "rrmxmx" finaliser.
+    v ^= v.rotate_left(49) ^ v.rotate_left(24);
+    v = v.wrapping_mul(0x9fb2_1c65_1e98_df25);
+    v ^= (v >> 35).wrapping_add(len);
+    v = v.wrapping_mul(0x9fb2_1c65_1e98_df25);
+    v ^ (v >> 28)
+}
+
+/// A [`Hasher`] with the per-seed constant of the default hash precomputed: the hot query and
+/// insert paths of the Bloom-family filters hash through it. Same digests as
+/// [`Hasher::digest`] (tested); for the default kind and items of 4 to 8 bytes (integer keys) it
+/// skips the seed arithmetic XXH3 redoes on every call, a handful of instructions per query
+/// (which matters for queries bound by how many fit in the CPU's reorder window, see
+/// `docs/BENCHMARKS.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HotHasher {
+    hasher: Hasher,
+    /// [`xxh3_len4to8_key`] of the seed (meaningful only for [`HashKind::Xxh3_64`]).
+    key4to8: u64,
+}
+
+impl HotHasher {
+    /// Precomputes the constants of `hasher`.
+    pub(crate) const fn new(hasher: Hasher) -> Self {
+        HotHasher { hasher, key4to8: xxh3_len4to8_key(hasher.seed) }
+    }
+
+    /// The hasher.
+    #[cfg(test)]
+    pub(crate) const fn hasher(&self) -> Hasher {
+        self.hasher
+    }
+
+    /// [`Hasher::digest`] of `bytes` (the length test folds away when it is known at compile
+    /// time, as for `[u8; 8]` and `[u8; 4]` keys).
+    #[inline(always)]
+    pub(crate) fn digest(&self, bytes: &[u8]) -> Digest {
+        if self.hasher.kind == HashKind::Xxh3_64 && (4..=8).contains(&bytes.len()) {
+            let n = bytes.len();
+            let first = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+            let last = u32::from_le_bytes([bytes[n - 4], bytes[n - 3], bytes[n - 2], bytes[n - 1]]);
+            return Digest::from_u64(xxh3_len4to8(first, last, n as u64, self.key4to8));
+        }
+        self.hasher.digest(bytes)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -454,6 +515,40 @@ mod tests {
         assert_eq!(h.hash64(&msg[..15]), 0xa129_ca61_49be_45e5);
         assert_eq!((h.seed(), h.key_hi()), (k0, k1));
         assert_eq!(HashKind::from_id(5).unwrap(), HashKind::SipHash24);
+    }
+
+    #[test]
+    fn hot_hasher_matches_xxh3_and_every_kind() {
+        let mut st = 0x1234_5678u64;
+        let mut next = || {
+            st = st.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = st;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        let mut seeds = vec![0u64, 1, u64::MAX, 0x8000_0000, 0xffff_ffff];
+        seeds.extend((0..20).map(|_| next()));
+        for seed in seeds {
+            for kind in [HashKind::Xxh3_64, HashKind::Xxh3_128, HashKind::Xxh64, HashKind::Murmur64A] {
+                let h = Hasher::new(kind, seed);
+                let hot = HotHasher::new(h);
+                assert_eq!(hot.hasher(), h);
+                for len in 0..=24 {
+                    for _ in 0..20 {
+                        let bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+                        assert_eq!(hot.digest(&bytes), h.digest(&bytes), "{kind:?} seed {seed} len {len}");
+                    }
+                }
+                let w = next();
+                assert_eq!(hot.digest(&w.to_le_bytes()), h.digest(&w.to_le_bytes()));
+                assert_eq!(hot.digest(&(w as u32).to_le_bytes()), h.digest(&(w as u32).to_le_bytes()));
+            }
+            assert_eq!(
+                HotHasher::new(Hasher::new(HashKind::Xxh3_64, seed)).digest(b"12345678").h1,
+                xxhash_rust::xxh3::xxh3_64_with_seed(b"12345678", seed)
+            );
+        }
     }
 
     #[test]

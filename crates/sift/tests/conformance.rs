@@ -219,7 +219,14 @@ conformance!(blocked_bloom: sift::BlockedBloom = Family::dynamic(sift::BlockedBl
 // Same bits and file as BlockedBloom; inserted through `insert(&self)`.
 conformance!(atomic_bloom: sift::AtomicBloom = Family::dynamic(sift::AtomicBloom::new));
 
-conformance!(scalable_bloom: sift::ScalableBloom = Family::dynamic(sift::ScalableBloom::new).with_eq());
+// The geometric schedule of Almeida et al. (`ScalableBloom::new` before the first-share
+// schedule existed): its golden file pins files with schedule id 0.
+conformance!(scalable_bloom: sift::ScalableBloom =
+    Family::dynamic(|n, p| sift::ScalableBloom::with_options(n, p, 2.0, 0.5)).with_eq());
+
+// The default since: 80% of the FPR budget for the first layer (schedule id 1).
+conformance!(scalable_bloom_first_share: sift::ScalableBloom =
+    Family::dynamic(sift::ScalableBloom::new).with_eq());
 
 conformance!(counting_bloom: sift::CountingBloom = Family::dynamic(sift::CountingBloom::new)
     .exact_fpr(sift::CountingBloom::current_fpr)

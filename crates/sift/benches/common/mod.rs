@@ -211,9 +211,14 @@ pub fn contenders<K: Key>() -> Vec<Contender<K>> {
         contender::<K, _>("sift AtomicBloom", |n, p| {
             sift::AtomicBloom::new(n, p).expect("valid benchmark parameters")
         }),
-        // Extra information (no ratio target): a scalable filter with tightening 0.2 (first
-        // layer at 0.8% instead of 0.5%, same compound bound), the counting and Parquet
-        // split-block variants.
+        // Extra information (no ratio target): scalable filters with the geometric schedule
+        // (tightening 0.5: first layer at 0.5%; tightening 0.2: at 0.8%), the counting and
+        // Parquet split-block variants.
+        contender::<K, _>("sift ScalableBloom geometric", |n, p| {
+            // The geometric schedule p·(1-r)·r^i with r = 0.5 (`ScalableBloom::new` before the
+            // first-share schedule became the default).
+            sift::ScalableBloom::with_options(n, p, 2.0, 0.5).expect("valid benchmark parameters")
+        }),
         contender::<K, _>("sift ScalableBloom r=0.2", |n, p| {
             sift::ScalableBloom::with_options(n, p, 2.0, 0.2).expect("valid benchmark parameters")
         }),

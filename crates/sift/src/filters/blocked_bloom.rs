@@ -37,9 +37,9 @@
 use crate::bits::{Storage, MAX_BYTES};
 use crate::error::{check_fpr, check_items, Error, FormatError, Result};
 use crate::format::{decode_verified, Encoder, FilterKind, ParamWriter, RawFilter};
-use crate::hash::{Digest, HashKind, Hasher};
+use crate::hash::{Digest, HashKind, Hasher, HotHasher};
 use crate::math;
-use crate::simd::{Block, Blocks, Kernel, MAX_K, WORDS};
+use crate::simd::{Block, Blocks, Kernel, Probe, MAX_K, WORDS};
 use crate::traits::{Filter, Insert, Persist};
 
 /// Largest number of hash functions (bits per item) accepted: two rounds of eight words.
@@ -57,10 +57,14 @@ pub struct BlockedBloom {
     blocks: Blocks,
     k: u32,
     hasher: Hasher,
+    /// `hasher` with its per-seed constants precomputed, for the hot paths.
+    hot: HotHasher,
     items: u64,
     capacity: u64,
     target_fpr: f64,
     kernel: Kernel,
+    /// The kernel specialised for `k`: what single queries and inserts call.
+    probe: Probe,
 }
 
 impl PartialEq for BlockedBloom {
@@ -230,6 +234,7 @@ impl BlockedBloom {
     #[doc(hidden)]
     pub fn force_scalar(&mut self) {
         self.kernel = Kernel::scalar();
+        self.probe = Probe::new(self.kernel, self.k);
     }
 
     /// The probe kernel in use: `"avx2"` or `"scalar"`.
@@ -384,10 +389,12 @@ impl BlockedBloom {
             blocks,
             k: shape.k,
             hasher: shape.hasher,
+            hot: HotHasher::new(shape.hasher),
             items: shape.items,
             capacity: shape.capacity,
             target_fpr: shape.target_fpr,
             kernel: Kernel::detect(),
+            probe: Probe::new(Kernel::detect(), shape.k),
         })
     }
 }
@@ -399,7 +406,14 @@ impl Filter for BlockedBloom {
 
     #[inline]
     fn contains_digest(&self, d: Digest) -> bool {
-        self.kernel.contains(&self.blocks, d, self.k)
+        self.probe.contains(&self.blocks, d)
+    }
+
+    /// Same answer as the trait's default; reads the hasher in place instead of copying it out
+    /// (fewer instructions per query, see `simd::Probe`).
+    #[inline]
+    fn contains<T: AsRef<[u8]>>(&self, item: T) -> bool {
+        self.probe.contains(&self.blocks, self.hot.digest(item.as_ref()))
     }
 
     fn contains_digests(&self, digests: &[Digest], out: &mut [bool]) {
@@ -422,9 +436,16 @@ impl Filter for BlockedBloom {
 impl Insert for BlockedBloom {
     #[inline]
     fn insert_digest(&mut self, d: Digest) -> bool {
-        let new = self.kernel.insert(&mut self.blocks, d, self.k);
+        let new = self.probe.insert(&mut self.blocks, d);
         self.items += new as u64;
         new
+    }
+
+    /// Same effect as the trait's default, without copying the hasher out.
+    #[inline]
+    fn insert<T: AsRef<[u8]>>(&mut self, item: T) -> bool {
+        let d = self.hot.digest(item.as_ref());
+        self.insert_digest(d)
     }
 
     fn insert_digests(&mut self, digests: &[Digest]) -> usize {

@@ -32,7 +32,7 @@
 use crate::bits::{prefetch, BitVec};
 use crate::error::{check_fpr, check_items, Error, FormatError, Result};
 use crate::format::{decode_verified, Encoder, FilterKind, ParamWriter};
-use crate::hash::{fastrange, Digest, HashKind, Hasher};
+use crate::hash::{fastrange, Digest, HashKind, Hasher, HotHasher};
 use crate::math;
 use crate::traits::{Filter, Insert, Persist, BATCH_AHEAD};
 
@@ -45,6 +45,8 @@ pub struct Bloom {
     bits: BitVec,
     k: u32,
     hasher: Hasher,
+    /// `hasher` with its per-seed constants precomputed, for the hot paths.
+    hot: HotHasher,
     items: u64,
     /// Set bits, maintained on insert so the fill ratio and the FPR it implies cost nothing.
     ones: u64,
@@ -122,6 +124,7 @@ impl Bloom {
             bits: bits_vec,
             k: hashes,
             hasher,
+            hot: HotHasher::new(hasher),
             items: 0,
             ones: 0,
             capacity: capacity.max(1.0) as u64,
@@ -241,6 +244,13 @@ impl Filter for Bloom {
         all & 1 == 1
     }
 
+    /// Same answer as the trait's default; hashes through the precomputed per-seed state
+    /// instead of copying the hasher out (fewer instructions per query).
+    #[inline]
+    fn contains<T: AsRef<[u8]>>(&self, item: T) -> bool {
+        self.contains_digest(self.hot.digest(item.as_ref()))
+    }
+
     fn contains_digests(&self, digests: &[Digest], out: &mut [bool]) {
         assert_eq!(digests.len(), out.len(), "one output slot per digest");
         for d in digests.iter().take(BATCH_AHEAD) {
@@ -287,6 +297,13 @@ impl Insert for Bloom {
         let new = flipped != 0;
         self.items += new as u64;
         new
+    }
+
+    /// Same effect as the trait's default, hashing through the precomputed state.
+    #[inline]
+    fn insert<T: AsRef<[u8]>>(&mut self, item: T) -> bool {
+        let d = self.hot.digest(item.as_ref());
+        self.insert_digest(d)
     }
 
     fn insert_digests(&mut self, digests: &[Digest]) -> usize {
@@ -337,7 +354,8 @@ impl Persist for Bloom {
         }
         let bits = BitVec::from_le_bytes(bits, raw.payload())?;
         let ones = bits.count_ones();
-        Ok(Bloom { bits, k, hasher: raw.hasher(), items, ones, capacity, target_fpr })
+        let hasher = raw.hasher();
+        Ok(Bloom { bits, k, hasher, hot: HotHasher::new(hasher), items, ones, capacity, target_fpr })
     }
 }
 

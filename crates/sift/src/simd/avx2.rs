@@ -7,6 +7,7 @@
 use core::arch::x86_64::*;
 
 use super::{remix, Block, Blocks, DISABLE, PREFETCH_AHEAD};
+use super::{ContainsFn, InsertFn};
 use crate::hash::Digest;
 
 /// Loads the two 256-bit halves of a block.
@@ -128,4 +129,31 @@ pub(super) unsafe fn insert_batch(blocks: &mut Blocks, k: u32, digests: &[Digest
         new += unsafe { insert(blocks.get_mut(d.h1), d.h2, k) } as usize;
     }
     new
+}
+
+/// [`contains`] for a constant `k` (the masks fold `min(k, 8)`, the window row and the second
+/// round away).
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+unsafe fn contains_k<const K: u32>(block: &Block, h2: u64) -> bool {
+    // SAFETY: AVX2 is available (this function's contract).
+    unsafe { contains(block, h2, K) }
+}
+
+/// [`insert`] for a constant `k`.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+unsafe fn insert_k<const K: u32>(block: &mut Block, h2: u64) -> bool {
+    // SAFETY: AVX2 is available (this function's contract).
+    unsafe { insert(block, h2, K) }
+}
+
+/// The per-`k` AVX2 probes, index `k - 1`. Calling them requires AVX2: [`super::Probe::new`]
+/// hands them out only for the AVX2 kernel.
+pub(super) fn per_k_fns() -> ([ContainsFn; 16], [InsertFn; 16]) {
+    (super::per_k!(contains_k, ContainsFn), super::per_k!(insert_k, InsertFn))
 }

@@ -38,6 +38,8 @@ use crate::hash::{fastrange, Digest};
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(all(target_arch = "x86_64", feature = "avx512"))]
+mod avx512;
 pub(crate) mod scalar;
 
 /// Words per block.
@@ -147,6 +149,9 @@ enum Impl {
     Scalar,
     #[cfg(target_arch = "x86_64")]
     Avx2,
+    /// AVX-512F for single probes (and AVX2, which every AVX-512 CPU has, for the batch loops).
+    #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
+    Avx512,
 }
 
 impl Kernel {
@@ -160,10 +165,33 @@ impl Kernel {
             }
             #[cfg(target_arch = "x86_64")]
             if std::arch::is_x86_feature_detected!("avx2") {
+                #[cfg(feature = "avx512")]
+                {
+                    let no512 = std::env::var_os("SIFT_NO_AVX512").is_some_and(|v| !v.is_empty() && v != "0");
+                    if !no512 && std::arch::is_x86_feature_detected!("avx512f") {
+                        return Kernel(Impl::Avx512);
+                    }
+                }
                 return Kernel(Impl::Avx2);
             }
             Kernel::scalar()
         })
+    }
+
+    /// Every kernel this CPU can run (the tests compare them all with the scalar one).
+    #[cfg(test)]
+    pub(crate) fn all_available() -> Vec<Kernel> {
+        #[allow(unused_mut)]
+        let mut v = vec![Kernel::scalar()];
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            v.push(Kernel(Impl::Avx2));
+            #[cfg(feature = "avx512")]
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                v.push(Kernel(Impl::Avx512));
+            }
+        }
+        v
     }
 
     /// The portable kernel.
@@ -177,28 +205,38 @@ impl Kernel {
             Impl::Scalar => "scalar",
             #[cfg(target_arch = "x86_64")]
             Impl::Avx2 => "avx2",
+            #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
+            Impl::Avx512 => "avx512",
         }
     }
 
-    /// Whether every bit of the item is set in its block.
-    #[inline(always)]
+    /// Whether every bit of the item is set in its block (the reference the tests compare the
+    /// per-`k` [`Probe`]s with).
+    #[cfg(test)]
     pub(crate) fn contains(self, blocks: &Blocks, d: Digest, k: u32) -> bool {
         match self.0 {
-            Impl::Scalar => scalar_contains(blocks.get(d.h1), d.h2, k),
+            Impl::Scalar => scalar::contains(blocks.get(d.h1), d.h2, k),
             // SAFETY: `Impl::Avx2` exists only when `detect` found AVX2 on this CPU.
             #[cfg(target_arch = "x86_64")]
             Impl::Avx2 => unsafe { avx2::contains(blocks.get(d.h1), d.h2, k) },
+            // SAFETY: `Impl::Avx512` exists only when AVX-512F was found on this CPU.
+            #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
+            Impl::Avx512 => unsafe { avx512::contains(blocks.get(d.h1), d.h2, k) },
         }
     }
 
-    /// Sets the item's bits; returns whether any was clear before.
-    #[inline(always)]
+    /// Sets the item's bits; returns whether any was clear before (test reference, as
+    /// [`Kernel::contains`]).
+    #[cfg(test)]
     pub(crate) fn insert(self, blocks: &mut Blocks, d: Digest, k: u32) -> bool {
         match self.0 {
-            Impl::Scalar => scalar_insert(blocks.get_mut(d.h1), d.h2, k),
+            Impl::Scalar => scalar::insert(blocks.get_mut(d.h1), d.h2, k),
             // SAFETY: `Impl::Avx2` exists only when `detect` found AVX2 on this CPU.
             #[cfg(target_arch = "x86_64")]
             Impl::Avx2 => unsafe { avx2::insert(blocks.get_mut(d.h1), d.h2, k) },
+            // SAFETY: `Impl::Avx512` exists only when AVX-512F was found on this CPU.
+            #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
+            Impl::Avx512 => unsafe { avx512::insert(blocks.get_mut(d.h1), d.h2, k) },
         }
     }
 
@@ -212,6 +250,9 @@ impl Kernel {
             // SAFETY: `Impl::Avx2` exists only when `detect` found AVX2 on this CPU.
             #[cfg(target_arch = "x86_64")]
             Impl::Avx2 => unsafe { avx2::contains_batch(blocks, k, digests, out) },
+            // SAFETY: `Impl::Avx512` exists only when AVX2 (and AVX-512F) were found on this CPU.
+            #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
+            Impl::Avx512 => unsafe { avx2::contains_batch(blocks, k, digests, out) },
         }
     }
 
@@ -222,22 +263,115 @@ impl Kernel {
             // SAFETY: `Impl::Avx2` exists only when `detect` found AVX2 on this CPU.
             #[cfg(target_arch = "x86_64")]
             Impl::Avx2 => unsafe { avx2::insert_batch(blocks, k, digests) },
+            // SAFETY: `Impl::Avx512` exists only when AVX2 (and AVX-512F) were found on this CPU.
+            #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
+            Impl::Avx512 => unsafe { avx2::insert_batch(blocks, k, digests) },
         }
     }
 }
 
-/// The scalar probe, out of line like the AVX2 one (which cannot inline into code compiled
-/// without AVX2): the dispatch in [`Kernel::contains`] then stays a few instructions, so that
-/// `Filter::contains` inlines into the caller's loop together with the item hash.
-#[inline(never)]
-fn scalar_contains(block: &Block, h2: u64, k: u32) -> bool {
-    scalar::contains(block, h2, k)
+/// A probe specialised for one kernel and one `k`: two plain function pointers chosen once per
+/// filter ([`Probe::new`]), so a query pays one indirect call and nothing else for the dispatch:
+/// no branch on the kernel, no `min(k, 8)`, no test for a second round, and the window table row
+/// is a constant. The functions behind the pointers compute exactly the masks of
+/// [`Kernel::contains`] / [`Kernel::insert`] for that `k` (`kernels_agree` checks it).
+///
+/// Why it matters: a query on a filter bigger than L2 waits for one cache miss; how many misses
+/// overlap depends on how many queries fit in the CPU's reorder window, i.e. on the number of
+/// instructions per query (see `docs/BENCHMARKS.md`, "What changed for speed (branch perf2)").
+#[derive(Clone, Copy)]
+pub(crate) struct Probe {
+    contains: unsafe fn(&Block, u64) -> bool,
+    insert: unsafe fn(&mut Block, u64) -> bool,
 }
 
-/// The scalar insert, out of line for the same reason as [`scalar_contains`].
+impl core::fmt::Debug for Probe {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("Probe")
+    }
+}
+
+/// The scalar probe for a constant `K`.
 #[inline(never)]
-fn scalar_insert(block: &mut Block, h2: u64, k: u32) -> bool {
-    scalar::insert(block, h2, k)
+fn scalar_contains_k<const K: u32>(block: &Block, h2: u64) -> bool {
+    scalar::contains(block, h2, K)
+}
+
+/// The scalar insert for a constant `K`.
+#[inline(never)]
+fn scalar_insert_k<const K: u32>(block: &mut Block, h2: u64) -> bool {
+    scalar::insert(block, h2, K)
+}
+
+/// `[f::<1>, f::<2>, …, f::<16>]` for a generic function `f`, coerced to `unsafe fn` pointers.
+macro_rules! per_k {
+    ($f:ident, $t:ty) => {
+        [
+            $f::<1> as $t,
+            $f::<2> as $t,
+            $f::<3> as $t,
+            $f::<4> as $t,
+            $f::<5> as $t,
+            $f::<6> as $t,
+            $f::<7> as $t,
+            $f::<8> as $t,
+            $f::<9> as $t,
+            $f::<10> as $t,
+            $f::<11> as $t,
+            $f::<12> as $t,
+            $f::<13> as $t,
+            $f::<14> as $t,
+            $f::<15> as $t,
+            $f::<16> as $t,
+        ]
+    };
+}
+pub(crate) use per_k;
+
+/// A per-`k` probe: whether the item's bits are all set in the block.
+pub(crate) type ContainsFn = unsafe fn(&Block, u64) -> bool;
+/// A per-`k` insert: sets the item's bits, returns whether one was clear.
+pub(crate) type InsertFn = unsafe fn(&mut Block, u64) -> bool;
+
+impl Probe {
+    /// The probe of `kernel` for `k` bits per item (`k` is clamped to 1..=16; the filters
+    /// validate it before).
+    pub(crate) fn new(kernel: Kernel, k: u32) -> Probe {
+        let i = (k.clamp(1, MAX_K) - 1) as usize;
+        match kernel.0 {
+            Impl::Scalar => {
+                let c: [ContainsFn; 16] = per_k!(scalar_contains_k, ContainsFn);
+                let s: [InsertFn; 16] = per_k!(scalar_insert_k, InsertFn);
+                Probe { contains: c[i], insert: s[i] }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Impl::Avx2 => {
+                let (c, s) = avx2::per_k_fns();
+                Probe { contains: c[i], insert: s[i] }
+            }
+            #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
+            Impl::Avx512 => {
+                let (c, s) = avx512::per_k_fns();
+                Probe { contains: c[i], insert: s[i] }
+            }
+        }
+    }
+
+    /// Whether every bit of the item is set in its block.
+    #[inline(always)]
+    pub(crate) fn contains(self, blocks: &Blocks, d: Digest) -> bool {
+        // SAFETY: the pointer is a scalar function (always sound) or an AVX2 / AVX-512 one,
+        // which `Probe::new` hands out only for `Impl::Avx2` / `Impl::Avx512`, which exist only
+        // when `Kernel::detect` found those features on this CPU.
+        unsafe { (self.contains)(blocks.get(d.h1), d.h2) }
+    }
+
+    /// Sets the item's bits; returns whether any was clear before.
+    #[inline(always)]
+    pub(crate) fn insert(self, blocks: &mut Blocks, d: Digest) -> bool {
+        // SAFETY: as in `Probe::contains`.
+        unsafe { (self.insert)(blocks.get_mut(d.h1), d.h2) }
+    }
 }
 
 /// How many digests the batch loops run ahead with their prefetches: enough to keep about eight
@@ -383,10 +517,16 @@ mod tests {
     /// every k and many random digests, on a filter small enough for blocks to fill up.
     #[test]
     fn kernels_agree() {
-        let best = Kernel::detect();
-        if best == Kernel::scalar() {
-            eprintln!("no AVX2 on this CPU (or SIFT_FORCE_SCALAR set): only the scalar kernel runs");
+        let all = Kernel::all_available();
+        if all.len() == 1 {
+            eprintln!("no AVX2 on this CPU: only the scalar kernel runs");
         }
+        for kernel in all {
+            agrees_with_scalar(kernel);
+        }
+    }
+
+    fn agrees_with_scalar(best: Kernel) {
         let mut st = 42;
         for k in 1..=MAX_K {
             let mut a = Blocks::new(vec![Block::default(); 37]).unwrap();
@@ -418,6 +558,21 @@ mod tests {
             let nb = Kernel::scalar().insert_batch(&mut b, k, &ds);
             assert_eq!(na, nb);
             assert!(a == b, "k {k}: batch inserts set different bits");
+            // The per-k probes of both kernels agree with the generic kernels.
+            for kernel in [best, Kernel::scalar()] {
+                let p = Probe::new(kernel, k);
+                let mut c = a.clone();
+                for d in &ds {
+                    assert_eq!(p.contains(&c, *d), Kernel::scalar().contains(&b, *d, k), "k {k}");
+                }
+                let more: Vec<Digest> =
+                    (0..2000).map(|_| Digest { h1: splitmix(&mut st), h2: splitmix(&mut st) }).collect();
+                let mut e = b.clone();
+                for d in &more {
+                    assert_eq!(p.insert(&mut c, *d), Kernel::scalar().insert(&mut e, *d, k), "k {k}");
+                }
+                assert!(c == e, "k {k}: the per-k probe ({}) set different bits", kernel.name());
+            }
         }
     }
 }
