@@ -367,3 +367,42 @@ fn a_replica_answers_like_its_primary() {
     let err = call_str(&mut r, &["BF.ADD", "rep:bf", "x"]).unwrap_err();
     assert!(err.contains("READONLY"), "{err}");
 }
+
+#[test]
+fn a_cluster_replica_answers_like_its_primary() {
+    let cluster = Cluster::start(3);
+    let mut cc = cluster.client();
+    // Keys of node 0's slots (one hash tag owned by node 0).
+    let tag = (0..).map(|i| format!("{{r{i}}}")).find(|t| cluster.owner(cluster.keyslot(t)) == 0).unwrap();
+    let (bf, cf) = (format!("{tag}bf"), format!("{tag}cf"));
+    let (bf_items, cf_items) = (members("cr-bf", 1500), members("cr-cf", 1500));
+
+    // Half before the replica joins (full sync), half after (replication stream).
+    add_all(&mut cc, "BF.MADD", &bf, &bf_items[..700]);
+    add_all(&mut cc, "CF.ADD", &cf, &cf_items[..700]);
+    let replica = cluster.add_replica(0);
+    add_all(&mut cc, "BF.MADD", &bf, &bf_items[700..]);
+    add_all(&mut cc, "CF.ADD", &cf, &cf_items[700..]);
+    for item in cf_items.iter().step_by(5) {
+        assert_eq!(call_str(&mut cc, &["CF.DEL", &cf, item]), Ok(Value::Int(1)));
+    }
+    let mut p = cluster.nodes[0].conn();
+    assert_eq!(call_str(&mut p, &["WAIT", "1", "5000"]), Ok(Value::Int(1)), "WAIT: the replica did not ack");
+
+    // Without READONLY a cluster replica redirects to its primary ...
+    let mut r = replica.conn();
+    let err = call_str(&mut r, &["BF.EXISTS", &bf, &bf_items[0]]).unwrap_err();
+    assert!(err.contains("MOVED") && err.contains(&cluster.nodes[0].addr()), "{err}");
+    // ... with it, it serves the module's read commands (flagged readonly) exactly as the primary.
+    assert_eq!(call_str(&mut r, &["READONLY"]), Ok(Value::Okay));
+    for (key, items) in [(&bf, &bf_items), (&cf, &cf_items)] {
+        assert_same(
+            &format!("{key} on the cluster replica"),
+            &observe(&mut p, key, items),
+            &observe(&mut r, key, items),
+        );
+    }
+    // Writes still go to the primary.
+    let err = call_str(&mut r, &["BF.ADD", &bf, "x"]).unwrap_err();
+    assert!(err.contains("MOVED"), "{err}");
+}

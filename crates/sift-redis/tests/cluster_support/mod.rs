@@ -289,29 +289,30 @@ pub struct SlotRange {
     pub port: u16,
 }
 
+/// Starts one cluster-enabled node (not yet part of any cluster).
+pub fn cluster_node(tag: &str) -> RedisNode {
+    RedisNode::start_with(tag, |dir| {
+        vec![
+            "--cluster-enabled".into(),
+            "yes".into(),
+            "--cluster-config-file".into(),
+            dir.join("nodes.conf").display().to_string(),
+            // The bus port explicitly (Redis >= 7.0), so it too is a free one rather than
+            // port + 10000.
+            "--cluster-port".into(),
+            free_port().to_string(),
+            "--cluster-node-timeout".into(),
+            "5000".into(),
+        ]
+    })
+}
+
 impl Cluster {
     /// Starts `n` cluster-enabled nodes, joins them with `redis-cli --cluster create ...
     /// --cluster-replicas 0 --cluster-yes`, and waits until every node reports
     /// `cluster_state:ok` and all agree on the slot map.
     pub fn start(n: usize) -> Cluster {
-        let nodes: Vec<RedisNode> = (0..n)
-            .map(|i| {
-                RedisNode::start_with(&format!("cluster{i}"), |dir| {
-                    vec![
-                        "--cluster-enabled".into(),
-                        "yes".into(),
-                        "--cluster-config-file".into(),
-                        dir.join("nodes.conf").display().to_string(),
-                        // The bus port explicitly (Redis >= 7.0), so it too is a free one rather
-                        // than port + 10000.
-                        "--cluster-port".into(),
-                        free_port().to_string(),
-                        "--cluster-node-timeout".into(),
-                        "5000".into(),
-                    ]
-                })
-            })
-            .collect();
+        let nodes: Vec<RedisNode> = (0..n).map(|i| cluster_node(&format!("cluster{i}"))).collect();
         let addrs: Vec<String> = nodes.iter().map(|n| n.addr()).collect();
         let mut args: Vec<&str> = vec!["--cluster", "create"];
         args.extend(addrs.iter().map(String::as_str));
@@ -368,6 +369,30 @@ impl Cluster {
             .collect();
         out.sort();
         out
+    }
+
+    /// Adds a new node as a replica of `self.nodes[i]` (`redis-cli --cluster add-node ...
+    /// --cluster-slave --cluster-master-id`) and waits until its replication link is up.
+    pub fn add_replica(&self, i: usize) -> RedisNode {
+        let replica = cluster_node("cluster-replica");
+        let id = self.id(i);
+        let (new, existing) = (replica.addr(), self.nodes[i].addr());
+        let (ok, out) = redis_cli(&[
+            "--cluster",
+            "add-node",
+            &new,
+            &existing,
+            "--cluster-slave",
+            "--cluster-master-id",
+            &id,
+        ]);
+        assert!(ok, "redis-cli --cluster add-node failed:\n{out}");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while replica.info("replication").get("master_link_status").map(String::as_str) != Some("up") {
+            assert!(Instant::now() < deadline, "cluster replica never synced; its log:\n{}", replica.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        replica
     }
 
     /// The node id (`CLUSTER MYID`) of `self.nodes[i]`.
