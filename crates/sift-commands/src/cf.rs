@@ -180,13 +180,10 @@ pub fn reserve<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env,
     }
 }
 
-/// The growth bound of an insert: the memory budget, asked for only when the filter can grow.
-fn growth_budget(f: &CuckooFilter, env: &mut dyn Env) -> u64 {
-    if f.expansion() == 0 {
-        u64::MAX
-    } else {
-        env.memory_budget()
-    }
+/// The growth check of an insert: a new sub-filter may take at most the memory budget, the same
+/// bound creation has (the budget is asked for only when the filter must grow).
+fn within_budget(env: &mut dyn Env) -> impl FnMut(u64) -> bool + '_ {
+    move |bytes| bytes <= env.memory_budget()
 }
 
 fn add_impl<S: FilterStore, A: AsRef<[u8]>>(
@@ -201,11 +198,11 @@ fn add_impl<S: FilterStore, A: AsRef<[u8]>>(
         Err(reply) => return reply,
     };
     let item = argv[2].as_ref();
-    let budget = growth_budget(f, env);
+    let mut allow = within_budget(env);
     let r = if unique {
-        f.insert_unique_within(item, budget)
+        f.insert_unique_within(item, &mut allow)
     } else {
-        f.insert_within(item, budget).map(|()| true)
+        f.insert_within(item, &mut allow).map(|()| true)
     };
     match r {
         Ok(added) => Frame::Boolean(added),
@@ -282,19 +279,19 @@ fn insert_impl<S: FilterStore, A: AsRef<[u8]>>(
         Ok(f) => f,
         Err(reply) => return reply,
     };
-    let budget = growth_budget(f, env);
+    let mut allow = within_budget(env);
     let items = &argv[r.items_at..];
     let replies = items.iter().map(|item| {
         let item = item.as_ref();
         if unique {
             // 1 added, 0 already present, -1 no room: integers in both protocols (spec §2.1).
-            Frame::Integer(match f.insert_unique_within(item, budget) {
+            Frame::Integer(match f.insert_unique_within(item, &mut allow) {
                 Ok(true) => 1,
                 Ok(false) => 0,
                 Err(_) => -1,
             })
         } else {
-            let added = f.insert_within(item, budget).is_ok();
+            let added = f.insert_within(item, &mut allow).is_ok();
             match (resp3, added) {
                 (true, b) => Frame::Boolean(b),
                 (false, true) => Frame::Integer(1),

@@ -3,7 +3,6 @@
 //! reply, replication and memory budget go through the module API.
 
 use std::ffi::{c_int, c_void, CString};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use redis_module::raw;
 use sift::compat::redisbloom::{BloomChain, CuckooFilter, LoadLimits};
@@ -139,19 +138,11 @@ impl FilterStore for KeyStore {
     }
 }
 
-/// `maxmemory`, read with `CONFIG GET` at most once a second (it is only needed when a filter,
-/// link or sub-filter is about to be allocated).
-static MAXMEMORY: AtomicU64 = AtomicU64::new(0);
-static MAXMEMORY_READ_AT: AtomicI64 = AtomicI64::new(i64::MIN);
-
+/// `maxmemory`, read with `CONFIG GET` (only when a filter, link or sub-filter is about to be
+/// allocated, so it is never on the path of an ordinary add or lookup).
 fn maxmemory(ctx: *mut raw::RedisModuleCtx) -> u64 {
     // SAFETY: `ctx` is the running command's; the call reply is freed before returning.
     unsafe {
-        let now = raw::RedisModule_Milliseconds.unwrap()();
-        let at = MAXMEMORY_READ_AT.load(Ordering::Relaxed);
-        if at != i64::MIN && now.saturating_sub(at) < 1000 {
-            return MAXMEMORY.load(Ordering::Relaxed);
-        }
         let reply = raw::RedisModule_Call.unwrap()(
             ctx,
             c"CONFIG".as_ptr(),
@@ -172,8 +163,6 @@ fn maxmemory(ctx: *mut raw::RedisModuleCtx) -> u64 {
             }
             raw::RedisModule_FreeCallReply.unwrap()(reply);
         }
-        MAXMEMORY.store(value, Ordering::Relaxed);
-        MAXMEMORY_READ_AT.store(now, Ordering::Relaxed);
         value
     }
 }

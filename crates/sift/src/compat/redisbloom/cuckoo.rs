@@ -337,26 +337,31 @@ impl CuckooFilter {
 
     /// [`CuckooFilter::insert`] for a precomputed hash.
     pub fn insert_hash(&mut self, h: CuckooHash) -> Result<(), CuckooInsertError> {
-        self.insert_hash_within(h, u64::MAX)
+        self.insert_hash_within(h, &mut |_| true)
     }
 
-    /// [`CuckooFilter::insert`], except that a growth allocating more than `max_grow_bytes`
-    /// (a server's memory budget) fails with [`CuckooInsertError::MemAllocFailed`] instead.
-    pub fn insert_within(&mut self, item: &[u8], max_grow_bytes: u64) -> Result<(), CuckooInsertError> {
-        self.insert_hash_within(CuckooHash::new(item), max_grow_bytes)
+    /// [`CuckooFilter::insert`], except that a growth is first offered to `allow` with the bytes
+    /// the new sub-filter would take (a server's memory budget check, asked only when the filter
+    /// must grow); a refused growth fails with [`CuckooInsertError::MemAllocFailed`].
+    pub fn insert_within(
+        &mut self,
+        item: &[u8],
+        allow: &mut dyn FnMut(u64) -> bool,
+    ) -> Result<(), CuckooInsertError> {
+        self.insert_hash_within(CuckooHash::new(item), allow)
     }
 
-    /// [`CuckooFilter::insert_unique`] with the growth bound of [`CuckooFilter::insert_within`].
+    /// [`CuckooFilter::insert_unique`] with the growth check of [`CuckooFilter::insert_within`].
     pub fn insert_unique_within(
         &mut self,
         item: &[u8],
-        max_grow_bytes: u64,
+        allow: &mut dyn FnMut(u64) -> bool,
     ) -> Result<bool, CuckooInsertError> {
         let h = CuckooHash::new(item);
         if self.contains_hash(h) {
             return Ok(false);
         }
-        self.insert_hash_within(h, max_grow_bytes).map(|()| true)
+        self.insert_hash_within(h, allow).map(|()| true)
     }
 
     /// Bytes the next sub-filter would take (§6.5 step 5); `None` when it cannot be sized.
@@ -368,7 +373,11 @@ impl CuckooFilter {
             .and_then(|b| u64::try_from(b).ok())
     }
 
-    fn insert_hash_within(&mut self, h: CuckooHash, max_grow_bytes: u64) -> Result<(), CuckooInsertError> {
+    fn insert_hash_within(
+        &mut self,
+        h: CuckooHash,
+        allow: &mut dyn FnMut(u64) -> bool,
+    ) -> Result<(), CuckooInsertError> {
         let bs = self.bs();
         loop {
             // 1. First fit, newest sub-filter to oldest.
@@ -385,7 +394,7 @@ impl CuckooFilter {
             if self.expansion == 0 {
                 return Err(CuckooInsertError::NoSpace);
             }
-            if self.next_growth_bytes().is_none_or(|b| b > max_grow_bytes) {
+            if !self.next_growth_bytes().is_some_and(&mut *allow) {
                 return Err(CuckooInsertError::MemAllocFailed);
             }
             self.grow()?;
