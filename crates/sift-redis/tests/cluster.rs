@@ -10,6 +10,7 @@
 //! A missing `redis-server` fails the tests with what to install; they never skip.
 
 mod cluster_support;
+mod support;
 
 use cluster_support::*;
 use redis::Value;
@@ -107,7 +108,7 @@ fn keys_spread_over_the_nodes_and_clients_follow_moved() {
     let map = cluster.slots_seen_by(&cluster.nodes[0]);
     let owner = |slot: u16| {
         let port = map.iter().find(|r| r.first <= slot && slot <= r.last).unwrap().port;
-        cluster.nodes.iter().position(|n| n.port == port).unwrap()
+        cluster.nodes.iter().position(|n| n.port() == port).unwrap()
     };
 
     // The crate's cluster client routes every BF/CF command by its key.
@@ -151,9 +152,12 @@ fn keys_spread_over_the_nodes_and_clients_follow_moved() {
     let home = &cluster.nodes[owner(slot)];
     let moved = call_str(&mut cluster.nodes[0].conn(), &["BF.EXISTS", &key, &item]);
     let err = moved.expect_err("a key of another node's slot must not answer on node 0");
-    assert!(err.contains("MOVED") && err.contains(&slot.to_string()) && err.contains(&home.addr()), "{err}");
+    assert!(
+        err.contains("MOVED") && err.contains(&slot.to_string()) && err.contains(&home.host_port()),
+        "{err}"
+    );
     // ... and so does redis-cli without -c,
-    let p0 = cluster.nodes[0].port.to_string();
+    let p0 = cluster.nodes[0].port().to_string();
     let (_, out) = redis_cli(&["-p", &p0, "BF.EXISTS", &key, &item]);
     assert!(out.contains("MOVED"), "redis-cli without -c: {out:?}");
     // while redis-cli -c follows it, for reads and writes of both types.
@@ -237,7 +241,7 @@ fn a_migrated_slot_keeps_its_filters_identical() {
     let in_slot: Vec<String> =
         redis::cmd("CLUSTER").arg("GETKEYSINSLOT").arg(slot).arg(1000).query(&mut src_conn).unwrap();
     assert_eq!(in_slot.len(), keys.len(), "keys in slot {slot}: {in_slot:?}");
-    let dst_port = cluster.nodes[dst].port.to_string();
+    let dst_port = cluster.nodes[dst].port().to_string();
     let mut migrate: Vec<&str> = vec!["MIGRATE", "127.0.0.1", &dst_port, "", "0", "10000", "KEYS"];
     migrate.extend(in_slot.iter().map(String::as_str));
     let r = call_str(&mut src_conn, &migrate);
@@ -258,11 +262,11 @@ fn a_migrated_slot_keeps_its_filters_identical() {
     }
     // The source now redirects; the stale cluster client follows and sees the same filters.
     let err = call_str(&mut src_conn, &["BF.EXISTS", "{mig}bf", "bf-member-0"]).unwrap_err();
-    assert!(err.contains("MOVED") && err.contains(&cluster.nodes[dst].addr()), "{err}");
+    assert!(err.contains("MOVED") && err.contains(&cluster.nodes[dst].host_port()), "{err}");
     for ((key, items), was) in keys.iter().zip(&before) {
         assert_same(&format!("{key} via the cluster client"), was, &observe(&mut cc, key, items));
     }
-    let p = cluster.nodes[src].port.to_string();
+    let p = cluster.nodes[src].port().to_string();
     let (_, out) = redis_cli(&["-c", "-p", &p, "CF.EXISTS", "{mig}cf-grown", "grown-member-1"]);
     assert_eq!(out.trim(), "1");
     // The migrated filters keep working for writes.
@@ -273,7 +277,7 @@ fn a_migrated_slot_keeps_its_filters_identical() {
 
 #[test]
 fn a_replica_answers_like_its_primary() {
-    let primary = RedisNode::start("primary", &[]);
+    let primary = start_node(&[], &[]);
     let mut p = primary.conn();
 
     // Written before the replica exists: it gets these by the full sync (an RDB).
@@ -287,11 +291,10 @@ fn a_replica_answers_like_its_primary() {
 
     // The replica loads the module with other defaults: auto-created filters must still come
     // out as the primary made them (the module propagates their parameters explicitly).
-    let port = primary.port.to_string();
-    let replica = RedisNode::start_full(
-        "replica",
+    let port = primary.port().to_string();
+    let replica = start_node(
+        &["--replicaof", "127.0.0.1", &port],
         &["ERROR_RATE", "0.2", "INITIAL_SIZE", "7", "CF_MAX_EXPANSIONS", "5"],
-        |_| vec!["--replicaof".into(), "127.0.0.1".into(), port.clone()],
     );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while replica.info("replication").get("master_link_status").map(String::as_str) != Some("up") {
@@ -392,7 +395,7 @@ fn a_cluster_replica_answers_like_its_primary() {
     // Without READONLY a cluster replica redirects to its primary ...
     let mut r = replica.conn();
     let err = call_str(&mut r, &["BF.EXISTS", &bf, &bf_items[0]]).unwrap_err();
-    assert!(err.contains("MOVED") && err.contains(&cluster.nodes[0].addr()), "{err}");
+    assert!(err.contains("MOVED") && err.contains(&cluster.nodes[0].host_port()), "{err}");
     // ... with it, it serves the module's read commands (flagged readonly) exactly as the primary.
     assert_eq!(call_str(&mut r, &["READONLY"]), Ok(Value::Okay));
     for (key, items) in [(&bf, &bf_items), (&cf, &cf_items)] {

@@ -1,37 +1,21 @@
-//! Helpers for the cluster and replication tests: real `redis-server` processes on 127.0.0.1
-//! with `libsift_redis.so` loaded, each in its own temp directory, killed on drop.
-//!
-//! The module file is the one cargo builds for these very tests: the library target is a
-//! `cdylib` and an `rlib`, so compiling it as the tests' dependency writes `libsift_redis.so`
-//! next to the test binary (`target/<profile>/deps/`). If it is not there (an unusual cargo
-//! layout), the helper runs `cargo build -p sift-redis` and takes the one it builds.
+//! Cluster and replication helpers over `support::RedisServer` (redis-server on 127.0.0.1 with
+//! `libsift_redis.so` loaded, see `support/mod.rs`): plain and cluster connections, INFO, a
+//! 3-node cluster made by `redis-cli --cluster create`, a cluster replica, slot ownership.
 
 #![allow(dead_code)]
 
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use redis::Value;
 
-/// The `redis-server` binary: `$SIFT_REDIS_SERVER` or `redis-server` on the PATH. Missing, the
-/// test fails with what to install (CI installs it); it never skips.
-pub fn redis_server_bin() -> String {
-    let bin = std::env::var("SIFT_REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_string());
-    require_tool(&bin, "redis-server");
-    bin
-}
+use crate::support::RedisServer;
 
-/// The `redis-cli` binary (same rule as [`redis_server_bin`]).
-pub fn redis_cli_bin() -> String {
-    let bin = std::env::var("SIFT_REDIS_CLI").unwrap_or_else(|_| "redis-cli".to_string());
-    require_tool(&bin, "redis-cli");
-    bin
-}
-
-fn require_tool(bin: &str, what: &str) {
+/// Fails, saying what to install, unless `bin --version` runs (CI installs redis-server, which
+/// brings redis-cli): these tests never skip.
+pub fn require_tool(bin: &str) {
     let ok = Command::new(bin)
         .arg("--version")
         .stdout(Stdio::null())
@@ -41,45 +25,9 @@ fn require_tool(bin: &str, what: &str) {
         .unwrap_or(false);
     assert!(
         ok,
-        "`{bin} --version` failed: these tests need a real {what} (Debian: apt-get install -y \
+        "`{bin} --version` failed: these tests need a real {bin} (Debian: apt-get install -y \
          redis-server, which brings redis-server and redis-cli; .ci/run installs it)"
     );
-}
-
-/// Path of `libsift_redis.so` built from this source tree.
-pub fn module_path() -> &'static Path {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let exe = std::env::current_exe().expect("test binary path");
-        let deps = exe.parent().expect("test binary dir");
-        for dir in [deps.to_path_buf(), deps.join("..")] {
-            let so = dir.join("libsift_redis.so");
-            if so.is_file() {
-                return so.canonicalize().unwrap();
-            }
-        }
-        build_module()
-    })
-}
-
-/// Builds the module with cargo (the fallback of [`module_path`]) and returns its path.
-fn build_module() -> PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let out = Command::new(&cargo)
-        .args(["build", "-p", "sift-redis", "--message-format", "json-render-diagnostics"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("run cargo build -p sift-redis");
-    assert!(out.status.success(), "cargo build -p sift-redis failed");
-    let text = String::from_utf8_lossy(&out.stdout);
-    // The compiler-artifact message of the library lists its files; take the .so.
-    text.lines()
-        .filter(|l| l.contains("\"compiler-artifact\"") && l.contains("sift_redis"))
-        .flat_map(|l| l.split('"'))
-        .find(|s| s.ends_with("libsift_redis.so"))
-        .map(PathBuf::from)
-        .expect("cargo build -p sift-redis reported no libsift_redis.so")
 }
 
 /// A free TCP port on 127.0.0.1 (bound and released; the caller starts a server on it).
@@ -87,144 +35,61 @@ pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port").local_addr().unwrap().port()
 }
 
-/// A fresh, empty directory under the system's temp dir, unique to this process and call.
-pub fn temp_dir(tag: &str) -> PathBuf {
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("sift-redis-{tag}-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create temp dir");
-    dir
+/// Starts redis-server with the module (`module_args`) and `config`, in a private directory.
+pub fn start_node(config: &[&str], module_args: &[&str]) -> RedisServer {
+    require_tool("redis-server");
+    RedisServer::start(config, module_args)
 }
 
-/// One `redis-server` process with the module loaded, no persistence, killed on drop.
-pub struct RedisNode {
-    child: Child,
-    /// Client port on 127.0.0.1.
-    pub port: u16,
-    /// Its working directory (`dir`, log file, cluster config).
-    pub dir: PathBuf,
-}
-
-impl RedisNode {
-    /// Starts `redis-server --port <free> --loadmodule libsift_redis.so` plus `extra` and
-    /// waits until it answers PING. `tag` names the temp dir.
-    pub fn start(tag: &str, extra: &[String]) -> RedisNode {
-        RedisNode::start_with(tag, |_| extra.to_vec())
-    }
-
-    /// [`RedisNode::start`] with arguments made per attempt from the node's directory (a cluster
-    /// node's config file and bus port).
-    pub fn start_with(tag: &str, extra: impl Fn(&Path) -> Vec<String>) -> RedisNode {
-        RedisNode::start_full(tag, &[], extra)
-    }
-
-    /// [`RedisNode::start_with`] with module load arguments (`--loadmodule <so> <module_args>`).
-    pub fn start_full(tag: &str, module_args: &[&str], extra: impl Fn(&Path) -> Vec<String>) -> RedisNode {
-        let server = redis_server_bin();
-        let module = module_path();
-        let mut last_log = String::new();
-        // A port picked free can be taken before the server binds it: try a few.
-        for _ in 0..5 {
-            let port = free_port();
-            let dir = temp_dir(tag);
-            let log = dir.join("redis.log");
-            let mut args: Vec<String> = vec![
-                "--port".into(),
-                port.to_string(),
-                "--bind".into(),
-                "127.0.0.1".into(),
-                "--dir".into(),
-                dir.display().to_string(),
-                "--logfile".into(),
-                log.display().to_string(),
-                "--save".into(),
-                String::new(),
-                "--appendonly".into(),
-                "no".into(),
-                "--daemonize".into(),
-                "no".into(),
-            ];
-            args.extend(extra(&dir));
-            args.extend(["--loadmodule".to_string(), module.display().to_string()]);
-            args.extend(module_args.iter().map(|a| a.to_string()));
-            let child = Command::new(&server)
-                .args(&args)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn redis-server");
-            let mut node = RedisNode { child, port, dir };
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = node.child.try_wait() {
-                    break;
-                }
-                if let Ok(mut c) = node.try_conn() {
-                    if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                        return node;
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            last_log = std::fs::read_to_string(&log).unwrap_or_default();
-            drop(node);
-        }
-        panic!("redis-server with {} did not start; its log:\n{last_log}", module.display());
-    }
-
-    fn try_conn(&self) -> redis::RedisResult<redis::Connection> {
-        TcpStream::connect(("127.0.0.1", self.port))?;
-        let client = redis::Client::open(self.url())?;
-        client.get_connection_with_timeout(Duration::from_secs(5))
-    }
-
+/// What the tests ask of a running node, beyond `support::RedisServer`.
+pub trait Node {
     /// `redis://127.0.0.1:<port>/`.
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
+    fn url(&self) -> String;
     /// `127.0.0.1:<port>`.
-    pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+    fn host_port(&self) -> String;
+    /// A plain (non-cluster) connection.
+    fn conn(&self) -> redis::Connection;
+    /// The `field:value` lines of `INFO <section>`.
+    fn info(&self, section: &str) -> BTreeMap<String, String>;
+    /// The server's log so far (for failure messages).
+    fn log(&self) -> String;
+}
+
+impl Node for RedisServer {
+    fn url(&self) -> String {
+        format!("redis://{}/", self.addr)
     }
 
-    /// A plain (non-cluster) connection to this node.
-    pub fn conn(&self) -> redis::Connection {
-        let c = self.try_conn().unwrap_or_else(|e| panic!("connect to {}: {e}", self.addr()));
+    fn host_port(&self) -> String {
+        self.addr.to_string()
+    }
+
+    fn conn(&self) -> redis::Connection {
+        let client = redis::Client::open(self.url()).unwrap();
+        let c = client
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .unwrap_or_else(|e| panic!("connect to {}: {e}", self.addr));
         c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         c
     }
 
-    /// The server's log so far (for failure messages).
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default()
-    }
-
-    /// The `field:value` lines of `INFO <section>`, as a map.
-    pub fn info(&self, section: &str) -> std::collections::BTreeMap<String, String> {
+    fn info(&self, section: &str) -> BTreeMap<String, String> {
         let text: String = redis::cmd("INFO").arg(section).query(&mut self.conn()).unwrap();
         text.lines()
             .filter_map(|l| l.split_once(':'))
             .map(|(k, v)| (k.to_string(), v.trim().to_string()))
             .collect()
     }
-}
 
-impl Drop for RedisNode {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join(format!("redis-{}.log", self.port()))).unwrap_or_default()
     }
 }
 
 /// Runs `redis-cli` with `args` and returns (success, stdout + stderr).
 pub fn redis_cli(args: &[&str]) -> (bool, String) {
-    let out = Command::new(redis_cli_bin()).args(args).output().expect("run redis-cli");
+    require_tool("redis-cli");
+    let out = Command::new("redis-cli").args(args).output().expect("run redis-cli");
     let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
     text.push_str(&String::from_utf8_lossy(&out.stderr));
     (out.status.success(), text)
@@ -278,7 +143,7 @@ pub fn scandump<C: redis::ConnectionLike>(conn: &mut C, cmd: &str, key: &str) ->
 /// A Redis Cluster of primaries on 127.0.0.1, the module on every node, every slot assigned.
 pub struct Cluster {
     /// The nodes, in `redis-cli --cluster create` order.
-    pub nodes: Vec<RedisNode>,
+    pub nodes: Vec<RedisServer>,
 }
 
 /// One slot range of `CLUSTER SLOTS`: first and last slot, and the primary's port.
@@ -289,22 +154,22 @@ pub struct SlotRange {
     pub port: u16,
 }
 
-/// Starts one cluster-enabled node (not yet part of any cluster).
-pub fn cluster_node(tag: &str) -> RedisNode {
-    RedisNode::start_with(tag, |dir| {
-        vec![
-            "--cluster-enabled".into(),
-            "yes".into(),
-            "--cluster-config-file".into(),
-            dir.join("nodes.conf").display().to_string(),
-            // The bus port explicitly (Redis >= 7.0), so it too is a free one rather than
-            // port + 10000.
-            "--cluster-port".into(),
-            free_port().to_string(),
-            "--cluster-node-timeout".into(),
-            "5000".into(),
-        ]
-    })
+/// Starts one cluster-enabled node (not yet part of any cluster), its cluster config file in its
+/// own directory (a relative path is relative to `dir`) and its bus port a free one
+/// (`cluster-port`, Redis >= 7.0) rather than port + 10000.
+pub fn cluster_node() -> RedisServer {
+    let bus = free_port().to_string();
+    let config = [
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-port",
+        &bus,
+        "--cluster-node-timeout",
+        "5000",
+    ];
+    start_node(&config, &[])
 }
 
 impl Cluster {
@@ -312,8 +177,8 @@ impl Cluster {
     /// --cluster-replicas 0 --cluster-yes`, and waits until every node reports
     /// `cluster_state:ok` and all agree on the slot map.
     pub fn start(n: usize) -> Cluster {
-        let nodes: Vec<RedisNode> = (0..n).map(|i| cluster_node(&format!("cluster{i}"))).collect();
-        let addrs: Vec<String> = nodes.iter().map(|n| n.addr()).collect();
+        let nodes: Vec<RedisServer> = (0..n).map(|_| cluster_node()).collect();
+        let addrs: Vec<String> = nodes.iter().map(|n| n.host_port()).collect();
         let mut args: Vec<&str> = vec!["--cluster", "create"];
         args.extend(addrs.iter().map(String::as_str));
         args.extend(["--cluster-replicas", "0", "--cluster-yes"]);
@@ -353,7 +218,7 @@ impl Cluster {
     }
 
     /// `CLUSTER SLOTS` as seen by `node`, sorted.
-    pub fn slots_seen_by(&self, node: &RedisNode) -> Vec<SlotRange> {
+    pub fn slots_seen_by(&self, node: &RedisServer) -> Vec<SlotRange> {
         let v: Vec<Value> = redis::cmd("CLUSTER").arg("SLOTS").query(&mut node.conn()).unwrap();
         let mut out: Vec<SlotRange> = v
             .iter()
@@ -373,10 +238,10 @@ impl Cluster {
 
     /// Adds a new node as a replica of `self.nodes[i]` (`redis-cli --cluster add-node ...
     /// --cluster-slave --cluster-master-id`) and waits until its replication link is up.
-    pub fn add_replica(&self, i: usize) -> RedisNode {
-        let replica = cluster_node("cluster-replica");
+    pub fn add_replica(&self, i: usize) -> RedisServer {
+        let replica = cluster_node();
         let id = self.id(i);
-        let (new, existing) = (replica.addr(), self.nodes[i].addr());
+        let (new, existing) = (replica.host_port(), self.nodes[i].host_port());
         let (ok, out) = redis_cli(&[
             "--cluster",
             "add-node",
@@ -409,7 +274,7 @@ impl Cluster {
     pub fn owner(&self, slot: u16) -> usize {
         let map = self.slots_seen_by(&self.nodes[0]);
         let port = map.iter().find(|r| r.first <= slot && slot <= r.last).expect("slot covered").port;
-        self.nodes.iter().position(|n| n.port == port).expect("owner is one of ours")
+        self.nodes.iter().position(|n| n.port() == port).expect("owner is one of ours")
     }
 
     /// The crate's cluster client, seeded with every node.
