@@ -10,7 +10,9 @@
 #   redis+sift   the same with --loadmodule libsift_redis.so
 #   sift-server  --appendfsync everysec, and with its default (always)
 # Each cell is the median of ROUNDS runs; rounds interleave the servers so load changes on the
-# machine hit them alike. Filters: BF.RESERVE bench:bf 0.01 10000000 first; items
+# machine hit them alike. Besides requests/s, each cell gives the server process's CPU time
+# (user + system, all its threads, from /proc/<pid>/stat) per request, which other jobs on a
+# shared machine disturb much less than wall-clock throughput. Filters: BF.RESERVE bench:bf 0.01 10000000 first; items
 # item:__rand_int__ with -r 10000000 (random over 10M values).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -89,28 +91,39 @@ run() {
     --threads "$THREADS" --csv "$@" 2>/dev/null | tail -1 | cut -d, -f2 | tr -d '"'
 }
 
-# Cells: "label|port|command" ; SET/GET use redis-benchmark's own tests (key:__rand_int__, 3-byte values).
+# Cells: "label|server dir|port|command"; SET/GET use redis-benchmark's own tests
+# (key:__rand_int__, 3-byte values).
 cells=(
-  "redis SET|$p_redis|-t set"
-  "redis GET|$p_redis|-t get"
-  "redis+sift BF.ADD|$p_module|BF.ADD bench:bf item:__rand_int__"
-  "redis+sift BF.EXISTS|$p_module|BF.EXISTS bench:bf item:__rand_int__"
-  "sift-server everysec BF.ADD|$p_sift_es|BF.ADD bench:bf item:__rand_int__"
-  "sift-server everysec BF.EXISTS|$p_sift_es|BF.EXISTS bench:bf item:__rand_int__"
-  "sift-server always BF.ADD|$p_sift_def|BF.ADD bench:bf item:__rand_int__"
-  "sift-server always BF.EXISTS|$p_sift_def|BF.EXISTS bench:bf item:__rand_int__"
+  "redis SET|redis|$p_redis|-t set"
+  "redis GET|redis|$p_redis|-t get"
+  "redis+sift BF.ADD|module|$p_module|BF.ADD bench:bf item:__rand_int__"
+  "redis+sift BF.EXISTS|module|$p_module|BF.EXISTS bench:bf item:__rand_int__"
+  "sift-server everysec BF.ADD|sift-everysec|$p_sift_es|BF.ADD bench:bf item:__rand_int__"
+  "sift-server everysec BF.EXISTS|sift-everysec|$p_sift_es|BF.EXISTS bench:bf item:__rand_int__"
+  "sift-server always BF.ADD|sift-default|$p_sift_def|BF.ADD bench:bf item:__rand_int__"
+  "sift-server always BF.EXISTS|sift-default|$p_sift_def|BF.EXISTS bench:bf item:__rand_int__"
 )
 
-declare -A results
+# CPU time (user + system, clock ticks) the server process has used so far: per request it is a
+# steadier measure than requests/s when other jobs share the cores.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$(cat "$tmp/$1/pid")/stat"; }
+tick_hz=$(getconf CLK_TCK)
+
+declare -A results cpu
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for round in $(seq 1 "$ROUNDS"); do
   for pipe in 64 1; do
     for cell in "${cells[@]}"; do
-      IFS='|' read -r label port cmd <<< "$cell"
+      IFS='|' read -r label name port cmd <<< "$cell"
+      t0=$(cpu_ticks "$name")
       # shellcheck disable=SC2086 # the command is split into words on purpose
       rps=$(run "$port" "$pipe" $cmd)
+      t1=$(cpu_ticks "$name")
+      n=$N_PLAIN; [ "$pipe" -gt 1 ] && n=$N_PIPE
+      us=$(awk -v t="$((t1 - t0))" -v hz="$tick_hz" -v n="$n" 'BEGIN {printf "%.3f", t / hz * 1e6 / n}')
       results["$label|$pipe"]+="$rps "
-      echo "round $round  -P $pipe  $label: $rps" >&2
+      cpu["$label|$pipe"]+="$us "
+      echo "round $round  -P $pipe  $label: $rps req/s, server CPU $us µs/req" >&2
     done
   done
 done
@@ -122,16 +135,21 @@ echo
 echo "redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'), redis-benchmark -c $CLIENTS -r $KEYSPACE --threads $THREADS," \
   "-n $N_PIPE (-P 64) / $N_PLAIN (-P 1), median of $ROUNDS rounds, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| server | command | -P 64 req/s | vs SET | -P 1 req/s | vs SET |"
-echo "|---|---|---:|---:|---:|---:|"
+echo "| server | command | -P 64 req/s | vs SET | server CPU µs/req | SET CPU ÷ this | -P 1 req/s | vs SET | server CPU µs/req | SET CPU ÷ this |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 set64=$(echo "${results["redis SET|64"]}" | median)
 set1=$(echo "${results["redis SET|1"]}" | median)
+setc64=$(echo "${cpu["redis SET|64"]}" | median)
+setc1=$(echo "${cpu["redis SET|1"]}" | median)
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f×", (b > 0) ? a / b : 0}'; }
 for cell in "${cells[@]}"; do
-  IFS='|' read -r label _ _ <<< "$cell"
+  IFS='|' read -r label _ _ _ <<< "$cell"
   server=${label% *}; cmd=${label##* }
   m64=$(echo "${results["$label|64"]}" | median)
   m1=$(echo "${results["$label|1"]}" | median)
-  printf '| %s | %s | %.0f | %.2f× | %.0f | %.2f× |\n' "$server" "$cmd" "$m64" \
-    "$(awk -v a="$m64" -v b="$set64" 'BEGIN {print a / b}')" "$m1" \
-    "$(awk -v a="$m1" -v b="$set1" 'BEGIN {print a / b}')"
+  c64=$(echo "${cpu["$label|64"]}" | median)
+  c1=$(echo "${cpu["$label|1"]}" | median)
+  printf '| %s | %s | %.0f | %s | %.2f | %s | %.0f | %s | %.2f | %s |\n' "$server" "$cmd" \
+    "$m64" "$(ratio "$m64" "$set64")" "$c64" "$(ratio "$setc64" "$c64")" \
+    "$m1" "$(ratio "$m1" "$set1")" "$c1" "$(ratio "$setc1" "$c1")"
 done
