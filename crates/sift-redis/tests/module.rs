@@ -234,8 +234,11 @@ fn wait_rewrite(c: &mut Raw) {
     }
 }
 
+/// Commands, each a list of arguments.
+type Commands = Vec<Vec<Vec<u8>>>;
+
 /// The commands of a plain (no RDB preamble) AOF file.
-fn parse_aof(data: &[u8]) -> Vec<Vec<Vec<u8>>> {
+fn parse_aof(data: &[u8]) -> Commands {
     let mut out = Vec::new();
     let mut i = 0;
     let line = |i: &mut usize| -> Vec<u8> {
@@ -261,7 +264,7 @@ fn parse_aof(data: &[u8]) -> Vec<Vec<Vec<u8>>> {
 }
 
 /// The base and incremental files of Redis 7's multi-part AOF, in order.
-fn aof_commands(dir: &Path) -> (Vec<Vec<Vec<u8>>>, Vec<Vec<Vec<u8>>>) {
+fn aof_commands(dir: &Path) -> (Commands, Commands) {
     let aofdir = dir.join("appendonlydir");
     let mut base = Vec::new();
     let mut incr = Vec::new();

@@ -135,4 +135,77 @@ mod tests {
             assert_eq!(run(&a, &mut s, debug.clone()), run(&b, &mut t, debug), "{key}");
         }
     }
+
+    /// A filter auto-created with the configured defaults is logged as `LOADCHUNK <header>` and
+    /// the command: replayed under another configuration (a restart with other flags), it is the
+    /// same filter. Logging the bare command would rebuild it with the replaying server's
+    /// defaults.
+    #[test]
+    fn auto_create_replays_under_another_configuration() {
+        use crate::shared::Shared;
+        let rec = Recorder::default();
+        let log = rec.0.clone();
+        let mut params = crate::config::Params::default();
+        for (n, v) in [
+            ("bf-error-rate", "0.001"),
+            ("bf-initial-size", "500"),
+            ("bf-expansion-factor", "0"),
+            ("cf-initial-size", "64"),
+            ("cf-expansion-factor", "3"),
+            ("cf-max-iterations", "7"),
+        ] {
+            params.set(n, v.as_bytes(), true).unwrap();
+        }
+        let a = Shared::new(params, Box::new(rec));
+        let mut s = crate::cmd::Session::new(1, true);
+        for c in [
+            &["BF.ADD", "b", "x"][..],
+            &["BF.MADD", "m", "x", "y"],
+            &["BF.INSERT", "i", "ITEMS", "x"],
+            &["CF.ADD", "c", "x"],
+            &["CF.ADDNX", "n", "x"],
+            &["CF.INSERT", "ci", "ITEMS", "x"],
+            &["CF.INSERTNX", "cx", "ITEMS", "x"],
+            &["BF.ADD", "b", "y"],
+        ] {
+            let r = run(&a, &mut s, args(c));
+            assert!(!matches!(r, Frame::Error(_)), "{c:?}: {r:?}");
+        }
+        let recorded = log.lock().clone();
+        let names: Vec<String> =
+            recorded.iter().map(|c| String::from_utf8_lossy(&c[0]).to_ascii_uppercase()).collect();
+        assert_eq!(
+            names,
+            [
+                "BF.LOADCHUNK",
+                "BF.ADD",
+                "BF.LOADCHUNK",
+                "BF.MADD",
+                "BF.LOADCHUNK",
+                "BF.INSERT",
+                "CF.LOADCHUNK",
+                "CF.ADD",
+                "CF.LOADCHUNK",
+                "CF.ADDNX",
+                "CF.LOADCHUNK",
+                "CF.INSERT",
+                "CF.LOADCHUNK",
+                "CF.INSERTNX",
+                "BF.ADD",
+            ]
+        );
+        let b =
+            Shared::new(crate::config::Params::default(), Box::new(crate::persist::MemoryOnly::default()));
+        let mut t = crate::cmd::Session::new(2, true);
+        for argv in recorded {
+            run(&b, &mut t, argv);
+        }
+        for (p, key) in
+            [("BF", "b"), ("BF", "m"), ("BF", "i"), ("CF", "c"), ("CF", "n"), ("CF", "ci"), ("CF", "cx")]
+        {
+            assert_eq!(full_dump(&a, &mut s, p, key), full_dump(&b, &mut t, p, key), "{key}");
+            let debug = args(&[&format!("{p}.DEBUG"), key]);
+            assert_eq!(run(&a, &mut s, debug.clone()), run(&b, &mut t, debug), "{key}");
+        }
+    }
 }
