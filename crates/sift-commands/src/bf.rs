@@ -167,7 +167,7 @@ pub fn reserve<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env,
     if argv.len() > 7 {
         return Frame::error(err::arity("bf.reserve"));
     }
-    let default_expansion = env.config().bloom.expansion;
+    let default_expansion = env.bloom_defaults().expansion;
     let r = match parse_reserve(argv, default_expansion) {
         Ok(r) => r,
         Err(e) => return Frame::error(e),
@@ -200,7 +200,7 @@ fn create_default(d: BloomDefaults) -> impl FnOnce(&mut dyn Env) -> Result<Bloom
 
 /// BF.ADD key item.
 pub fn add<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
-    let d = env.config().bloom;
+    let d = env.bloom_defaults();
     match chain_mut(store, env, argv, create_default(d)) {
         Ok(c) => add_reply(add_within(c, env, argv[2].as_ref())).0,
         Err(f) => f,
@@ -209,7 +209,7 @@ pub fn add<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, arg
 
 /// BF.MADD key item [item ...].
 pub fn madd<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
-    let d = env.config().bloom;
+    let d = env.bloom_defaults();
     match chain_mut(store, env, argv, create_default(d)) {
         Ok(c) => add_many(c, env, &argv[2..]),
         Err(f) => f,
@@ -293,7 +293,7 @@ fn parse_insert<A: AsRef<[u8]>>(argv: &[A], d: BloomDefaults) -> Result<Insert, 
 
 /// BF.INSERT key [CAPACITY cap] [ERROR rate] [EXPANSION exp] [NOCREATE] [NONSCALING] ITEMS item...
 pub fn insert<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
-    let d = env.config().bloom;
+    let d = env.bloom_defaults();
     let r = match parse_insert(argv, d) {
         Ok(r) => r,
         Err(f) => return f,

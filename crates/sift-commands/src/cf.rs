@@ -160,7 +160,7 @@ pub fn reserve<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env,
     if argv.len() % 2 == 0 {
         return Frame::error(err::arity("cf.reserve"));
     }
-    let d = env.config().cuckoo;
+    let d = env.cuckoo_defaults();
     let r = match parse_reserve(argv, &d) {
         Ok(r) => r,
         Err(f) => return f,
@@ -192,7 +192,7 @@ fn add_impl<S: FilterStore, A: AsRef<[u8]>>(
     argv: &[A],
     unique: bool,
 ) -> Frame {
-    let d = env.config().cuckoo;
+    let d = env.cuckoo_defaults();
     let f = match for_insert(store, env, argv, d.initial_size, false, &d) {
         Ok(f) => f,
         Err(reply) => return reply,
@@ -269,7 +269,7 @@ fn insert_impl<S: FilterStore, A: AsRef<[u8]>>(
     unique: bool,
 ) -> Frame {
     let name = if unique { "cf.insertnx" } else { "cf.insert" };
-    let d = env.config().cuckoo;
+    let d = env.cuckoo_defaults();
     let r = match parse_insert(argv, name, &d) {
         Ok(r) => r,
         Err(f) => return f,

@@ -74,8 +74,10 @@ pub trait FilterStore {
 pub trait Env {
     /// RESP version of the client: 2 or 3.
     fn protocol(&self) -> u8;
-    /// The eight parameters of spec §3 (a copy: handlers read them once).
-    fn config(&self) -> FilterConfig;
+    /// The BF parameters of spec §3 (`bf-error-rate`, `bf-initial-size`, `bf-expansion-factor`).
+    fn bloom_defaults(&self) -> BloomDefaults;
+    /// The CF parameters of spec §3, with the current coupled bounds.
+    fn cuckoo_defaults(&self) -> CuckooDefaults;
     /// The most bytes one new filter, Bloom link or cuckoo sub-filter may take. Called only when
     /// something is about to be allocated (a module may find it costly to compute).
     fn memory_budget(&mut self) -> u64;
@@ -88,7 +90,7 @@ pub trait Env {
 /// bound of `cf-bucket-size` (spec §3, §7.2).
 pub fn load_limits(env: &mut dyn Env) -> LoadLimits {
     let max_bytes = env.memory_budget();
-    let bucket_max = env.config().cuckoo.bucket_size_max;
+    let bucket_max = env.cuckoo_defaults().bucket_size_max;
     LoadLimits { max_bytes, cf_max_bucket_size: bucket_max.clamp(1, 255) as u16 }
 }
 

@@ -19,6 +19,16 @@ pub fn current() -> FilterConfig {
     CONFIG.read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
+/// The BF defaults (no allocation: read on every BF write).
+pub fn bloom() -> sift_commands::BloomDefaults {
+    CONFIG.read().unwrap_or_else(|e| e.into_inner()).bloom
+}
+
+/// The CF defaults and bounds.
+pub fn cuckoo() -> sift_commands::CuckooDefaults {
+    CONFIG.read().unwrap_or_else(|e| e.into_inner()).cuckoo
+}
+
 /// Sets one parameter (any of its names), as `CONFIG SET` would.
 pub fn set(name: &str, value: &[u8]) -> Result<(), sift_commands::config::ConfigError> {
     CONFIG.write().unwrap_or_else(|e| e.into_inner()).set(name, value)

@@ -6,7 +6,7 @@ use std::ffi::{c_int, c_void, CString};
 
 use redis_module::raw;
 use sift::compat::redisbloom::{BloomChain, CuckooFilter, LoadLimits};
-use sift_commands::{Access, Env, FilterConfig, FilterStore, Read, Slot, Write, COMMANDS};
+use sift_commands::{Access, BloomDefaults, CuckooDefaults, Env, FilterStore, Read, Slot, Write, COMMANDS};
 
 use crate::types::{bloom_type, cuckoo_type};
 
@@ -170,7 +170,6 @@ fn maxmemory(ctx: *mut raw::RedisModuleCtx) -> u64 {
 /// The module's side of a request.
 pub struct ModuleEnv {
     ctx: *mut raw::RedisModuleCtx,
-    config: Option<FilterConfig>,
     /// What to replicate instead of the command as received.
     pub propagate: Option<Vec<Vec<Vec<u8>>>>,
 }
@@ -186,8 +185,12 @@ impl Env for ModuleEnv {
         }
     }
 
-    fn config(&self) -> FilterConfig {
-        self.config.clone().unwrap_or_else(crate::config::current)
+    fn bloom_defaults(&self) -> BloomDefaults {
+        crate::config::bloom()
+    }
+
+    fn cuckoo_defaults(&self) -> CuckooDefaults {
+        crate::config::cuckoo()
     }
 
     /// `maxmemory` when set, else the library's default LOADCHUNK budget (4 GiB), as in
@@ -248,7 +251,7 @@ pub unsafe fn dispatch(
     // before it looks anything up.
     let name = if argc > 1 { unsafe { *argv.add(1) } } else { std::ptr::null_mut() };
     let mut store = KeyStore { ctx, name, key: std::ptr::null_mut(), mode, dirty: false };
-    let mut env = ModuleEnv { ctx, config: None, propagate: None };
+    let mut env = ModuleEnv { ctx, propagate: None };
     let reply = sift_commands::run::<KeyStore, &[u8]>(i, &mut store, &mut env, &args);
     // SAFETY: `ctx` is the running command's.
     unsafe {

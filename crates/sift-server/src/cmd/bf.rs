@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 use sift::compat::redisbloom::{BloomChain, CuckooFilter, LoadLimits};
-use sift_commands::{Env, FilterConfig, FilterStore, Read, Slot, Write};
+use sift_commands::{BloomDefaults, CuckooDefaults, Env, FilterStore, Read, Slot, Write};
 
 use super::Ctx;
 use crate::db::{Locked, Value};
@@ -61,17 +61,14 @@ impl Env for ServerEnv<'_> {
         self.protocol
     }
 
-    fn config(&self) -> FilterConfig {
-        let p = self.server.config.read();
-        let mut c = FilterConfig::default();
-        let b = p.bloom;
-        c.bloom = sift_commands::BloomDefaults {
-            error_rate: b.error_rate,
-            initial_size: b.initial_size,
-            expansion: b.expansion,
-        };
-        let k = p.cuckoo;
-        c.cuckoo = sift_commands::CuckooDefaults {
+    fn bloom_defaults(&self) -> BloomDefaults {
+        let b = self.server.config.read().bloom;
+        BloomDefaults { error_rate: b.error_rate, initial_size: b.initial_size, expansion: b.expansion }
+    }
+
+    fn cuckoo_defaults(&self) -> CuckooDefaults {
+        let k = self.server.config.read().cuckoo;
+        CuckooDefaults {
             bucket_size: k.bucket_size,
             initial_size: k.initial_size,
             max_iterations: k.max_iterations,
@@ -79,8 +76,7 @@ impl Env for ServerEnv<'_> {
             max_expansions: k.max_expansions,
             bucket_size_max: k.bucket_size_max,
             initial_size_min: k.initial_size_min,
-        };
-        c
+        }
     }
 
     /// `maxmemory` when set, else the library's default LOADCHUNK budget (4 GiB, enough for the
