@@ -227,10 +227,7 @@ async fn serve(shared: &Shared, mut conn: Connection, id: u64) {
             if argv.is_empty() {
                 continue;
             }
-            let reply = match cmd::server::oom_refusal(shared, &session, &argv) {
-                Some(refusal) => Some(refusal),
-                None => cmd::execute(shared, &mut session, argv),
-            };
+            let reply = cmd::execute(shared, &mut session, argv);
             if let Some(reply) = reply {
                 if session.after != After::CloseSilently {
                     conn.write_frame(&reply, session.protocol);

@@ -60,6 +60,23 @@ fn maxmemory_refuses_writes_with_redis_oom_error() {
     assert!(e.to_string().contains("wrong number of arguments"), "{e}");
     let e = redis::cmd("NOSUCH").arg("x").query::<Value>(&mut c).unwrap_err();
     assert!(e.to_string().contains("unknown command"), "{e}");
+    // In a transaction: queueing a denyoom command is refused and aborts the MULTI; a
+    // transaction queued before the limit was passed is discarded at EXEC, naming the reason.
+    let _: () = redis::cmd("MULTI").query(&mut c).unwrap();
+    assert_oom(redis::cmd("SET").arg("c").arg("1").query(&mut c));
+    let e = redis::cmd("EXEC").query::<Value>(&mut c).unwrap_err();
+    assert_eq!(e.code(), Some("EXECABORT"), "{e:?}");
+    let _: i64 = redis::cmd("DEL").arg("b").query(&mut c).unwrap();
+    let _: () = redis::cmd("MULTI").query(&mut c).unwrap();
+    let queued: String = redis::cmd("SET").arg("b").arg(&big[..]).query(&mut c).unwrap();
+    assert_eq!(queued, "QUEUED");
+    let mut other = connect(&srv);
+    let _: () = redis::cmd("SET").arg("b").arg(&big[..]).query(&mut other).unwrap();
+    let e = redis::cmd("EXEC").query::<Value>(&mut c).unwrap_err();
+    assert_eq!(e.code(), Some("EXECABORT"), "{e:?}");
+    assert!(e.to_string().contains("OOM command not allowed"), "{e}");
+    let n: u64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(n, 2, "the discarded transaction changed nothing");
     let _: i64 = redis::cmd("DEL").arg("b").query(&mut c).unwrap();
     assert_eq!(info_field(&mut c, "memory", "used_memory"), usage_a);
     // Back under the limit: writes run again, a filter is charged its Size + key overhead.

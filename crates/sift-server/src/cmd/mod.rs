@@ -117,6 +117,28 @@ pub fn execute(server: &Shared, session: &mut Session, argv: Vec<Bytes>) -> Opti
         }
         return Some(Frame::error(err::NOAUTH));
     }
+    // maxmemory: a command that may add memory is refused while the keyspace is over the limit,
+    // and so is EXEC of a transaction holding one; refusing it while queueing aborts the MULTI.
+    let may_grow = spec.flags & table::DENYOOM != 0
+        || (spec.name == "exec"
+            && session
+                .multi
+                .as_ref()
+                .is_some_and(|m| m.queued.iter().any(|(s, _)| s.flags & table::DENYOOM != 0)));
+    if may_grow && server::over_maxmemory(server) {
+        if spec.name == "exec" {
+            // Redis aborts the whole transaction, naming the reason.
+            session.multi = None;
+            return Some(Frame::error(format!(
+                "EXECABORT Transaction discarded because of: {}",
+                server::OOM
+            )));
+        }
+        if let Some(m) = session.multi.as_mut() {
+            m.aborted = true;
+        }
+        return Some(Frame::error(server::OOM));
+    }
     let writes = spec.flags & table::WRITE != 0
         || (spec.name == "exec"
             && session

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use bytes::Bytes;
 
 use super::parse::{eq_ignore_case, parse_i64};
-use super::{err, table, After, Ctx, Session};
+use super::{err, table, After, Ctx};
 use crate::frame::Frame;
 use crate::shared::{ClientInfo, Shared};
 
@@ -21,27 +21,14 @@ pub const MODULE_VERSION: i64 = 80000;
 /// `noeviction` policy, the only one here). Belongs with the other constants in `err`.
 pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
 
-/// The `maxmemory` check Redis runs before a command: with a limit set, a command flagged
-/// `denyoom` (SET, COPY, every BF/CF command that may add) is refused while the charged
-/// memory of the keyspace ([`crate::db::Db::used_memory`], the sum of `MEMORY USAGE` over all
-/// keys) exceeds the limit. Reads, deletions and `FLUSHALL` still run, so a full server can be
-/// emptied. Unknown commands, wrong arities and unauthenticated clients are left to
-/// [`super::execute`], whose errors Redis gives first. Free when no limit is set.
-///
-/// Gap: Redis also refuses such a command while a MULTI is queued *and* aborts the transaction
-/// (EXECABORT); this check refuses it but cannot mark the transaction, because it runs outside
-/// [`super::execute`] (which owns the queue). Moving it into `execute`, next to the
-/// `write_error` check, closes that.
-pub fn oom_refusal(server: &Shared, session: &Session, argv: &[Bytes]) -> Option<Frame> {
+/// The `maxmemory` check Redis runs before a command flagged `denyoom` (SET, COPY, every BF/CF
+/// command that may add; [`super::execute`] applies it after the unknown-command, arity and
+/// NOAUTH errors, which Redis gives first): true while a limit is set and the charged memory of
+/// the keyspace ([`crate::db::Db::used_memory`], the sum of `MEMORY USAGE` over all keys)
+/// exceeds it. Reads, deletions and `FLUSHALL` still run, so a full server can be emptied.
+pub fn over_maxmemory(server: &Shared) -> bool {
     let max = server.config.read().maxmemory;
-    if max == 0 || !session.authenticated {
-        return None;
-    }
-    let spec = table::lookup(argv.first()?)?;
-    if spec.flags & table::DENYOOM == 0 || !spec.arity_ok(argv.len()) {
-        return None;
-    }
-    (server.db.used_memory() > max).then(|| Frame::error(OOM))
+    max > 0 && server.db.used_memory() > max
 }
 
 fn bulk(s: impl Into<String>) -> Frame {
