@@ -101,7 +101,7 @@ fn configured_defaults_drive_auto_create() {
 // Helpers.
 
 fn rdb_fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rdb")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../sift/tests/fixtures/rdb")
 }
 
 fn b64(s: &str) -> Vec<u8> {
