@@ -9,40 +9,9 @@
 
 use crate::cmd::parse::{parse_f64, parse_i64};
 
-/// Defaults the BF commands use when an option is omitted (spec §3).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct BloomDefaults {
-    /// `bf-error-rate`, already capped at 0.25.
-    pub error_rate: f64,
-    /// `bf-initial-size`.
-    pub initial_size: i64,
-    /// `bf-expansion-factor`; 0 means non-scaling.
-    pub expansion: i64,
-}
-
-/// Defaults and bounds the CF commands use (spec §3).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CuckooDefaults {
-    /// `cf-bucket-size`.
-    pub bucket_size: i64,
-    /// `cf-initial-size`.
-    pub initial_size: i64,
-    /// `cf-max-iterations`.
-    pub max_iterations: i64,
-    /// `cf-expansion-factor`.
-    pub expansion: i64,
-    /// `cf-max-expansions`.
-    pub max_expansions: i64,
-    /// Current upper bound of `cf-bucket-size`: `min(cf-initial-size / 2, 255)` after a
-    /// `CONFIG SET cf-initial-size`, else 255. CF.RESERVE BUCKETSIZE checks against it.
-    pub bucket_size_max: i64,
-    /// Current lower bound of `cf-initial-size`: `2 · cf-bucket-size` after a
-    /// `CONFIG SET cf-bucket-size`, else 4. CF.INSERT CAPACITY checks against it.
-    pub initial_size_min: i64,
-}
-
-/// Upper bound of the size parameters (2^30).
-pub const MAX_CAPACITY: i64 = 1 << 30;
+// The defaults the BF/CF handlers read are the command layer's own types (one definition for
+// both consumers); this module adds their validation and the server settings.
+pub use sift_commands::config::{BloomDefaults, CuckooDefaults, MAX_CAPACITY};
 
 /// How a parameter is validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,16 +142,8 @@ impl Default for Params {
             .collect();
         Params {
             strings,
-            bloom: BloomDefaults { error_rate: 0.01, initial_size: 100, expansion: 2 },
-            cuckoo: CuckooDefaults {
-                bucket_size: 2,
-                initial_size: 1024,
-                max_iterations: 20,
-                expansion: 1,
-                max_expansions: 32,
-                bucket_size_max: 255,
-                initial_size_min: 4,
-            },
+            bloom: BloomDefaults::default(),
+            cuckoo: CuckooDefaults::default(),
             requirepass: None,
             maxmemory: 0,
             maxclients: 10000,

@@ -206,7 +206,13 @@ impl Expect {
 /// new keys (SET), and on keys acknowledged earlier DEL, RENAME and PEXPIRE. `base` holds the
 /// keys this writer may touch; returns what it knows for sure.
 fn writer(addr: SocketAddr, tag: String, value_len: usize, base: Model, stop: Arc<AtomicBool>) -> Expect {
-    let mut c = Client::connect(addr);
+    // The kill may come before this thread connects (a round kills after 30 ms on a loaded
+    // machine): then it wrote nothing, and expects exactly what it was given.
+    let Ok(stream) = TcpStream::connect(addr) else {
+        return Expect { present: base, ..Expect::default() };
+    };
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut c = Client { reader: BufReader::new(stream.try_clone().unwrap()), stream };
     let mut exp = Expect { present: base, ..Expect::default() };
     let pad = "x".repeat(value_len);
     // Unique across rounds: a name is never reused.

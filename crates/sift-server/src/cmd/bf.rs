@@ -62,21 +62,11 @@ impl Env for ServerEnv<'_> {
     }
 
     fn bloom_defaults(&self) -> BloomDefaults {
-        let b = self.server.config.read().bloom;
-        BloomDefaults { error_rate: b.error_rate, initial_size: b.initial_size, expansion: b.expansion }
+        self.server.config.read().bloom
     }
 
     fn cuckoo_defaults(&self) -> CuckooDefaults {
-        let k = self.server.config.read().cuckoo;
-        CuckooDefaults {
-            bucket_size: k.bucket_size,
-            initial_size: k.initial_size,
-            max_iterations: k.max_iterations,
-            expansion: k.expansion,
-            max_expansions: k.max_expansions,
-            bucket_size_max: k.bucket_size_max,
-            initial_size_min: k.initial_size_min,
-        }
+        self.server.config.read().cuckoo
     }
 
     /// `maxmemory` when set, else the library's default LOADCHUNK budget (4 GiB, enough for the
