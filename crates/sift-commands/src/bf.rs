@@ -180,6 +180,8 @@ pub fn reserve<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env,
     }
     match new_chain(r.capacity, r.error_rate, r.growth, r.nonscaling, env.memory_budget()) {
         Ok(c) => {
+            // Options left out take the configuration's values: propagate the filter itself.
+            env.propagate(vec![vec![b"BF.LOADCHUNK".to_vec(), key.to_vec(), b"1".to_vec(), c.header()]]);
             store.create_bloom(key, c);
             Frame::ok()
         }

@@ -173,6 +173,9 @@ pub fn reserve<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env,
     }
     match new_filter(r.capacity, r.bucket_size, r.max_iterations, r.expansion, env.memory_budget()) {
         Ok(f) => {
+            // Options left out take the configuration's values: propagate the filter itself.
+            let header = f.header().to_vec();
+            env.propagate(vec![vec![b"CF.LOADCHUNK".to_vec(), key.to_vec(), b"1".to_vec(), header]]);
             store.create_cuckoo(key, f);
             Frame::ok()
         }

@@ -15,13 +15,14 @@
 //!
 //! # Propagation
 //!
-//! A write is propagated (logged, replicated) as received, except when a handler creates a filter
-//! with configured defaults (BF.ADD, BF.MADD, BF.INSERT, CF.ADD, CF.ADDNX, CF.INSERT, CF.INSERTNX
-//! on a missing key): the handler then calls [`Env::propagate`] with `BF.LOADCHUNK key 1 <header>`
-//! (or `CF.LOADCHUNK`) of the filter it just created, followed by the command. Replaying that
-//! builds exactly the same filter whatever the replica's or the restarted server's configuration
-//! is; the equivalent `BF.RESERVE` would not, since its scaling depends on `bf-expansion-factor`
-//! at replay and a non-scaling chain with a stored growth cannot be expressed at all.
+//! A write is propagated (logged, replicated) as received, except when a handler creates a filter,
+//! whose options left out take the configuration's values (BF.RESERVE, CF.RESERVE, and BF.ADD,
+//! BF.MADD, BF.INSERT, CF.ADD, CF.ADDNX, CF.INSERT, CF.INSERTNX on a missing key): the handler
+//! then calls [`Env::propagate`] with `BF.LOADCHUNK key 1 <header>` (or `CF.LOADCHUNK`) of the
+//! filter it just created, followed by the command when it also adds items. Replaying that builds
+//! exactly the same filter whatever the replica's or the restarted server's configuration is; an
+//! explicit `BF.RESERVE` would not, since its scaling depends on `bf-expansion-factor` at replay
+//! and a non-scaling chain with a stored growth cannot be expressed at all.
 
 #![deny(missing_docs)]
 

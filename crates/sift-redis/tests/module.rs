@@ -598,3 +598,41 @@ fn load_arguments_set_the_defaults() {
         b"*2\r\n$18\r\nbf.bf-initial-size\r\n$3\r\n500\r\n"
     );
 }
+
+/// A replica with another configuration receives the explicit header of every auto-created
+/// filter, so it holds exactly its primary's filters.
+#[test]
+fn replica_holds_the_primary_filters_whatever_its_configuration() {
+    let primary = RedisServer::start(
+        &[],
+        &[
+            "ERROR_RATE",
+            "0.001",
+            "bf-expansion-factor",
+            "3",
+            "cf-max-iterations",
+            "9",
+            "cf-expansion-factor",
+            "2",
+        ],
+    );
+    let port = primary.port().to_string();
+    let replica = RedisServer::start(&["--replicaof", "127.0.0.1", &port], &["cf-bucket-size", "4"]);
+    let mut p = primary.raw();
+    let mut r = replica.raw();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while info_field(&mut r, "replication", "master_link_status") != "up" {
+        assert!(Instant::now() < deadline, "replica did not connect");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let keys = populate(&mut p);
+    assert_eq!(cmd(&mut p, &["CF.ADDNX", "cf_auto2", "y"]), b":1\r\n");
+    // Options left out of a RESERVE take the primary's configuration too.
+    assert_eq!(cmd(&mut p, &["BF.RESERVE", "bf_res", "0.01", "100"]), b"+OK\r\n");
+    assert_eq!(cmd(&mut p, &["CF.RESERVE", "cf_res", "100"]), b"+OK\r\n");
+    assert_eq!(cmd(&mut p, &["WAIT", "1", "5000"]), b":1\r\n");
+    let mut all = keys.clone();
+    all.extend(["cf_auto2", "bf_res", "cf_res"]);
+    assert_eq!(snapshots(&mut r, &all), snapshots(&mut p, &all));
+    assert_eq!(cmd(&mut r, &["BF.EXISTS", "bf_auto", "a7"]), b":1\r\n");
+}
