@@ -302,6 +302,13 @@ fn a_replica_answers_like_its_primary() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 
+    // The replica's defaults really differ (else the check below would prove nothing).
+    let rate = |n: &support::RedisServer| -> Vec<String> {
+        redis::cmd("CONFIG").arg("GET").arg("bf.bf-error-rate").query(&mut n.conn()).unwrap()
+    };
+    assert_eq!(rate(&primary), ["bf.bf-error-rate", "0.01"]);
+    assert_eq!(rate(&replica), ["bf.bf-error-rate", "0.2"]);
+
     // Written after: they reach the replica through the replication stream.
     let mut keys: Vec<(&str, Vec<String>)> = Vec::new();
     let bf_more = members("stream-bf", 400);
