@@ -398,6 +398,8 @@ fn a_cluster_replica_answers_like_its_primary() {
     }
     let mut p = cluster.nodes[0].conn();
     assert_eq!(call_str(&mut p, &["WAIT", "1", "5000"]), Ok(Value::Int(1)), "WAIT: the replica did not ack");
+    assert_eq!(replica.info("replication").get("role").map(String::as_str), Some("slave"), "roles changed");
+    assert_eq!(cluster.nodes[0].info("replication").get("role").map(String::as_str), Some("master"));
 
     // Without READONLY a cluster replica redirects to its primary ...
     let mut r = replica.conn();

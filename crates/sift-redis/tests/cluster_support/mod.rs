@@ -166,8 +166,13 @@ pub fn cluster_node() -> RedisServer {
         "nodes.conf",
         "--cluster-port",
         &bus,
+        // A loaded CI machine can stall a node for seconds: a short timeout would let a replica
+        // fail over in the middle of a test, and the test would compare the wrong pair of nodes.
+        // Failovers are not under test here, so none may happen.
         "--cluster-node-timeout",
-        "5000",
+        "15000",
+        "--cluster-replica-no-failover",
+        "yes",
     ];
     start_node(&config, &[])
 }
