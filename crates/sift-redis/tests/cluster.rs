@@ -397,6 +397,11 @@ fn a_cluster_replica_answers_like_its_primary() {
         assert_eq!(call_str(&mut cc, &["CF.DEL", &cf, item]), Ok(Value::Int(1)));
     }
     let mut p = cluster.nodes[0].conn();
+    // WAIT waits for this connection's own last write, and the writes above went through the
+    // cluster client: write once here (same slot, after them in the replication stream), so
+    // that the replica's ack covers every earlier write too.
+    let sync_key = format!("{tag}sync");
+    assert_eq!(call_str(&mut p, &["SET", &sync_key, "1"]), Ok(Value::Okay));
     assert_eq!(call_str(&mut p, &["WAIT", "1", "5000"]), Ok(Value::Int(1)), "WAIT: the replica did not ack");
     assert_eq!(replica.info("replication").get("role").map(String::as_str), Some("slave"), "roles changed");
     assert_eq!(cluster.nodes[0].info("replication").get("role").map(String::as_str), Some("master"));
