@@ -12,7 +12,6 @@
 //! Both binaries include this file with `mod common;` / `#[path]`, and each uses only part of it.
 #![allow(dead_code)]
 
-use std::hash::Hash;
 use std::hint::black_box;
 
 use sift::prelude::*;
@@ -24,74 +23,8 @@ pub const FPR: f64 = 0.01;
 // Keys
 // ---------------------------------------------------------------------------------------------
 
-/// A benchmark key type. Hash-based peers hash the key itself (a `u64` goes through
-/// `Hasher::write_u64`, their fast path); sift and sbbf-rs hash its byte image with XXH3.
-pub trait Key: Hash + Copy + Send + Sync + 'static {
-    /// The byte image handed to byte-oriented APIs.
-    type Bytes: AsRef<[u8]>;
-    /// Name used in group and table titles.
-    const NAME: &'static str;
-    /// The byte image of this key.
-    fn bytes(&self) -> Self::Bytes;
-    /// Key number `i` of a stream; distinct `i` give distinct keys.
-    fn nth(i: u64) -> Self;
-}
-
-/// SplitMix64's finaliser: a bijection of `u64`, so distinct inputs give distinct outputs.
-#[inline]
-pub fn mix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
-
-impl Key for u64 {
-    type Bytes = [u8; 8];
-    const NAME: &'static str = "u64";
-    #[inline(always)]
-    fn bytes(&self) -> [u8; 8] {
-        self.to_le_bytes()
-    }
-    fn nth(i: u64) -> u64 {
-        mix64(i)
-    }
-}
-
-/// A 20-byte ASCII string key (lowercase letters and digits), stored inline.
-pub type Str20 = [u8; 20];
-
-impl Key for Str20 {
-    type Bytes = [u8; 20];
-    const NAME: &'static str = "str20";
-    #[inline(always)]
-    fn bytes(&self) -> [u8; 20] {
-        *self
-    }
-    fn nth(i: u64) -> Str20 {
-        const ALPHABET: &[u8; 36] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-        // 20 symbols of 36 from three mixed words: ~103 bits, so two keys collide with
-        // probability ~2^-103, negligible even for 10^9 keys.
-        let words = [mix64(i), mix64(i ^ 0x5555_5555_5555_5555), mix64(i ^ 0xaaaa_aaaa_aaaa_aaaa)];
-        let mut out = [0u8; 20];
-        for (j, b) in out.iter_mut().enumerate() {
-            let w = words[j / 7] >> ((j % 7) * 9);
-            *b = ALPHABET[(w & 0x1ff) as usize % 36];
-        }
-        out
-    }
-}
-
-/// Members are keys `0..n` of the stream, non-members keys `2^63..2^63+m`: the two sets are
-/// disjoint by construction (for `u64` exactly, for `Str20` up to a ~2^-103 collision).
-pub fn members<K: Key>(n: usize) -> Vec<K> {
-    (0..n as u64).map(K::nth).collect()
-}
-
-/// `m` keys that were never inserted (see [`members`]).
-pub fn non_members<K: Key>(m: usize) -> Vec<K> {
-    (0..m as u64).map(|i| K::nth(i | 1 << 63)).collect()
-}
+mod keys;
+pub use keys::*;
 
 // ---------------------------------------------------------------------------------------------
 // Adapters

@@ -3,8 +3,8 @@
 //! Quotient and for their peer crates (xorf, qfilter, cuckoofilter, scalable_cuckoo_filter), and
 //! the ratios of issue 3.
 //!
-//! Kept apart from `benches/common/mod.rs` (the Bloom family's) on purpose; the key generators
-//! and the thread-CPU timer are small copies of the ones there.
+//! Kept apart from `benches/common/mod.rs` (the Bloom family's) on purpose; the key workloads are
+//! the same file (`benches/common/keys.rs`).
 //!
 //! ## Hashing, so that the comparison is fair
 //! * sift hashes the key's byte image with XXH3-64, seed 0 (its default `Hasher`).
@@ -26,78 +26,12 @@ pub const FPR: f64 = 0.01;
 pub const GCS_FPR: f64 = 1.0 / 256.0;
 
 // ---------------------------------------------------------------------------------------------
-// Keys (copied from benches/common/mod.rs)
+// Keys (the same as the Bloom family's)
 // ---------------------------------------------------------------------------------------------
 
-/// A benchmark key type.
-pub trait Key: std::hash::Hash + Copy + Send + Sync + 'static {
-    /// The byte image handed to byte-oriented APIs.
-    type Bytes: AsRef<[u8]>;
-    /// Name used in group and table titles.
-    const NAME: &'static str;
-    /// The byte image of this key.
-    fn bytes(&self) -> Self::Bytes;
-    /// Key number `i` of a stream; distinct `i` give distinct keys.
-    fn nth(i: u64) -> Self;
-    /// XXH3-64 (seed 0) of the byte image: sift's default hash, handed to the peers.
-    #[inline(always)]
-    fn xxh3(&self) -> u64 {
-        xxhash_rust::xxh3::xxh3_64(self.bytes().as_ref())
-    }
-}
-
-/// SplitMix64's finaliser: a bijection of `u64`.
-#[inline]
-pub fn mix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
-
-impl Key for u64 {
-    type Bytes = [u8; 8];
-    const NAME: &'static str = "u64";
-    #[inline(always)]
-    fn bytes(&self) -> [u8; 8] {
-        self.to_le_bytes()
-    }
-    fn nth(i: u64) -> u64 {
-        mix64(i)
-    }
-}
-
-/// A 20-byte ASCII key (lowercase letters and digits).
-pub type Str20 = [u8; 20];
-
-impl Key for Str20 {
-    type Bytes = [u8; 20];
-    const NAME: &'static str = "str20";
-    #[inline(always)]
-    fn bytes(&self) -> [u8; 20] {
-        *self
-    }
-    fn nth(i: u64) -> Str20 {
-        const ALPHABET: &[u8; 36] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-        let words = [mix64(i), mix64(i ^ 0x5555_5555_5555_5555), mix64(i ^ 0xaaaa_aaaa_aaaa_aaaa)];
-        let mut out = [0u8; 20];
-        for (j, b) in out.iter_mut().enumerate() {
-            let w = words[j / 7] >> ((j % 7) * 9);
-            *b = ALPHABET[(w & 0x1ff) as usize % 36];
-        }
-        out
-    }
-}
-
-/// Keys `0..n` of the stream.
-pub fn members<K: Key>(n: usize) -> Vec<K> {
-    (0..n as u64).map(K::nth).collect()
-}
-
-/// `m` keys disjoint from every [`members`] set (`2^63 + i`).
-pub fn non_members<K: Key>(m: usize) -> Vec<K> {
-    (0..m as u64).map(|i| K::nth(i | 1 << 63)).collect()
-}
+#[path = "../common/keys.rs"]
+mod keys;
+pub use keys::*;
 
 // ---------------------------------------------------------------------------------------------
 // A pass-through Hasher for the Hash-only peers
