@@ -69,28 +69,9 @@ const ALIASES: &[(&str, &str)] = &[
     ("cf_max_expansions", "cf-max-expansions"),
 ];
 
-/// A rejected value, rendered by [`ConfigError::message`] as Redis does.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ConfigError {
-    /// No parameter of that name (the name as given).
-    Unknown(String),
-    /// The parameter exists but the value is refused: (name as given, reason).
-    Invalid(String, String),
-}
-
-impl ConfigError {
-    /// The error reply text for `CONFIG SET`.
-    pub fn message(&self) -> String {
-        match self {
-            ConfigError::Unknown(n) => {
-                format!("ERR Unknown option or number of arguments for CONFIG SET - '{n}'")
-            }
-            ConfigError::Invalid(n, reason) => {
-                format!("ERR CONFIG SET failed (possibly related to argument '{n}') - {reason}")
-            }
-        }
-    }
-}
+/// A rejected value, rendered by [`ConfigError::message`] as Redis does (the command layer's
+/// type: the module's `CONFIG SET` refuses values with the same texts).
+pub use sift_commands::config::ConfigError;
 
 /// The server's configuration.
 #[derive(Debug, Clone)]
