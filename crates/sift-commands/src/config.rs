@@ -74,8 +74,8 @@ pub const NAMES: [&str; 8] = [
     "cf-max-expansions",
 ];
 
-/// Older load-time names RedisBloom still accepts (spec §3), lower case.
-const ALIASES: [(&str, &str); 3] = [
+/// Older load-time names RedisBloom still accepts (spec §3), lower case: (alias, canonical name).
+pub const ALIASES: [(&str, &str); 3] = [
     ("error_rate", "bf-error-rate"),
     ("initial_size", "bf-initial-size"),
     ("cf_max_expansions", "cf-max-expansions"),

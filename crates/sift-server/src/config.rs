@@ -1,27 +1,27 @@
-//! Run-time configuration: the eight RedisBloom parameters of spec §3 (with their validation
-//! and coupled cuckoo bounds) and the server settings clients read or set (`save`,
-//! `appendonly`, `databases`, `maxmemory`, `requirepass`, ...).
+//! Run-time configuration: the eight RedisBloom parameters of spec §3 (validated by the command
+//! layer's [`FilterConfig`], the same code the Redis module's `CONFIG SET bf.*` runs) and the
+//! server settings clients read or set (`save`, `appendonly`, `databases`, `maxmemory`,
+//! `requirepass`, ...).
 //!
 //! One [`Params`] value holds everything; the server keeps it behind a lock and replaces it as
 //! a whole on `CONFIG SET`, so a multi-pair CONFIG SET is all-or-nothing. The same setter is used
 //! for start-up flags and the config file, so their validation is byte-for-byte the command's.
 //! `CONFIG GET` returns the string last set, byte for byte (spec §3).
 
-use crate::cmd::parse::{parse_f64, parse_i64};
+use crate::cmd::parse::parse_i64;
 
-// The defaults the BF/CF handlers read are the command layer's own types (one definition for
-// both consumers); this module adds their validation and the server settings.
-pub use sift_commands::config::{BloomDefaults, CuckooDefaults, MAX_CAPACITY};
+// The eight filter parameters, their defaults and their validation are the command layer's (one
+// definition for the server and the module); this module adds the server settings.
+use sift_commands::config::ALIASES;
+pub use sift_commands::config::{BloomDefaults, CuckooDefaults, FilterConfig, MAX_CAPACITY};
 
 /// How a parameter is validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
-    /// bf-error-rate.
-    ErrorRate,
-    /// An integer in a range; the cuckoo ones have moving bounds.
+    /// One of the eight RedisBloom parameters: [`FilterConfig`] validates and stores it.
+    Filter,
+    /// An integer in a range.
     Int(i64, i64),
-    CfBucketSize,
-    CfInitialSize,
     /// `maxmemory`: a size with an optional unit.
     Memory,
     /// Another size with an optional unit, kept as its string (read where it is used).
@@ -40,14 +40,14 @@ enum Kind {
 
 /// (canonical name, kind). The order is CONFIG GET's order.
 const PARAMS: &[(&str, Kind)] = &[
-    ("bf-error-rate", Kind::ErrorRate),
-    ("bf-initial-size", Kind::Int(1, MAX_CAPACITY)),
-    ("bf-expansion-factor", Kind::Int(0, 32768)),
-    ("cf-bucket-size", Kind::CfBucketSize),
-    ("cf-initial-size", Kind::CfInitialSize),
-    ("cf-max-iterations", Kind::Int(1, 65535)),
-    ("cf-expansion-factor", Kind::Int(0, 32768)),
-    ("cf-max-expansions", Kind::Int(1, 65536)),
+    ("bf-error-rate", Kind::Filter),
+    ("bf-initial-size", Kind::Filter),
+    ("bf-expansion-factor", Kind::Filter),
+    ("cf-bucket-size", Kind::Filter),
+    ("cf-initial-size", Kind::Filter),
+    ("cf-max-iterations", Kind::Filter),
+    ("cf-expansion-factor", Kind::Filter),
+    ("cf-max-expansions", Kind::Filter),
     ("port", Kind::Immutable),
     ("bind", Kind::Immutable),
     ("dir", Kind::Immutable),
@@ -62,13 +62,6 @@ const PARAMS: &[(&str, Kind)] = &[
     ("requirepass", Kind::Text),
 ];
 
-/// Older load-time names RedisBloom still accepts (spec §3).
-const ALIASES: &[(&str, &str)] = &[
-    ("error_rate", "bf-error-rate"),
-    ("initial_size", "bf-initial-size"),
-    ("cf_max_expansions", "cf-max-expansions"),
-];
-
 /// A rejected value, rendered by [`ConfigError::message`] as Redis does (the command layer's
 /// type: the module's `CONFIG SET` refuses values with the same texts).
 pub use sift_commands::config::ConfigError;
@@ -76,12 +69,11 @@ pub use sift_commands::config::ConfigError;
 /// The server's configuration.
 #[derive(Debug, Clone)]
 pub struct Params {
-    /// The string CONFIG GET returns for each of [`PARAMS`], same order.
+    /// The string CONFIG GET returns for each server setting of [`PARAMS`], same order (the
+    /// entries of the filter parameters are unused: [`Params::filters`] keeps those).
     strings: Vec<String>,
-    /// BF defaults.
-    pub bloom: BloomDefaults,
-    /// CF defaults and bounds.
-    pub cuckoo: CuckooDefaults,
+    /// The eight RedisBloom parameters: BF/CF defaults and bounds, and their strings.
+    pub filters: FilterConfig,
     /// `requirepass`; `None` when empty.
     pub requirepass: Option<String>,
     /// `maxmemory` in bytes; 0 = unlimited.
@@ -96,14 +88,6 @@ impl Default for Params {
             .iter()
             .map(|(n, _)| {
                 match *n {
-                    "bf-error-rate" => "0.01",
-                    "bf-initial-size" => "100",
-                    "bf-expansion-factor" => "2",
-                    "cf-bucket-size" => "2",
-                    "cf-initial-size" => "1024",
-                    "cf-max-iterations" => "20",
-                    "cf-expansion-factor" => "1",
-                    "cf-max-expansions" => "32",
                     "port" => "6379",
                     "bind" => "127.0.0.1",
                     "dir" => "./sift-data",
@@ -116,15 +100,15 @@ impl Default for Params {
                     "maxmemory" => "0",
                     "maxclients" => "10000",
                     "requirepass" => "",
-                    _ => unreachable!("every parameter has a default"),
+                    // A filter parameter: its string lives in `filters`.
+                    _ => "",
                 }
                 .to_string()
             })
             .collect();
         Params {
             strings,
-            bloom: BloomDefaults::default(),
-            cuckoo: CuckooDefaults::default(),
+            filters: FilterConfig::default(),
             requirepass: None,
             maxmemory: 0,
             maxclients: 10000,
@@ -164,9 +148,8 @@ impl Params {
         let canon = PARAMS[i].0;
         let text = String::from_utf8_lossy(value).into_owned();
         let invalid = |reason: String| ConfigError::Invalid(name.to_string(), reason);
-        let not_a_number = || invalid(format!("Invalid value for `{canon}`"));
         let int_in = |lo: i64, hi: i64| -> Result<i64, ConfigError> {
-            let v = parse_i64(value).ok_or_else(not_a_number)?;
+            let v = parse_i64(value).ok_or_else(|| invalid(format!("Invalid value for `{canon}`")))?;
             if v < lo || v > hi {
                 return Err(invalid(format!("Value for `{canon}` must be in the range [{lo}, {hi}]")));
             }
@@ -174,42 +157,12 @@ impl Params {
         };
         let mut stored = text.clone();
         match kind {
-            Kind::ErrorRate => {
-                let v = parse_f64(value).ok_or_else(not_a_number)?;
-                if !(v > 0.0 && v < 1.0) {
-                    return Err(invalid(format!(
-                        "Value for `{canon}` must be in the range (0.000000, 1.000000)"
-                    )));
-                }
-                if v > 0.25 {
-                    self.bloom.error_rate = 0.25;
-                    stored = "0.25".into();
-                } else {
-                    self.bloom.error_rate = v;
-                }
-            }
+            // Same validation, coupled bounds and texts as the module's CONFIG SET; the error
+            // names the parameter as the client gave it, as Redis does.
+            Kind::Filter => return self.filters.set(name, value),
+            // Read by persistence where it is used.
             Kind::Int(lo, hi) => {
-                let v = int_in(lo, hi)?;
-                match canon {
-                    "bf-initial-size" => self.bloom.initial_size = v,
-                    "bf-expansion-factor" => self.bloom.expansion = v,
-                    "cf-max-iterations" => self.cuckoo.max_iterations = v,
-                    "cf-expansion-factor" => self.cuckoo.expansion = v,
-                    "cf-max-expansions" => self.cuckoo.max_expansions = v,
-                    // Read by persistence where it is used.
-                    "auto-aof-rewrite-percentage" => {}
-                    _ => unreachable!("every Int parameter is handled"),
-                }
-            }
-            Kind::CfBucketSize => {
-                let v = int_in(1, self.cuckoo.bucket_size_max)?;
-                self.cuckoo.bucket_size = v;
-                self.cuckoo.initial_size_min = 2 * v;
-            }
-            Kind::CfInitialSize => {
-                let v = int_in(self.cuckoo.initial_size_min, MAX_CAPACITY)?;
-                self.cuckoo.initial_size = v;
-                self.cuckoo.bucket_size_max = (v / 2).min(255);
+                int_in(lo, hi)?;
             }
             Kind::Memory => {
                 self.maxmemory =
@@ -265,7 +218,15 @@ impl Params {
 
     /// The stored string of a parameter (canonical name or alias).
     pub fn get(&self, name: &str) -> Option<&str> {
-        canonical(name).map(|(i, _)| self.strings[i].as_str())
+        canonical(name).map(|(i, _)| self.value(i))
+    }
+
+    /// The string CONFIG GET returns for `PARAMS[i]`.
+    fn value(&self, i: usize) -> &str {
+        match PARAMS[i].1 {
+            Kind::Filter => self.filters.get(PARAMS[i].0).unwrap_or(""),
+            _ => self.strings[i].as_str(),
+        }
     }
 
     /// `CONFIG GET` of several patterns: (name, value) pairs, each parameter once, in table
@@ -274,7 +235,7 @@ impl Params {
         let mut out: Vec<(String, String)> = Vec::new();
         for (i, (name, _)) in PARAMS.iter().enumerate() {
             if patterns.iter().any(|p| crate::glob::matches(p, name.as_bytes(), true)) {
-                out.push((name.to_string(), self.strings[i].clone()));
+                out.push((name.to_string(), self.value(i).to_string()));
             }
         }
         for p in patterns {
@@ -316,7 +277,7 @@ mod tests {
         assert_eq!(p.get("bf-error-rate"), Some("0.0100"));
         p.set("ERROR_RATE", b"0.5", false).unwrap();
         assert_eq!(p.get("bf-error-rate"), Some("0.25"));
-        assert_eq!(p.bloom.error_rate, 0.25);
+        assert_eq!(p.filters.bloom.error_rate, 0.25);
     }
 
     #[test]
@@ -328,7 +289,7 @@ mod tests {
             "ERR CONFIG SET failed (possibly related to argument 'cf-initial-size') - Value for `cf-initial-size` must be in the range [20, 1073741824]"
         );
         p.set("cf-initial-size", b"20", false).unwrap();
-        assert_eq!(p.cuckoo.bucket_size_max, 10);
+        assert_eq!(p.filters.cuckoo.bucket_size_max, 10);
         assert!(p.set("cf-bucket-size", b"11", false).is_err());
         assert_eq!(
             p.set("nosuch", b"1", false).unwrap_err().message(),

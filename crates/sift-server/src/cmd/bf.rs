@@ -62,11 +62,11 @@ impl Env for ServerEnv<'_> {
     }
 
     fn bloom_defaults(&self) -> BloomDefaults {
-        self.server.config.read().bloom
+        self.server.config.read().filters.bloom
     }
 
     fn cuckoo_defaults(&self) -> CuckooDefaults {
-        self.server.config.read().cuckoo
+        self.server.config.read().filters.cuckoo
     }
 
     /// `maxmemory` when set, else the library's default LOADCHUNK budget (4 GiB, enough for the
