@@ -373,21 +373,3 @@ pub fn dynamic_contenders<K: Key>() -> Vec<Contender<K>> {
         }),
     ]
 }
-
-// ---------------------------------------------------------------------------------------------
-// Thread CPU time (copied from examples/bench_table.rs)
-// ---------------------------------------------------------------------------------------------
-
-/// CPU time of the calling thread in ns (Linux `CLOCK_THREAD_CPUTIME_ID`), `None` elsewhere.
-pub fn thread_cpu_ns() -> Option<u128> {
-    #[cfg(target_os = "linux")]
-    {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant Linux supports.
-        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-        if rc == 0 {
-            return Some(ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128);
-        }
-    }
-    None
-}

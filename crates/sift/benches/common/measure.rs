@@ -1,0 +1,138 @@
+//! What the table programs (`examples/bench_table.rs`, `examples/bench_table3.rs`) measure with:
+//! a counting global allocator for the heap a filter holds, a stopwatch on the thread's CPU time,
+//! medians and the `1M`-style counts of their command lines. One copy, so both tables use the
+//! same yardsticks.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
+use std::time::Instant;
+
+/// Counts live heap bytes so that every implementation's memory is measured the same way.
+pub struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+// SAFETY: every method forwards to `System` with the caller's arguments unchanged; the counter
+// has no effect on the memory returned.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: forwarded as is; the caller upholds `GlobalAlloc::alloc`'s contract.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: forwarded as is.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: forwarded as is; `ptr` came from this allocator with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: forwarded as is.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Heap bytes live now (allocated through [`Counting`] and not freed).
+pub fn live_bytes() -> isize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// This thread's CPU time in ns (Linux: `CLOCK_THREAD_CPUTIME_ID`), `None` where it is missing.
+pub fn thread_cpu_ns() -> Option<u128> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant Linux supports.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        if rc == 0 {
+            return Some(ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128);
+        }
+    }
+    None
+}
+
+static USE_WALL: AtomicBool = AtomicBool::new(false);
+
+/// Measure wall-clock time instead of thread CPU time (`--wall`).
+pub fn use_wall_clock() {
+    USE_WALL.store(true, Ordering::Relaxed);
+}
+
+/// A stopwatch on this thread's CPU time: on a shared machine the time the thread spends
+/// descheduled behind other processes is not counted. With [`use_wall_clock`] (or on other
+/// systems) it measures wall-clock time.
+#[derive(Clone, Copy)]
+pub struct Stopwatch {
+    wall: Instant,
+    cpu_ns: Option<u128>,
+}
+
+impl Stopwatch {
+    /// Starts now.
+    pub fn start() -> Self {
+        let cpu_ns = if USE_WALL.load(Ordering::Relaxed) { None } else { thread_cpu_ns() };
+        Stopwatch { wall: Instant::now(), cpu_ns }
+    }
+
+    /// Nanoseconds since [`Stopwatch::start`].
+    pub fn ns(&self) -> f64 {
+        match (self.cpu_ns, thread_cpu_ns()) {
+            (Some(a), Some(b)) => (b - a) as f64,
+            _ => self.wall.elapsed().as_nanos() as f64,
+        }
+    }
+
+    /// Nanoseconds since [`Stopwatch::start`] per one of `count` operations.
+    pub fn ns_per(&self, count: usize) -> f64 {
+        self.ns() / count.max(1) as f64
+    }
+}
+
+/// The clock the tables are in, for their headings.
+pub fn clock_name() -> &'static str {
+    if !USE_WALL.load(Ordering::Relaxed) && thread_cpu_ns().is_some() {
+        "thread CPU time"
+    } else {
+        "wall time"
+    }
+}
+
+/// The median; NaN for no values.
+pub fn median(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
+}
+
+/// `1000000`, `1_000_000`, `1M`, `10m`, `2^27`, `1G`.
+pub fn parse_count(s: &str) -> Result<usize, String> {
+    let t = s.replace('_', "");
+    if let Some((b, e)) = t.split_once('^') {
+        let b: u32 = b.parse().map_err(|_| format!("bad number {s:?}"))?;
+        let e: u32 = e.parse().map_err(|_| format!("bad number {s:?}"))?;
+        return b.checked_pow(e).map(|v| v as usize).ok_or(format!("{s} overflows"));
+    }
+    let (digits, mult) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 1_000),
+        Some('m' | 'M') => (&t[..t.len() - 1], 1_000_000),
+        Some('g' | 'G') => (&t[..t.len() - 1], 1_000_000_000),
+        _ => (&t[..], 1),
+    };
+    digits.parse::<usize>().ok().and_then(|v| v.checked_mul(mult)).ok_or_else(|| format!("bad number {s:?}"))
+}
