@@ -344,6 +344,9 @@ pub fn blocked_words_fpr(m: f64, n: f64, k: u32) -> f64 {
 /// The largest block load `λ` (items per block) at which the layout of
 /// [`blocked_words_fpr_at_load`] with `k` bits keeps its FPR ≤ `p` (bisection; the FPR grows
 /// with `λ`).
+///
+/// Results are remembered per `(k, p)` (a few dozen pairs): applications that create many filters
+/// at one FPR (a filter per user, the layers of a scalable filter) pay the search once.
 pub fn blocked_words_max_load(k: u32, p: f64) -> f64 {
     if p.is_nan() || p <= 0.0 {
         return 0.0;
@@ -351,12 +354,27 @@ pub fn blocked_words_max_load(k: u32, p: f64) -> f64 {
     if p >= 1.0 {
         return f64::INFINITY;
     }
+    type Memo = std::sync::Mutex<Vec<((u32, u64), f64)>>;
+    static MEMO: std::sync::OnceLock<Memo> = std::sync::OnceLock::new();
+    const MEMO_PAIRS: usize = 64;
+    let memo = MEMO.get_or_init(|| std::sync::Mutex::new(Vec::with_capacity(MEMO_PAIRS)));
+    let key = (k, p.to_bits());
+    // A poisoned lock only means another thread panicked mid-update of a plain Vec of pairs, each
+    // written whole: the entries are still valid.
+    if let Some(&(_, load)) = memo.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(q, _)| *q == key) {
+        return load;
+    }
     let mut hi = 1.0f64;
     while blocked_words_fpr_at_load(hi, k) <= p && hi < 1e6 {
         hi *= 2.0;
     }
     let mut lo = 0.0f64;
+    // Bisect until the bracket is within a few ulps of its upper end (at most 80 halvings): the
+    // callers round to whole blocks and settle the last step with the exact FPR.
     for _ in 0..80 {
+        if hi - lo <= hi * 4.0 * f64::EPSILON {
+            break;
+        }
         let mid = 0.5 * (lo + hi);
         if blocked_words_fpr_at_load(mid, k) <= p {
             lo = mid;
@@ -364,6 +382,11 @@ pub fn blocked_words_max_load(k: u32, p: f64) -> f64 {
             hi = mid;
         }
     }
+    let mut pairs = memo.lock().unwrap_or_else(|e| e.into_inner());
+    if pairs.len() == MEMO_PAIRS {
+        pairs.remove(0);
+    }
+    pairs.push((key, lo));
     lo
 }
 
@@ -607,6 +630,25 @@ mod tests {
         assert!((m / 8.0 / 1024.0 / 1024.0 - 114.26).abs() < 0.01);
         assert_eq!(bloom_optimal_k(m, 1e8), 7);
         assert_eq!(bloom_k_for_fpr(0.01), 7);
+    }
+
+    /// The remembered search gives the edge of the FPR bound: at the returned load the layout
+    /// meets `p`, a millionth above it it does not; asked again (from the memo) the same value.
+    #[test]
+    fn blocked_max_load_is_the_edge_and_remembered() {
+        for (k, p) in [(6, 0.01), (7, 0.01), (3, 0.1), (10, 0.001), (16, 1e-6)] {
+            let load = blocked_words_max_load(k, p);
+            assert!(blocked_words_fpr_at_load(load, k) <= p, "k {k} p {p}");
+            assert!(blocked_words_fpr_at_load(load * (1.0 + 1e-6), k) > p, "k {k} p {p}");
+            assert_eq!(blocked_words_max_load(k, p).to_bits(), load.to_bits());
+        }
+        // More pairs than the memo keeps: still exact.
+        for i in 0..100 {
+            let p = 0.001 + i as f64 * 1e-4;
+            let load = blocked_words_max_load(7, p);
+            assert!(blocked_words_fpr_at_load(load, 7) <= p);
+            assert!(blocked_words_fpr_at_load(load * (1.0 + 1e-6), 7) > p);
+        }
     }
 
     #[test]
