@@ -90,10 +90,58 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
                 ctx.log_warning(&format!("sift-redis: could not register {}", cmd.name));
                 return Status::Err;
             }
+            set_arity(ctx, &name, cmd.arity);
         }
     }
     config::register_module_configs(ctx);
     Status::Ok
+}
+
+/// The version block `RedisModule_SetCommandInfo` checks the struct sizes against
+/// (`REDISMODULE_COMMAND_INFO_VERSION` of redismodule.h).
+static COMMAND_INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfoVersion {
+    version: 1,
+    sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
+    sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
+    sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
+};
+
+/// Registers the command's arity (spec §2.3) so that Redis checks it before the handler, as for
+/// RedisBloom, and `COMMAND INFO` reports it (a module command created without it shows -1).
+/// Everything else is left as `CreateCommand` set it (flags, key positions 1 1 1). Commands with
+/// no registered arity (CF.COMPACT) and servers without the call (Redis < 7) keep -1; the
+/// handlers check the counts themselves either way, with the same error text.
+///
+/// # Safety
+/// `ctx` is the load context; `name` a command this module has just created.
+unsafe fn set_arity(ctx: &Context, name: &CString, arity: i32) {
+    if arity == 0 {
+        return;
+    }
+    let (Some(get), Some(set)) = (raw::RedisModule_GetCommand, raw::RedisModule_SetCommandInfo) else {
+        return;
+    };
+    // SAFETY: the caller passes the load context and a command name it registered.
+    let command = unsafe { get(ctx.ctx, name.as_ptr()) };
+    if command.is_null() {
+        return;
+    }
+    let mut info = raw::RedisModuleCommandInfo {
+        version: &COMMAND_INFO_VERSION,
+        summary: std::ptr::null(),
+        complexity: std::ptr::null(),
+        since: std::ptr::null(),
+        history: std::ptr::null_mut(),
+        tips: std::ptr::null(),
+        arity: arity as c_int,
+        key_specs: std::ptr::null_mut(),
+        args: std::ptr::null_mut(),
+    };
+    // SAFETY: `command` came from GetCommand; `info` is a fully initialised version-1 struct
+    // (null pointers mean "not given") that Redis reads during the call only.
+    if unsafe { set(command, &mut info) } != raw::REDISMODULE_OK as c_int {
+        ctx.log_warning(&format!("sift-redis: could not set the arity of {}", name.to_string_lossy()));
+    }
 }
 
 redis_module! {

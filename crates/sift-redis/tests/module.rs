@@ -93,6 +93,11 @@ fn maxmemory_bounds_loadchunk_and_creation() {
 }
 
 #[test]
+fn command_info_reports_arity_and_key() {
+    suite::command_info_reports_arity_and_key(&RedisWithModule);
+}
+
+#[test]
 fn configured_defaults_drive_auto_create() {
     suite::configured_defaults_drive_auto_create(&RedisWithModule);
 }

@@ -520,9 +520,31 @@ pub fn command(_ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
             return Frame::error(err::SYNTAX);
         }
         Frame::Array(table::available().map(|c| bulk(c.name)).collect())
+    } else if eq_ignore_case(sub, "getkeys") {
+        command_getkeys(&argv[2..])
     } else {
         Frame::error(err::unknown_subcommand(sub, "command"))
     }
+}
+
+/// COMMAND GETKEYS command arg...: the keys of a request, from the command's key positions,
+/// with Redis's errors (what cluster proxies call to route a command they do not know).
+fn command_getkeys(request: &[Bytes]) -> Frame {
+    if request.is_empty() {
+        return Frame::error(err::arity("command|getkeys"));
+    }
+    let Some(spec) = table::lookup(&request[0]) else {
+        return Frame::error("ERR Invalid command specified");
+    };
+    if spec.first_key <= 0 {
+        return Frame::error("ERR The command has no key arguments");
+    }
+    let argc = request.len() as i64;
+    let arity = spec.arity as i64;
+    if (arity > 0 && arity != argc) || argc < -arity {
+        return Frame::error("ERR Invalid number of arguments specified for command");
+    }
+    Frame::Array(spec.keys(request).map(|k| Frame::Bulk(k.clone())).collect())
 }
 
 fn mark_saved(ctx: &mut Ctx<'_, '_>) {

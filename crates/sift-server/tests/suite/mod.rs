@@ -898,3 +898,30 @@ pub fn configured_defaults_drive_auto_create(t: &dyn Target) {
     assert_eq!(c.cmd(&["TYPE", "new"]), b"+MBbloomCF\r\n");
     assert_eq!(c.cmd(&["CF.INSERTNX", "c", "ITEMS", "x"]), b"-Maximum expansions reached\r\n");
 }
+
+/// `COMMAND INFO` of every BF/CF command names it, reports its registered arity (spec §2.3;
+/// CF.COMPACT registers none: -1) and its one key at position 1, and `COMMAND GETKEYS` finds
+/// that key: what cluster clients and proxies read to route a command.
+pub fn command_info_reports_arity_and_key(t: &dyn Target) {
+    let srv = t.start();
+    let mut c = srv.raw();
+    for cmd in sift_commands::COMMANDS.iter() {
+        let arity = if cmd.arity == 0 { -1 } else { cmd.arity };
+        let reply = c.cmd(&["COMMAND", "INFO", cmd.name]);
+        let head = format!("*1\r\n*10\r\n${}\r\n{}\r\n:{arity}\r\n", cmd.name.len(), cmd.name);
+        assert!(reply.starts_with(head.as_bytes()), "{}: {}", cmd.name, String::from_utf8_lossy(&reply));
+        // First key, last key, step: after the flags array.
+        let text = String::from_utf8_lossy(&reply).into_owned();
+        assert!(text.contains("\r\n:1\r\n:1\r\n:1\r\n"), "{}: key positions in {text}", cmd.name);
+        // A request of the smallest accepted size: its key is argv[1].
+        let n = if cmd.arity == 0 { 2 } else { cmd.arity.unsigned_abs() as usize };
+        let mut args: Vec<&str> = vec!["COMMAND", "GETKEYS", cmd.name, "thekey"];
+        args.extend(std::iter::repeat_n("x", n.saturating_sub(2)));
+        assert_eq!(c.cmd(&args), b"*1\r\n$6\r\nthekey\r\n", "{}", cmd.name);
+    }
+    assert_eq!(
+        c.cmd(&["COMMAND", "GETKEYS", "bf.add", "k"]),
+        b"-ERR Invalid number of arguments specified for command\r\n"
+    );
+    assert_eq!(c.cmd(&["COMMAND", "GETKEYS", "bf.nosuch", "k"]), b"-ERR Invalid command specified\r\n");
+}
