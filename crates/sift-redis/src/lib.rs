@@ -126,7 +126,7 @@ unsafe fn set_arity(ctx: &Context, name: &CString, arity: i32) {
     if command.is_null() {
         return;
     }
-    let mut info = raw::RedisModuleCommandInfo {
+    let info = raw::RedisModuleCommandInfo {
         version: &COMMAND_INFO_VERSION,
         summary: std::ptr::null(),
         complexity: std::ptr::null(),
@@ -139,7 +139,7 @@ unsafe fn set_arity(ctx: &Context, name: &CString, arity: i32) {
     };
     // SAFETY: `command` came from GetCommand; `info` is a fully initialised version-1 struct
     // (null pointers mean "not given") that Redis reads during the call only.
-    if unsafe { set(command, &mut info) } != raw::REDISMODULE_OK as c_int {
+    if unsafe { set(command, &info) } != raw::REDISMODULE_OK as c_int {
         ctx.log_warning(&format!("sift-redis: could not set the arity of {}", name.to_string_lossy()));
     }
 }
