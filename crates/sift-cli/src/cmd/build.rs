@@ -185,8 +185,14 @@ fn insert_striped(
     threads: usize,
     pb: &indicatif::ProgressBar,
 ) -> Result<(input::ReadStats, u64)> {
-    let mut pipe =
-        input::Pipeline::with_pool(sources, split, Some(f.hasher()), threads, input::CHUNK_BYTES, STRIPED_EXTRA);
+    let mut pipe = input::Pipeline::with_pool(
+        sources,
+        split,
+        Some(f.hasher()),
+        threads,
+        input::CHUNK_BYTES,
+        STRIPED_EXTRA,
+    );
     // The main thread holds at most this many chunks (the inserters' queues): fewer than the
     // pool, so that the readers always have a chunk to fill.
     let max_out = STRIPED_EXTRA + input::QUEUE - 1;
@@ -198,17 +204,19 @@ fn insert_striped(
             for stripe in stripes.iter_mut() {
                 let (tx, rx) = mpsc::channel::<Arc<input::Chunk>>();
                 let done = done_tx.clone();
-                inserters.push(s.spawn(move || {
-                    let mut new = 0u64;
-                    for c in rx {
-                        new += stripe.insert_digests(&c.digests) as u64;
-                        // Drop the chunk before saying so: the main thread recycles it once
-                        // every inserter has.
-                        drop(c);
-                        let _ = done.send(());
-                    }
-                    new
-                }));
+                let inserter =
+                    std::thread::Builder::new().name("sift-insert".into()).spawn_scoped(s, move || {
+                        let mut new = 0u64;
+                        for c in rx {
+                            new += stripe.insert_digests(&c.digests) as u64;
+                            // Drop the chunk before saying so: the main thread recycles it once
+                            // every inserter has.
+                            drop(c);
+                            let _ = done.send(());
+                        }
+                        new
+                    });
+                inserters.push(inserter.context("cannot start an inserter thread")?);
                 queues.push(tx);
             }
             drop(done_tx);

@@ -36,7 +36,9 @@
 
 use crate::bits::{Storage, MAX_BYTES};
 use crate::error::{check_fpr, check_items, Error, FormatError, Result};
-use crate::format::{decode_verified, write_words, Encoder, FilterKind, ParamWriter, RawFilter, StreamEncoder};
+use crate::format::{
+    decode_verified, write_words, Encoder, FilterKind, ParamWriter, RawFilter, StreamEncoder,
+};
 use crate::hash::{Digest, HashKind, Hasher, HotHasher};
 use crate::math;
 use crate::simd::{Block, Blocks, Kernel, Probe, MAX_K, PREFETCH_AHEAD, WORDS};
@@ -184,7 +186,8 @@ impl Shape {
     ) -> std::io::Result<()> {
         let mut p = ParamWriter::new();
         p.u64(self.blocks).u32(self.k).u32(LAYOUT).u64(self.items).u64(self.capacity).f64(self.target_fpr);
-        let mut e = StreamEncoder::new(w, FilterKind::BlockedBloom, self.hasher, p.as_bytes(), self.blocks * 64)?;
+        let mut e =
+            StreamEncoder::new(w, FilterKind::BlockedBloom, self.hasher, p.as_bytes(), self.blocks * 64)?;
         write_words(&mut e, words)?;
         e.finish()?;
         Ok(())
@@ -986,7 +989,9 @@ pub(crate) mod tests {
                                 .iter_mut()
                                 .map(|stripe| {
                                     let ds = &ds;
-                                    s.spawn(move || ds.chunks(batch).map(|c| stripe.insert_digests(c)).sum::<usize>())
+                                    s.spawn(move || {
+                                        ds.chunks(batch).map(|c| stripe.insert_digests(c)).sum::<usize>()
+                                    })
                                 })
                                 .collect();
                             hs.into_iter().map(|h| h.join().unwrap()).sum::<usize>()

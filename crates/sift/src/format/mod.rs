@@ -25,8 +25,8 @@ mod params;
 mod stream;
 
 pub use params::{ParamReader, ParamWriter};
-pub use stream::StreamEncoder;
 pub(crate) use stream::write_words;
+pub use stream::StreamEncoder;
 
 use crate::error::{FormatError, KindCode};
 use crate::hash::{HashKind, Hasher};

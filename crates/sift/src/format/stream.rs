@@ -144,8 +144,14 @@ mod tests {
                 for piece in [1usize, 3, 64, 4096] {
                     let mut got = Vec::new();
                     let w = Trickle { out: &mut got, max: 5 };
-                    let mut s = StreamEncoder::new(w, FilterKind::BlockedBloom, hasher, p.as_bytes(), payload_len as u64)
-                        .unwrap();
+                    let mut s = StreamEncoder::new(
+                        w,
+                        FilterKind::BlockedBloom,
+                        hasher,
+                        p.as_bytes(),
+                        payload_len as u64,
+                    )
+                    .unwrap();
                     for c in payload.chunks(piece) {
                         s.payload(c).unwrap();
                     }
@@ -167,7 +173,8 @@ mod tests {
         }
         let want = e.finish();
         let mut got = Vec::new();
-        let mut s = StreamEncoder::new(&mut got, FilterKind::Bloom, Hasher::default(), &[], n as u64 * 8).unwrap();
+        let mut s =
+            StreamEncoder::new(&mut got, FilterKind::Bloom, Hasher::default(), &[], n as u64 * 8).unwrap();
         write_words(&mut s, words.iter().copied()).unwrap();
         s.finish().unwrap();
         assert_eq!(got, want);
