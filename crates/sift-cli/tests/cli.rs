@@ -569,6 +569,26 @@ fn an_overfilled_blocked_build_counts_like_a_sequential_one_for_any_threads() {
     }
 }
 
+/// A read error after several chunks have gone to the inserter threads stops the striped build
+/// with the error (no hang, no file), for any number of threads.
+#[test]
+fn a_striped_build_stops_on_a_read_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.txt");
+    std::fs::write(&good, mixed_input(200_000)).unwrap();
+    for threads in ["1", "3"] {
+        let out = dir.path().join("out.sift");
+        let (code, _, err) = run(sift()
+            .args(["build", "-q", "-n", "200000", "--threads", threads, "-o"])
+            .arg(&out)
+            .arg(&good)
+            .arg(dir.path().join("missing.txt")));
+        assert_ne!(code, 0);
+        assert!(err.contains("missing.txt"), "{err}");
+        assert!(!out.exists());
+    }
+}
+
 #[test]
 fn dedup_output_is_a_sequential_test_and_set_for_any_threads() {
     use sift::prelude::*;
