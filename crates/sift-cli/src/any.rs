@@ -119,6 +119,15 @@ impl AnyFilter {
         }
     }
 
+    /// Writes the bytes of [`AnyFilter::to_bytes`] to `w`; the blocked Bloom filter streams
+    /// them (no second copy of the filter in memory), the others encode in memory first.
+    pub fn write_to(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        match self {
+            AnyFilter::Blocked(f) => f.write_to(w),
+            other => w.write_all(&other.to_bytes()),
+        }
+    }
+
     /// The kind.
     pub fn kind(&self) -> FilterKind {
         match self {

@@ -452,10 +452,25 @@ impl Pipeline {
         threads: usize,
         chunk_bytes: usize,
     ) -> Pipeline {
+        Self::with_pool(sources, split, hasher, threads, chunk_bytes, 0)
+    }
+
+    /// [`Pipeline::with_chunk_bytes`] with `extra` chunks in the pool beyond `threads + QUEUE`,
+    /// for a caller that keeps up to `extra + QUEUE - 1` chunks out at once (the striped build
+    /// hands each chunk to several inserters before recycling it). A caller must never hold
+    /// the whole pool: the workers would have no chunk to read into.
+    pub fn with_pool(
+        sources: Vec<Source>,
+        split: Split,
+        hasher: Option<Hasher>,
+        threads: usize,
+        chunk_bytes: usize,
+        extra: usize,
+    ) -> Pipeline {
         let threads = threads.max(1);
         let chunk_bytes = chunk_bytes.max(1);
         let names = sources.iter().map(|s| s.name()).collect();
-        let pool = threads + QUEUE;
+        let pool = threads + QUEUE + extra;
         let (free_tx, free_rx) = sync_channel::<Chunk>(pool);
         for _ in 0..pool {
             free_tx.send(Chunk::new(0)).expect("the receiver is here");
@@ -480,7 +495,11 @@ impl Pipeline {
             .map(|_| {
                 let state = state.clone();
                 let tx = tx.clone();
-                std::thread::spawn(move || worker(&state, &tx, split, hasher))
+                // Named, so that profiles (`perf report --sort comm`) tell readers from inserters.
+                std::thread::Builder::new()
+                    .name("sift-read".into())
+                    .spawn(move || worker(&state, &tx, split, hasher))
+                    .expect("cannot start a reader thread")
             })
             .collect();
         Pipeline {
@@ -660,13 +679,26 @@ pub fn progress(total_bytes: Option<u64>, quiet: bool) -> indicatif::ProgressBar
 /// Writes `bytes` to `path` atomically: a temporary file in the same directory, flushed to disk,
 /// then renamed over the target (a reader never sees a half-written filter).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
+    write_atomic_with(path, |w| w.write_all(bytes))
+}
+
+/// [`write_atomic`] of what `write` writes (through a 64 KiB buffer): a filter can stream its
+/// file instead of building it in memory first.
+pub fn write_atomic_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn io::Write) -> io::Result<()>,
+) -> Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().with_context(|| format!("{} is not a file name", path.display()))?;
     let tmp = dir.join(format!(".{}.tmp.{}", name.to_string_lossy(), std::process::id()));
     let result = (|| -> Result<()> {
-        let mut f = File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-        f.write_all(bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+        let f = File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+        let mut w = io::BufWriter::with_capacity(1 << 16, f);
+        write(&mut w).with_context(|| format!("cannot write {}", tmp.display()))?;
+        let f = w
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .with_context(|| format!("cannot write {}", tmp.display()))?;
         f.sync_all().with_context(|| format!("cannot flush {}", tmp.display()))?;
         std::fs::rename(&tmp, path)
             .with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;

@@ -65,6 +65,7 @@ mod traits_static;
 pub use error::{Error, FormatError, Result};
 pub use filters::atomic_bloom::AtomicBloom;
 pub use filters::blocked_bloom::BlockedBloom;
+pub use filters::blocked_bloom::Stripe;
 pub use filters::bloom::Bloom;
 pub use filters::counting_bloom::CountingBloom;
 pub use filters::cuckoo::Cuckoo;

@@ -168,4 +168,12 @@ pub trait Persist: Sized {
     /// Decodes and verifies a filter written by [`Persist::to_bytes`]. Truncated, corrupted or
     /// foreign bytes, another kind and a newer format version are errors, never a panic.
     fn from_bytes(bytes: &[u8]) -> Result<Self>;
+
+    /// Writes the bytes of [`Persist::to_bytes`] to `w` (not flushed). The default encodes the
+    /// whole file in memory first; the families with large payloads ([`crate::BlockedBloom`],
+    /// [`crate::AtomicBloom`]) stream it through [`crate::format::StreamEncoder`] instead, so
+    /// saving a filter does not hold a second copy of it in memory.
+    fn write_to<W: std::io::Write + ?Sized>(&self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(&self.to_bytes())
+    }
 }

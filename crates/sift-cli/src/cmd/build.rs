@@ -1,12 +1,15 @@
 //! `sift build`: a filter of every key of the input, written atomically to a sift file.
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use sift::prelude::*;
+use sift::BlockedBloom;
 
 use super::FamilyArg;
 use crate::any::AnyFilter;
@@ -50,8 +53,11 @@ pub struct Args {
     /// No progress bar and no summary.
     #[arg(short, long)]
     quiet: bool,
-    /// Threads reading, splitting and hashing the input (default: the cores, at most 4); the
-    /// filter is filled in input order by the main thread, so the file is the same for any value.
+    /// Threads reading, splitting and hashing the input (default: the cores, at most 4). The
+    /// blocked Bloom filter (the default family) is filled by as many threads again, each
+    /// owning a stripe of its blocks and inserting, in input order, the keys that fall there;
+    /// the other families are filled in input order by the main thread. Either way the file is
+    /// byte for byte the same for any value, the count of keys new to the filter included.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
     threads: Option<u16>,
 }
@@ -97,19 +103,24 @@ pub fn run(a: Args) -> Result<ExitCode> {
         (super::build_static(family, &hashes, a.fpr)?, stats, n)
     } else {
         let mut filter = super::new_dynamic(family, items, a.fpr)?;
-        let mut pipe = input::Pipeline::start(sources, split, filter.hasher(), threads);
-        let mut inserted = 0u64;
-        while let Some(c) = pipe.next()? {
-            inserted += insert_chunk(&mut filter, &c)?;
-            pb.set_position(pipe.bytes_read.load(Ordering::Relaxed));
-            pipe.recycle(c);
+        if let AnyFilter::Blocked(f) = &mut filter {
+            let (stats, inserted) = insert_striped(f, sources, split, threads, &pb)?;
+            (filter, stats, inserted)
+        } else {
+            let mut pipe = input::Pipeline::start(sources, split, filter.hasher(), threads);
+            let mut inserted = 0u64;
+            while let Some(c) = pipe.next()? {
+                inserted += insert_chunk(&mut filter, &c)?;
+                pb.set_position(pipe.bytes_read.load(Ordering::Relaxed));
+                pipe.recycle(c);
+            }
+            (filter, pipe.finish(), inserted)
         }
-        (filter, pipe.finish(), inserted)
     };
     pb.finish_and_clear();
 
-    let bytes = filter.to_bytes();
-    input::write_atomic(&a.output, &bytes)?;
+    // Streamed: the blocked Bloom filter is not copied into a file image first.
+    input::write_atomic_with(&a.output, |w| filter.write_to(w))?;
     if !a.quiet {
         let secs = start.elapsed().as_secs_f64();
         eprintln!(
@@ -154,4 +165,97 @@ pub fn insert_chunk(filter: &mut AnyFilter, c: &input::Chunk) -> Result<u64> {
             new
         }
     })
+}
+
+/// Chunks in the pipeline's pool for [`insert_striped`] beyond the usual ones: the inserters
+/// work on up to `STRIPED_EXTRA + QUEUE - 1` chunks while the readers fill the others.
+const STRIPED_EXTRA: usize = 4;
+
+/// Fills a blocked Bloom filter from `threads` inserter threads, one per stripe of its blocks
+/// ([`BlockedBloom::with_stripes`]): the main thread takes the chunks from the pipeline in
+/// input order and hands each (shared, not copied) to every inserter; each inserter inserts the
+/// keys whose block is in its stripe, chunk after chunk, in that order. The filter, and its
+/// count of keys that set a bit, are then exactly those of inserting every key in input order
+/// on one thread, whatever `threads` is, with no lock and no atomic instruction on the filter.
+/// Returns the reading statistics and the number of keys new to the filter.
+fn insert_striped(
+    f: &mut BlockedBloom,
+    sources: Vec<Source>,
+    split: Split,
+    threads: usize,
+    pb: &indicatif::ProgressBar,
+) -> Result<(input::ReadStats, u64)> {
+    let mut pipe = input::Pipeline::with_pool(
+        sources,
+        split,
+        Some(f.hasher()),
+        threads,
+        input::CHUNK_BYTES,
+        STRIPED_EXTRA,
+    );
+    // The main thread holds at most this many chunks (the inserters' queues): fewer than the
+    // pool, so that the readers always have a chunk to fill.
+    let max_out = STRIPED_EXTRA + input::QUEUE - 1;
+    let inserted = f.with_stripes(threads, |stripes| -> Result<u64> {
+        std::thread::scope(|s| {
+            let (done_tx, done_rx) = mpsc::channel::<()>();
+            let mut queues = Vec::with_capacity(stripes.len());
+            let mut inserters = Vec::with_capacity(stripes.len());
+            for stripe in stripes.iter_mut() {
+                let (tx, rx) = mpsc::channel::<Arc<input::Chunk>>();
+                let done = done_tx.clone();
+                let inserter =
+                    std::thread::Builder::new().name("sift-insert".into()).spawn_scoped(s, move || {
+                        let mut new = 0u64;
+                        for c in rx {
+                            new += stripe.insert_digests(&c.digests) as u64;
+                            // Drop the chunk before saying so: the main thread recycles it once
+                            // every inserter has.
+                            drop(c);
+                            let _ = done.send(());
+                        }
+                        new
+                    });
+                inserters.push(inserter.context("cannot start an inserter thread")?);
+                queues.push(tx);
+            }
+            drop(done_tx);
+            let mut out: VecDeque<Arc<input::Chunk>> = VecDeque::new();
+            let fed = (|| -> Result<()> {
+                while let Some(c) = pipe.next()? {
+                    let c = Arc::new(c);
+                    for q in &queues {
+                        q.send(c.clone()).map_err(|_| anyhow!("an inserter thread stopped"))?;
+                    }
+                    out.push_back(c);
+                    pb.set_position(pipe.bytes_read.load(Ordering::Relaxed));
+                    loop {
+                        // Recycle, in order, the chunks every inserter is done with.
+                        while let Some(front) = out.pop_front() {
+                            match Arc::try_unwrap(front) {
+                                Ok(c) => pipe.recycle(c),
+                                Err(front) => {
+                                    out.push_front(front);
+                                    break;
+                                }
+                            }
+                        }
+                        if out.len() < max_out {
+                            break;
+                        }
+                        done_rx.recv().map_err(|_| anyhow!("the inserter threads stopped"))?;
+                    }
+                }
+                Ok(())
+            })();
+            // Closing the queues lets the inserters finish what they hold and return.
+            drop(queues);
+            let mut new = 0;
+            for h in inserters {
+                new += h.join().map_err(|_| anyhow!("an inserter thread panicked"))?;
+            }
+            fed.map(|()| new)
+        })
+    })?;
+    Ok((pipe.finish(), inserted))
 }

@@ -112,7 +112,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let stats = pipe.finish();
     result?;
     if let Some(p) = &a.state {
-        input::write_atomic(p, &filter.to_bytes())
+        input::write_atomic_with(p, |w| filter.write_to(w))
             .with_context(|| format!("cannot save the state to {}", p.display()))?;
     }
     if !a.quiet {

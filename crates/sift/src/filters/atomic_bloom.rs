@@ -368,6 +368,11 @@ impl Persist for AtomicBloom {
         let words = payload.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")));
         Self::from_shape(shape, Some(words))
     }
+
+    /// The bytes of [`Persist::to_bytes`], streamed (only a 64 KiB buffer besides the filter).
+    fn write_to<W: std::io::Write + ?Sized>(&self, w: &mut W) -> std::io::Result<()> {
+        self.shape().write_to(w, self.words())
+    }
 }
 
 #[cfg(test)]

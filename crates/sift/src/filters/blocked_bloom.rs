@@ -36,10 +36,12 @@
 
 use crate::bits::{Storage, MAX_BYTES};
 use crate::error::{check_fpr, check_items, Error, FormatError, Result};
-use crate::format::{decode_verified, Encoder, FilterKind, ParamWriter, RawFilter};
+use crate::format::{
+    decode_verified, write_words, Encoder, FilterKind, ParamWriter, RawFilter, StreamEncoder,
+};
 use crate::hash::{Digest, HashKind, Hasher, HotHasher};
 use crate::math;
-use crate::simd::{Block, Blocks, Kernel, Probe, MAX_K, WORDS};
+use crate::simd::{Block, Blocks, Kernel, Probe, MAX_K, PREFETCH_AHEAD, WORDS};
 use crate::traits::{Filter, Insert, Persist};
 
 /// Largest number of hash functions (bits per item) accepted: two rounds of eight words.
@@ -173,6 +175,22 @@ impl Shape {
             out.extend_from_slice(&w.to_le_bytes());
         }
         e.finish()
+    }
+
+    /// Writes the file [`Shape::encode`] makes to `w`, streaming the words (the CRC is computed
+    /// as they go out), so no second copy of the payload is held in memory.
+    pub(crate) fn write_to<W: std::io::Write + ?Sized>(
+        &self,
+        w: &mut W,
+        words: impl Iterator<Item = u64>,
+    ) -> std::io::Result<()> {
+        let mut p = ParamWriter::new();
+        p.u64(self.blocks).u32(self.k).u32(LAYOUT).u64(self.items).u64(self.capacity).f64(self.target_fpr);
+        let mut e =
+            StreamEncoder::new(w, FilterKind::BlockedBloom, self.hasher, p.as_bytes(), self.blocks * 64)?;
+        write_words(&mut e, words)?;
+        e.finish()?;
+        Ok(())
     }
 
     /// Decodes and validates the header of a blocked filter file; returns the shape and the
@@ -470,6 +488,141 @@ impl Persist for BlockedBloom {
         let (shape, payload) = Shape::decode(bytes)?;
         let words = payload.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")));
         Self::from_shape(shape, Some(words))
+    }
+
+    /// The bytes of [`Persist::to_bytes`], streamed: only a 64 KiB buffer besides the filter.
+    fn write_to<W: std::io::Write + ?Sized>(&self, w: &mut W) -> std::io::Result<()> {
+        self.shape().write_to(w, self.words())
+    }
+}
+
+/// One part of a [`BlockedBloom`]'s blocks, filled by one thread while other threads fill the
+/// other parts, without locks or atomic instructions: see [`BlockedBloom::with_stripes`].
+pub struct Stripe<'a> {
+    /// Blocks `first .. first + blocks.len()` of the filter, borrowed exclusively.
+    blocks: &'a mut [Block],
+    first: u64,
+    /// Blocks of the whole filter (what `fastrange` maps `h1` into).
+    total: u64,
+    probe: Probe,
+    /// Inserts into this stripe that set a bit.
+    new: u64,
+    /// Scratch: (index in `blocks`, h2) of the digests of one call that fall in this stripe.
+    own: Vec<(usize, u64)>,
+}
+
+impl core::fmt::Debug for Stripe<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Stripe").field("blocks", &self.blocks()).field("new", &self.new).finish()
+    }
+}
+
+impl Stripe<'_> {
+    /// The blocks of the filter this stripe holds (indexes into the whole filter).
+    pub fn blocks(&self) -> core::ops::Range<u64> {
+        self.first..self.first + self.blocks.len() as u64
+    }
+
+    /// Inserts, in order, the digests whose block lies in this stripe, and skips the others;
+    /// returns how many of those inserts set a bit (as [`Insert::insert_digests`] counts them).
+    /// Give every stripe every digest, in the same order: each item is then inserted exactly
+    /// once, by the stripe holding its block.
+    pub fn insert_digests(&mut self, digests: &[Digest]) -> usize {
+        // Pass 1, without a branch on the data: keep the digests that fall in the stripe (with
+        // a stripe per thread, a branch would mispredict on about every other digest).
+        if self.own.len() < digests.len() {
+            self.own.resize(digests.len(), (0, 0));
+        }
+        let len = self.blocks.len() as u64;
+        let mut n = 0;
+        for (i, d) in digests.iter().enumerate() {
+            let local = crate::hash::fastrange(d.h1, self.total).wrapping_sub(self.first);
+            // `n ≤ i < digests.len() ≤ own.len()`.
+            self.own[n] = (local as usize, d.h2);
+            n += (local < len) as usize;
+            debug_assert!(n <= i + 1);
+        }
+        // Pass 2: insert with the blocks of the digests `PREFETCH_AHEAD` ahead prefetched, as
+        // the whole-filter batch insert does.
+        let own = &self.own[..n];
+        for &(b, _) in own.iter().take(PREFETCH_AHEAD) {
+            crate::bits::prefetch(self.blocks.as_ptr().wrapping_add(b));
+        }
+        let mut new = 0;
+        for (j, &(b, h2)) in own.iter().enumerate() {
+            if let Some(&(next, _)) = own.get(j + PREFETCH_AHEAD) {
+                crate::bits::prefetch(self.blocks.as_ptr().wrapping_add(next));
+            }
+            new += self.probe.insert_block(&mut self.blocks[b], h2) as usize;
+        }
+        self.new += new as u64;
+        new
+    }
+}
+
+impl BlockedBloom {
+    /// Fills the filter from several threads at once: splits the blocks into `parts` stripes
+    /// of consecutive blocks (at least 1, at most one per block), hands them to `f` (which
+    /// typically gives each to a thread, see the example), then adds the stripes' counts of
+    /// inserts that set a bit to [`Filter::len`].
+    ///
+    /// When every stripe is given the same digests in the same order, the result is **exactly**
+    /// that of inserting them in that order on one thread, item counter included: an item's
+    /// bits all lie in one block, each block belongs to one stripe, and whether an insert sets
+    /// a bit depends only on the earlier inserts into its block, which the stripe makes in
+    /// order. No lock and no atomic instruction: each stripe borrows its blocks exclusively.
+    /// Each stripe reads every digest (a multiply and a compare each) and inserts its share.
+    ///
+    /// ```
+    /// use sift::prelude::*;
+    /// use sift::{BlockedBloom, Digest};
+    ///
+    /// let keys: Vec<Digest> = (0..100_000u32).map(|i| sift::Hasher::default().digest(&i.to_le_bytes())).collect();
+    /// let mut seq = BlockedBloom::new(100_000, 0.01)?;
+    /// seq.insert_digests(&keys);
+    /// let mut par = BlockedBloom::new(100_000, 0.01)?;
+    /// par.with_stripes(3, |stripes| {
+    ///     std::thread::scope(|s| {
+    ///         for stripe in stripes.iter_mut() {
+    ///             let keys = &keys;
+    ///             s.spawn(move || {
+    ///                 for batch in keys.chunks(1000) {
+    ///                     stripe.insert_digests(batch);
+    ///                 }
+    ///             });
+    ///         }
+    ///     })
+    /// });
+    /// assert_eq!(par.to_bytes(), seq.to_bytes());
+    /// # Ok::<(), sift::Error>(())
+    /// ```
+    pub fn with_stripes<R>(&mut self, parts: usize, f: impl FnOnce(&mut [Stripe<'_>]) -> R) -> R {
+        let total = self.blocks.len();
+        let parts = parts.clamp(1, total);
+        let probe = self.probe;
+        let mut stripes = Vec::with_capacity(parts);
+        let mut rest = self.blocks.as_mut_slice();
+        let mut first = 0usize;
+        for p in 1..=parts {
+            // Stripe boundaries `total·p/parts` (in u128: no overflow), the last one `total`.
+            let end = (total as u128 * p as u128 / parts as u128) as usize;
+            let (head, tail) = rest.split_at_mut(end - first);
+            stripes.push(Stripe {
+                blocks: head,
+                first: first as u64,
+                total: total as u64,
+                probe,
+                new: 0,
+                own: Vec::new(),
+            });
+            rest = tail;
+            first = end;
+        }
+        let r = f(&mut stripes);
+        let new: u64 = stripes.iter().map(|s| s.new).sum();
+        drop(stripes);
+        self.items += new;
+        r
     }
 }
 
@@ -797,6 +950,92 @@ pub(crate) mod tests {
             b[i] = splitmix(&mut st) as u8;
             let cut = (splitmix(&mut st) % (b.len() as u64 + 1)) as usize;
             let _ = BlockedBloom::from_bytes(&b[..cut]);
+        }
+    }
+
+    /// Striped inserts (any number of stripes, on threads, in batches of any size, duplicates
+    /// included, both kernels) give the same file as one thread inserting in order: same bits,
+    /// same counter.
+    #[test]
+    fn stripes_equal_a_sequential_insert() {
+        let mut st = 21;
+        for (blocks, k) in [(1u64, 7u32), (3, 4), (50, 7), (1000, 12), (4096, 16)] {
+            // Items drawn from a pool a quarter of their number: ~75% repeats, and the
+            // filter gets crowded (bits already set by other items: counted or not by order).
+            let pool: Vec<Digest> =
+                (0..2000).map(|_| Digest { h1: splitmix(&mut st), h2: splitmix(&mut st) }).collect();
+            let ds: Vec<Digest> = (0..8000).map(|_| pool[(splitmix(&mut st) % 2000) as usize]).collect();
+            for scalar in [false, true] {
+                let mut seq = BlockedBloom::with_params(blocks, k, Hasher::default()).unwrap();
+                if scalar {
+                    seq.force_scalar();
+                }
+                let mut par = seq.clone();
+                let want_new = seq.insert_digests(&ds);
+                let want = seq.to_bytes();
+                for parts in [1usize, 2, 3, 5, 8] {
+                    let mut f = par.clone();
+                    let batch = 1 + (splitmix(&mut st) % 700) as usize;
+                    let news = f.with_stripes(parts, |stripes| {
+                        assert_eq!(stripes.len(), parts.min(blocks as usize));
+                        // The stripes cover the blocks, in order, without overlap.
+                        assert_eq!(stripes[0].blocks().start, 0);
+                        assert_eq!(stripes.last().unwrap().blocks().end, blocks);
+                        for w in stripes.windows(2) {
+                            assert_eq!(w[0].blocks().end, w[1].blocks().start);
+                        }
+                        std::thread::scope(|s| {
+                            let hs: Vec<_> = stripes
+                                .iter_mut()
+                                .map(|stripe| {
+                                    let ds = &ds;
+                                    s.spawn(move || {
+                                        ds.chunks(batch).map(|c| stripe.insert_digests(c)).sum::<usize>()
+                                    })
+                                })
+                                .collect();
+                            hs.into_iter().map(|h| h.join().unwrap()).sum::<usize>()
+                        })
+                    });
+                    assert_eq!(news, want_new, "blocks {blocks} k {k} parts {parts}");
+                    assert_eq!(f.to_bytes(), want, "blocks {blocks} k {k} parts {parts} batch {batch}");
+                    assert!(ds.iter().all(|d| f.contains_digest(*d)));
+                }
+                // A second round on a filter that already holds items adds to its counter.
+                let again = par.insert_digests(&ds[..100]);
+                let mut g = par.clone();
+                g.with_stripes(2, |stripes| {
+                    for s in stripes.iter_mut() {
+                        s.insert_digests(&ds[100..]);
+                    }
+                });
+                par.insert_digests(&ds[100..]);
+                assert!(again > 0 && g == par && g.len() == par.len());
+            }
+        }
+    }
+
+    /// The streamed file is the file of `to_bytes`, byte for byte, for small and large filters
+    /// (several write buffers), through `Persist::write_to` on both blocked types.
+    #[test]
+    fn write_to_streams_the_bytes_of_to_bytes() {
+        let mut st = 8;
+        for (n, p) in [(1usize, 0.5), (1000, 0.01), (300_000, 0.001)] {
+            let mut f = BlockedBloom::new(n, p).unwrap();
+            let a = crate::AtomicBloom::new(n, p).unwrap();
+            for _ in 0..n {
+                let d = Digest { h1: splitmix(&mut st), h2: splitmix(&mut st) };
+                f.insert_digest(d);
+                a.insert_digest(d);
+            }
+            let want = f.to_bytes();
+            let mut got = Vec::new();
+            f.write_to(&mut got).unwrap();
+            assert_eq!(got, want, "n {n}");
+            let mut got = Vec::new();
+            a.write_to(&mut got).unwrap();
+            assert_eq!(got, want, "atomic, n {n}");
+            assert_eq!(BlockedBloom::from_bytes(&got).unwrap(), f);
         }
     }
 }

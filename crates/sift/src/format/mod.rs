@@ -22,8 +22,11 @@
 //! `from_bytes` constructors of the filters always verify.
 
 mod params;
+mod stream;
 
 pub use params::{ParamReader, ParamWriter};
+pub(crate) use stream::write_words;
+pub use stream::StreamEncoder;
 
 use crate::error::{FormatError, KindCode};
 use crate::hash::{HashKind, Hasher};

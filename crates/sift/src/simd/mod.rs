@@ -372,6 +372,16 @@ impl Probe {
         // SAFETY: as in `Probe::contains`.
         unsafe { (self.insert)(blocks.get_mut(d.h1), d.h2) }
     }
+
+    /// Sets the bits of an item with second hash word `h2` in `block` (which the caller found
+    /// from `h1`: the stripes of [`crate::filters::blocked_bloom::Stripe`] index a part of the
+    /// blocks themselves); returns whether any was clear before.
+    #[inline(always)]
+    pub(crate) fn insert_block(self, block: &mut Block, h2: u64) -> bool {
+        // SAFETY: as in `Probe::contains`: the function behind the pointer needs only the CPU
+        // features `Probe::new` checked; the block is a valid `&mut`.
+        unsafe { (self.insert)(block, h2) }
+    }
 }
 
 /// How many digests the batch loops run ahead with their prefetches: enough to keep about eight
