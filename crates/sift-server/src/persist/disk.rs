@@ -52,6 +52,7 @@ use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
+use std::task::{Poll, Waker};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -217,8 +218,10 @@ struct Inner {
     sync_wanted: Mutex<u64>,
     /// Wakes the sync thread when `sync_wanted` grows (or at shutdown).
     sync_cv: Condvar,
-    /// Notified after every sync (success or failure): waiting connections re-check.
-    synced: tokio::sync::Notify,
+    /// Connections waiting for their records to be synced: (the LSN they wait for, their
+    /// waker). After a sync, only those it covered are woken (a `Notify::notify_waiters` woke
+    /// every waiter, and the half waiting for the next sync went back to sleep).
+    waiters: Mutex<Vec<(u64, Waker)>>,
     syncer: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -257,7 +260,7 @@ impl Disk {
                 worker: Mutex::new(None),
                 sync_wanted: Mutex::new(0),
                 sync_cv: Condvar::new(),
-                synced: tokio::sync::Notify::new(),
+                waiters: Mutex::new(Vec::new()),
                 syncer: Mutex::new(None),
             }),
         }
@@ -451,7 +454,7 @@ impl Inner {
                     let _ = self.flush_locked(true);
                 }
             }
-            self.synced.notify_waiters();
+            self.wake_synced();
             // After the waiters are released: the zeros delay only the next group.
             let _io = self.io.lock();
             self.preallocate_locked();
@@ -459,37 +462,65 @@ impl Inner {
             wanted = self.sync_wanted.lock();
         }
         drop(wanted);
-        self.synced.notify_waiters();
+        self.wake_synced();
+    }
+
+    /// Wakes the waiting connections whose records are durable now (all of them after a
+    /// failure or at shutdown: they re-check and return).
+    fn wake_synced(&self) {
+        let all = self.failed.load(Ordering::Acquire) || self.stop.load(Ordering::Acquire);
+        let durable = self.durable_lsn.load(Ordering::Acquire);
+        let mut ready = Vec::new();
+        {
+            let mut waiters = self.waiters.lock();
+            let mut i = 0;
+            while i < waiters.len() {
+                if all || waiters[i].0 <= durable {
+                    ready.push(waiters.swap_remove(i).1);
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        for waker in ready {
+            waker.wake();
+        }
     }
 
     /// Waits until every record buffered before the call is durable (`always` with the sync
     /// thread running).
     async fn commit_wait(&self) -> Result<(), PersistError> {
         let target = self.pending.lock().last_lsn;
-        loop {
-            // Registered before the checks, so a sync finishing in between is not missed.
-            let notified = self.synced.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.failed.load(Ordering::Acquire) {
-                return Err(self.failure_error());
+        if self.durable_lsn.load(Ordering::Acquire) < target && !self.failed.load(Ordering::Acquire) {
+            let mut wanted = self.sync_wanted.lock();
+            if *wanted < target {
+                *wanted = target;
+                self.sync_cv.notify_one();
             }
-            if self.durable_lsn.load(Ordering::Acquire) >= target {
-                return Ok(());
-            }
-            if self.stop.load(Ordering::Acquire) {
-                // Shutting down: the final flush runs on the caller's thread.
-                return self.commit(true);
-            }
-            {
-                let mut wanted = self.sync_wanted.lock();
-                if *wanted < target {
-                    *wanted = target;
-                    self.sync_cv.notify_one();
-                }
-            }
-            notified.await;
         }
+        std::future::poll_fn(|cx| {
+            // Checked under the waiters' lock: the sync thread updates `durable_lsn` (or
+            // `failed`, `stop`) before it takes this lock to wake, so either this check sees
+            // the update or the sync thread sees this waker.
+            let mut waiters = self.waiters.lock();
+            if self.failed.load(Ordering::Acquire)
+                || self.stop.load(Ordering::Acquire)
+                || self.durable_lsn.load(Ordering::Acquire) >= target
+            {
+                return Poll::Ready(());
+            }
+            waiters.push((target, cx.waker().clone()));
+            Poll::Pending
+        })
+        .await;
+        if self.failed.load(Ordering::Acquire) {
+            return Err(self.failure_error());
+        }
+        if self.durable_lsn.load(Ordering::Acquire) >= target {
+            return Ok(());
+        }
+        // Shutting down: the final flush runs on the caller's thread.
+        self.commit(true)
     }
 
     /// Creates the next segment and stores a manifest that appends it. Holds `st`.
