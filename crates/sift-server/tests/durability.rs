@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -379,44 +380,70 @@ fn kill_9_during_pipelined_writes_loses_nothing_acknowledged() {
     let _ = fs::remove_dir_all(&dir);
 }
 
+/// Where the records of a segment end: the log is preallocated with zeros ahead of its
+/// records, and a record never ends with a zero byte in these tests.
+fn records_end(seg: &Path) -> u64 {
+    let data = fs::read(seg).unwrap();
+    data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1) as u64
+}
+
 #[test]
 fn torn_tail_is_truncated_and_reported() {
-    for (case, tail) in [
-        ("partial header", &b"\x1b\x00\x00\x00\xe4\xff"[..]),
+    // The tail a crash left: written where the records end (into the preallocated zeros, as
+    // a torn append is), or past the preallocated space.
+    for (case, tail, past_prealloc) in [
+        ("partial header", &b"\x1b\x00\x00\x00\xe4\xff"[..], false),
         (
             "header, partial payload",
             &b"\x40\x00\x00\x00\xbf\xff\xff\xff\x01\x02\x03\x04\x03\x00\x00\x00\x03"[..],
+            false,
         ),
-        ("zeros", &[0u8; 64][..]),
+        ("partial header past the zeros", &b"\x1b\x00\x00\x00\xe4\xff"[..], true),
+        ("zeros only: the end of the log, not torn", &[][..], false),
     ] {
         let dir = temp_dir("torn");
         let p = Proc::start(&dir, &[]).unwrap();
         let mut c = p.client();
-        let cmds: Vec<Vec<String>> =
-            (0..200).map(|i| cmd(&["SET", &format!("k{i}"), &format!("v{i}")])).collect();
-        assert_eq!(c.pipeline(&cmds).len(), 200);
+        // Two batches: the second is synced after the space the first one's sync preallocated.
+        for half in [0..100, 100..200] {
+            let cmds: Vec<Vec<String>> =
+                half.map(|i| cmd(&["SET", &format!("k{i}"), &format!("v{i}")])).collect();
+            assert_eq!(c.pipeline(&cmds).len(), 100);
+        }
         p.kill9();
         let seg = segments(&dir).pop().unwrap();
-        let len = fs::metadata(&seg).unwrap().len();
-        fs::OpenOptions::new().append(true).open(&seg).unwrap().write_all(tail).unwrap();
+        let len = records_end(&seg);
+        let size = fs::metadata(&seg).unwrap().len();
+        assert!(size > len, "{case}: preallocated ({size} bytes for {len} of records)");
+        let f = fs::OpenOptions::new().write(true).open(&seg).unwrap();
+        f.write_all_at(tail, if past_prealloc { size } else { len }).unwrap();
+        drop(f);
         let p = Proc::start(&dir, &[]).unwrap_or_else(|e| panic!("{case}: {e}"));
         let mut c = p.client();
         for i in 0..200 {
             assert_eq!(c.cmd(&["GET", &format!("k{i}")]).text(), format!("v{i}"), "{case}");
         }
         assert_eq!(c.cmd(&["DBSIZE"]), Reply::Int(200));
-        assert_eq!(fs::metadata(&seg).unwrap().len(), len, "{case}: the tail is cut");
         let log = p.log();
         let name = seg.file_name().unwrap().to_str().unwrap();
-        assert!(
-            log.contains("torn") && log.contains(name) && log.contains(&format!("offset {len}")),
-            "{case}: {log}"
-        );
-        // Writes after the repair land on a clean log.
+        if tail.is_empty() {
+            assert_eq!(fs::metadata(&seg).unwrap().len(), size, "{case}: nothing cut");
+            assert!(!log.contains("torn last record"), "{case}: {log}");
+        } else {
+            assert_eq!(fs::metadata(&seg).unwrap().len(), len, "{case}: the tail is cut");
+            assert!(
+                log.contains("torn last record")
+                    && log.contains(name)
+                    && log.contains(&format!("offset {len}")),
+                "{case}: {log}"
+            );
+        }
+        // Writes after the repair land on a clean log, where the records end.
         assert_eq!(c.cmd(&["SET", "after", "1"]), Reply::Simple("OK".into()));
         p.kill9();
         let p = Proc::start(&dir, &[]).unwrap();
         assert_eq!(p.client().cmd(&["DBSIZE"]), Reply::Int(201));
+        assert!(!p.log().contains("torn last record"), "{case}: {}", p.log());
         drop(p);
         let _ = fs::remove_dir_all(&dir);
     }
@@ -432,7 +459,7 @@ fn corruption_stops_the_start_and_names_the_file() {
     p.kill9();
     let seg = segments(&dir).pop().unwrap();
     let mut data = fs::read(&seg).unwrap();
-    let mid = data.len() / 2;
+    let mid = records_end(&seg) as usize / 2;
     data[mid] ^= 0x40;
     fs::write(&seg, &data).unwrap();
     let err = Proc::start(&dir, &[]).err().expect("must refuse to start");

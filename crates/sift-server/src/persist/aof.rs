@@ -18,15 +18,24 @@
 //! Everything is little-endian. The payload is the command's argument vector as it must be
 //! replayed (`EXPIRE` already rewritten to `PEXPIREAT`, `SET ... EX` to `SET ... PXAT`).
 //!
-//! # Torn tail or corruption
+//! # Preallocated space, torn tail, corruption
 //!
-//! A crash in the middle of an append leaves a partial last record: fewer bytes than its header
-//! announces, or (when the file grew but its data never reached the disk) zeros or a payload
-//! whose checksum fails and that ends exactly at the end of the file. [`scan`] reports that as
-//! [`ScanEnd::Torn`] with the offset where the complete records end, so recovery can cut the
-//! tail. Anything else that does not check out (a bad length complement, a failed checksum with
-//! data after it, a payload that does not parse) is [`ScanEnd::Corrupt`]: a record that was
-//! acknowledged may be damaged, so it is never skipped.
+//! The writer preallocates the segment ahead of its records by writing zeros (see
+//! [`super::disk`]), so a segment normally ends with zeros after its last record:
+//! [`ScanEnd::ZeroTail`], the end of the log, not an error.
+//!
+//! A crash in the middle of an append leaves a partial last group of records that was never
+//! acknowledged (no reply goes out before the fdatasync that covers it): fewer bytes than a
+//! header announces, a header or payload partly zeros (pages of the write that never reached
+//! the disk, in preallocated space even before later pages that did), or a payload whose checksum
+//! fails. [`scan`] reports a damaged record as [`ScanEnd::Torn`], with the offset where the
+//! complete records end, when **no valid record follows it** anywhere in the segment (a record
+//! whose length, complement and checksum check out and whose payload parses), so recovery can cut
+//! the tail. If a valid record does follow, the damaged one may be an acknowledged record in the
+//! middle of the log: [`ScanEnd::Corrupt`], never skipped. The limits of the rule: damage to
+//! the very last record before the zero tail looks exactly like a torn append, and is cut (with
+//! a warning) as one; a torn group whose later record reached the disk whole while an earlier
+//! one did not is reported as corruption (the start is refused: a false alarm, not a loss).
 
 use bytes::Bytes;
 
@@ -124,21 +133,56 @@ pub fn decode_payload(data: &Bytes) -> Result<Vec<Bytes>, &'static str> {
 pub enum ScanEnd {
     /// Every byte belongs to a complete, valid record.
     Clean,
+    /// The complete records end at `valid_end` and only zeros follow: space preallocated
+    /// ahead of the writes (or a grown file whose data never reached the disk). The end of the
+    /// log; new records go at `valid_end`.
+    ZeroTail {
+        /// Offset (from the start of the segment) where the records end.
+        valid_end: u64,
+    },
     /// The complete records end at `valid_end`; what follows is a partial record from a crash
-    /// in the middle of an append.
+    /// in the middle of an append (no valid record follows it).
     Torn {
         /// Offset (from the start of the segment) where the complete records end.
         valid_end: u64,
         /// What is wrong with the tail.
         reason: &'static str,
     },
-    /// The record at `offset` is damaged and more data follows it (or its structure is wrong).
+    /// The record at `offset` is damaged and a valid record follows it (or its structure is
+    /// wrong).
     Corrupt {
         /// Offset of the damaged record.
         offset: u64,
         /// What is wrong with it.
         reason: &'static str,
     },
+}
+
+/// The record at `off`, if one that checks out completely starts there: (its length, payload).
+fn valid_record_at(data: &Bytes, off: usize) -> Option<(usize, Bytes)> {
+    let rest = data.get(off..)?;
+    if rest.len() < RECORD_HEADER_LEN {
+        return None;
+    }
+    let n = u32::from_le_bytes(rest[0..4].try_into().expect("4 bytes"));
+    let check = u32::from_le_bytes(rest[4..8].try_into().expect("4 bytes"));
+    // The smallest payload is an argument count and one argument length (8 bytes): this also
+    // keeps zeros from ever looking like a record.
+    if check != !n || n < 8 || RECORD_HEADER_LEN as u64 + n as u64 > rest.len() as u64 {
+        return None;
+    }
+    let end = RECORD_HEADER_LEN + n as usize;
+    let stored = u32::from_le_bytes(rest[8..12].try_into().expect("4 bytes"));
+    let payload = data.slice(off + RECORD_HEADER_LEN..off + end);
+    (crc32c::crc32c(&payload) == stored).then_some((end, payload))
+}
+
+/// Does a valid record start anywhere after `off`? (Only called on a damaged record: a linear
+/// pass over the rest of the segment, the checksum computed only where a length and its
+/// complement match.)
+fn valid_record_after(data: &Bytes, off: usize) -> bool {
+    (off + 1..data.len().saturating_sub(RECORD_HEADER_LEN - 1))
+        .any(|at| valid_record_at(data, at).is_some_and(|(_, payload)| decode_payload(&payload).is_ok()))
 }
 
 /// Scans the records of a segment (`data` is the whole file, header included, already checked
@@ -148,38 +192,37 @@ pub fn scan(data: &Bytes, mut on_record: impl FnMut(u64, Vec<Bytes>)) -> ScanEnd
     let mut off = SEGMENT_HEADER_LEN.min(data.len());
     while off < data.len() {
         let rest = &data[off..];
-        let torn = |reason| ScanEnd::Torn { valid_end: off as u64, reason };
-        let corrupt = |reason| ScanEnd::Corrupt { offset: off as u64, reason };
+        if rest.iter().all(|&b| b == 0) {
+            return ScanEnd::ZeroTail { valid_end: off as u64 };
+        }
+        let damaged = |reason| {
+            if valid_record_after(data, off) {
+                ScanEnd::Corrupt { offset: off as u64, reason }
+            } else {
+                ScanEnd::Torn { valid_end: off as u64, reason }
+            }
+        };
         if rest.len() < RECORD_HEADER_LEN {
-            return torn("record header cut short");
+            return damaged("record header cut short");
         }
         let n = u32::from_le_bytes(rest[0..4].try_into().expect("4 bytes"));
         let check = u32::from_le_bytes(rest[4..8].try_into().expect("4 bytes"));
         if check != !n {
-            // Zeros up to the end: the file grew but the data never reached the disk.
-            return if rest.iter().all(|&b| b == 0) {
-                torn("zero-filled tail")
-            } else {
-                corrupt("record length damaged")
-            };
+            return damaged("record length damaged");
         }
-        let end = RECORD_HEADER_LEN as u64 + n as u64;
-        if end > rest.len() as u64 {
-            return torn("record cut short");
+        if RECORD_HEADER_LEN as u64 + n as u64 > rest.len() as u64 {
+            return damaged("record cut short");
         }
-        let end = end as usize;
-        let stored = u32::from_le_bytes(rest[8..12].try_into().expect("4 bytes"));
-        let payload = data.slice(off + RECORD_HEADER_LEN..off + end);
-        if crc32c::crc32c(&payload) != stored {
-            return if rest[end..].iter().all(|&b| b == 0) {
-                torn("last record's checksum does not match")
-            } else {
-                corrupt("record checksum mismatch")
-            };
+        if n < 8 {
+            return ScanEnd::Corrupt { offset: off as u64, reason: "record shorter than a command" };
         }
+        let Some((end, payload)) = valid_record_at(data, off) else {
+            return damaged("record checksum mismatch");
+        };
         match decode_payload(&payload) {
             Ok(argv) => on_record(off as u64, argv),
-            Err(reason) => return corrupt(reason),
+            // A payload whose checksum matches was written whole: this is not a torn append.
+            Err(reason) => return ScanEnd::Corrupt { offset: off as u64, reason },
         }
         off += end;
     }
@@ -244,12 +287,10 @@ mod tests {
                 );
             }
         }
-        // A zero-filled tail after complete records.
+        // A zero-filled tail after complete records: preallocated space, the end of the log.
         let mut zeros = data.clone();
         zeros.extend_from_slice(&[0; 40]);
-        assert!(
-            matches!(collect(&zeros).1, ScanEnd::Torn { valid_end, .. } if valid_end == data.len() as u64)
-        );
+        assert_eq!(collect(&zeros), (cmds.clone(), ScanEnd::ZeroTail { valid_end: data.len() as u64 }));
     }
 
     #[test]
@@ -264,6 +305,60 @@ mod tests {
             let (_, end) = collect(&bad);
             assert!(matches!(end, ScanEnd::Corrupt { .. }), "byte {at}: {end:?}");
         }
+    }
+
+    /// In preallocated space a crash can leave any mix of a last group's bytes and zeros (pages
+    /// that reached the disk and pages that did not), with zeros after it: torn, at the end of
+    /// the complete records, whatever the mix. A flipped byte before the last record stays
+    /// corruption with the zero tail too.
+    #[test]
+    fn a_torn_group_in_preallocated_space_is_torn() {
+        let cmds: Vec<_> = (0..4).map(|i| argv(&["SET", &format!("key{i}"), "some value"])).collect();
+        let synced = segment(&cmds[..2]);
+        let full = segment(&cmds);
+        let (group_start, group_end) = (synced.len(), full.len());
+        let zeros_after = 4096;
+        let mut clean = full.clone();
+        clean.resize(group_end + zeros_after, 0);
+        assert_eq!(collect(&clean), (cmds.clone(), ScanEnd::ZeroTail { valid_end: group_end as u64 }));
+        let record3_end = segment(&cmds[..3]).len();
+        // Every way to lose one 8-byte-aligned "page" range of the last group (2 records),
+        // and every suffix of it.
+        for lost_from in (group_start..group_end).step_by(8) {
+            for lost_to in [lost_from + 8, group_end] {
+                let mut data = clean.clone();
+                data[lost_from..lost_to.min(group_end)].fill(0);
+                let (got, end) = collect(&data);
+                let complete = got.len();
+                assert!(complete >= 2, "{lost_from}..{lost_to}");
+                assert_eq!(got[..], cmds[..complete]);
+                if lost_from < record3_end && lost_to <= record3_end {
+                    // The group's second record survived whole after the hole: it may as well
+                    // be an acknowledged record after a damaged one, so the start is refused
+                    // (a false alarm an operator resolves; never a silent loss).
+                    assert!(
+                        matches!(end, ScanEnd::Corrupt { offset: 114, .. }),
+                        "{lost_from}..{lost_to}: {end:?}"
+                    );
+                    continue;
+                }
+                match end {
+                    ScanEnd::Torn { valid_end, .. } => assert!(valid_end as usize <= lost_from),
+                    ScanEnd::ZeroTail { valid_end } => assert!(valid_end as usize <= lost_from),
+                    other => panic!("{lost_from}..{lost_to}: {other:?}"),
+                }
+            }
+        }
+        // A flipped byte in a synced record, zeros after the log: corruption.
+        for at in SEGMENT_HEADER_LEN..group_start {
+            let mut bad = clean.clone();
+            bad[at] ^= 0x20;
+            assert!(matches!(collect(&bad).1, ScanEnd::Corrupt { .. }), "byte {at}");
+        }
+        // A partial header after the zero tail (a torn write past preallocated zeros).
+        let mut past = clean.clone();
+        past.extend_from_slice(b"\x1b\x00\x00\x00\xe4\xff");
+        assert!(matches!(collect(&past).1, ScanEnd::Torn { valid_end, .. } if valid_end == group_end as u64));
     }
 
     proptest! {
