@@ -5,19 +5,27 @@
 //!
 //! * **Idea**: an item is a non-zero `f`-bit fingerprint stored in one of two buckets of `b = 4`
 //!   slots. When both are full, a resident fingerprint is kicked to *its* other bucket, which only
-//!   needs the fingerprint (partial-key cuckoo hashing), and so on for up to
-//!   [`MAX_KICKS`] moves.
+//!   needs the fingerprint (partial-key cuckoo hashing), and so on.
+//! * **Insert**: the fingerprint goes to whichever of its two buckets has more empty slots (the
+//!   primary on a tie; two-choice balanced allocation keeps full pairs rare until high load).
+//!   When both are full, a breadth-first search over up to [`BFS_DEPTH`] moves finds the shortest
+//!   chain of kicks ending in a bucket with an empty slot (each level's buckets are fetched
+//!   together, so a chain costs about one cache miss per level, not one per move); only if that
+//!   fails does a random walk of up to [`MAX_KICKS`] moves run.
 //! * **FPR**: `p = 1 - (1 - 1/(2^f - 1))^(2·b·load)` ([`crate::math::cuckoo_fpr`]), at most about
 //!   `2b/2^f`: 0.19% with 12-bit fingerprints at 95% load, 3.0% with 8 bits, 0.012% with 16 bits.
 //! * **Space**: `f / load` bits per key: 12.6 bits/key for 12-bit fingerprints at 95% load.
-//!   Buckets are packed back to back (a 12-bit bucket takes 48 bits), and the bucket count is any
-//!   integer: no power-of-two rounding of memory.
-//! * **Alternate bucket**: `i2 = (H(fp) - i1) mod nb` with `H` a 64-bit mix of the fingerprint
-//!   reduced to `0..nb`. Applying it twice gives back `i1` for *every* bucket count `nb`, which is
-//!   why the usual `i1 xor H(fp)` (an involution only when `nb` is a power of two) is not used.
+//!   Buckets are packed back to back (a 12-bit bucket takes 48 bits = 6 bytes, read with one
+//!   unaligned 8-byte load), and the bucket count is any integer: no power-of-two rounding of
+//!   memory.
+//! * **Alternate bucket**: `i2 = (H(fp) - i1) mod nb` with `H(fp) = fastrange(fp · ⌊2^64/φ⌋, nb)`
+//!   (one multiply; layout 1). Applying it twice gives back `i1` for *every* bucket count `nb`,
+//!   which is why the usual `i1 xor H(fp)` (an involution only when `nb` is a power of two) is not
+//!   used. Files of earlier versions (layout 0) used SplitMix64's finaliser for `H`; they are still
+//!   read, and such a table keeps its function (see [`Persist`] below).
 //! * **Parameters**: [`Cuckoo::new`] picks `f ∈ {8, 12, 16}` as the smallest width with
 //!   `2b/2^f ≤ p` and `nb = ⌈n / (4 · 0.95)⌉` buckets; [`Cuckoo::with_params`] takes both.
-//! * **Full filter**: an item that cannot be placed after [`MAX_KICKS`] moves goes to a stash of
+//! * **Full filter**: an item that cannot be placed by the search or the walk goes to a stash of
 //!   [`STASH_SLOTS`] fingerprints; when the stash is full too, every move is undone and
 //!   [`Cuckoo::try_insert`] returns [`Error::Full`]: nothing inserted earlier is ever lost. The
 //!   first failure comes at about 95-97% load. [`Insert::insert`] returns `false` on a full filter
@@ -316,7 +324,7 @@ impl Cuckoo {
         let was_present = (bucket_has(b1, fp, F) | bucket_has(b2, fp, F)) || self.stashed(i1, i2, fp);
         let (e1, e2) = (empty_fields(b1, F), empty_fields(b2, F));
         if e1 | e2 == 0 {
-            if !self.place_bfs(i1, i2, b1, b2, fp) {
+            if !self.place_bfs::<F>(i1, i2, b1, b2, fp) {
                 self.place(i1, fp, d.h1 ^ d.h2.rotate_left(17))?;
             }
         } else {
@@ -475,7 +483,7 @@ impl Cuckoo {
     /// Near 95% load a random walk averaged 7.4 serial moves per full pair of buckets (n = 1M,
     /// `examples/cuckoo_probe.rs`); most searches end at the first level (8 buckets read at once).
     #[inline(never)]
-    fn place_bfs(&mut self, i1: u64, i2: u64, b1: u64, b2: u64, fp: u16) -> bool {
+    fn place_bfs<const F: u32>(&mut self, i1: u64, i2: u64, b1: u64, b2: u64, fp: u16) -> bool {
         // Node `k`: bucket `at[k]` (full), contents `word[k]`, reached from node `from[k]` by
         // moving the fingerprint in slot `via[k]` of that node (roots: `from = NONE`).
         const NONE: u8 = u8::MAX;
@@ -491,7 +499,12 @@ impl Cuckoo {
             word[1] = b2;
             len = 2;
         }
-        let bb = self.bucket_bits();
+        // Widths are constants here (`F`), so slot extraction and the slot index of an empty
+        // field need no run-time shift amounts or division.
+        let bb = BUCKET_SLOTS as u64 * F as u64;
+        let mask = (1u64 << F) - 1;
+        let slot = |b: u64, j: usize| ((b >> (j as u32 * F)) & mask) as u16;
+        let with = |b: u64, j: usize, v: u16| (b & !(mask << (j as u32 * F))) | (v as u64) << (j as u32 * F);
         let mut level = 0..len;
         for _ in 0..BFS_DEPTH {
             // Children of this level: every fingerprint's other bucket, skipping buckets already
@@ -502,7 +515,7 @@ impl Cuckoo {
                     if len == BFS_NODES {
                         break 'nodes;
                     }
-                    let c = self.alt(at[k], self.slot_of(word[k], j));
+                    let c = self.alt(at[k], slot(word[k], j));
                     let mut a = k;
                     let on_path = loop {
                         if at[a] == c {
@@ -524,25 +537,23 @@ impl Cuckoo {
                 }
             }
             for c in first_child..len {
-                let b = self.bucket(at[c]);
-                if let Some(e) = first_empty(b, self.fp_bits) {
+                let b = self.bucket_at(at[c], bb);
+                if let Some(e) = first_empty(b, F) {
                     // Apply the chain from its end: each fingerprint moves one step down it,
                     // and `fp` takes the slot freed in a root.
-                    let (mut node, mut slot, mut dst, mut dst_slot) =
+                    let (mut node, mut js, mut dst, mut dst_slot) =
                         (from[c] as usize, via[c] as usize, c, e);
                     loop {
-                        let v = self.slot_of(self.bucket(at[node]), slot);
-                        let d = self.bucket(at[dst]);
-                        let d = self.with_slot(d, dst_slot, v);
-                        self.set_bucket(at[dst], d);
+                        let v = slot(self.bucket_at(at[node], bb), js);
+                        let d = with(self.bucket_at(at[dst], bb), dst_slot, v);
+                        self.put_at(at[dst], bb, d);
                         if from[node] == NONE {
-                            let r = self.bucket(at[node]);
-                            let r = self.with_slot(r, slot, fp);
-                            self.set_bucket(at[node], r);
+                            let r = with(self.bucket_at(at[node], bb), js, fp);
+                            self.put_at(at[node], bb, r);
                             return true;
                         }
-                        (dst, dst_slot) = (node, slot);
-                        (node, slot) = (from[node] as usize, via[node] as usize);
+                        (dst, dst_slot) = (node, js);
+                        (node, js) = (from[node] as usize, via[node] as usize);
                     }
                 }
                 word[c] = b;
@@ -709,12 +720,19 @@ impl Persist for Cuckoo {
 
     /// Parameters (48 bytes): buckets `u64`, fingerprint bits `u32` (8, 12 or 16), slots per
     /// bucket `u32` (4), items `u64` (table fingerprints plus stash), capacity `u64`, target FPR
-    /// `f64`, stash entries `u32` (0 to 4), reserved `u32` (0).
+    /// `f64`, stash entries `u32` (0 to 4), layout `u32` (0 or 1; the field was "reserved, 0"
+    /// before layout 1 existed, so every older file reads as layout 0).
     ///
-    /// Payload: the packed table, `⌈nb · 4f / 8⌉` bytes: bucket `i` slot `j` is the `f`-bit
-    /// little-endian field starting at bit `(4i + j)·f`, bit `x` being bit `x & 7` of byte `x >> 3`;
-    /// 0 is an empty slot; bits past the table in the last byte are 0. Then each stash entry as
-    /// bucket `u64` (one of the fingerprint's two buckets), fingerprint `u32`, reserved `u32` (0).
+    /// The layout names the alternate-bucket function `alt(i, fp) = (H(fp) − i) mod nb`:
+    /// layout 1 (written now) `H(fp) = fastrange(fp · 0x9e3779b97f4a7c15, nb)`; layout 0
+    /// (earlier versions; read, and written back unchanged) `H(fp) = fastrange(mix(fp), nb)` with
+    /// `mix` SplitMix64's finaliser. A table keeps its layout: its fingerprints sit where its
+    /// function put them.
+    ///
+    /// Payload: the packed table, `nb · 4f / 8` bytes (a whole number: `f` is even): bucket `i`
+    /// slot `j` is the `f`-bit little-endian field starting at bit `(4i + j)·f`, bit `x` being bit
+    /// `x & 7` of byte `x >> 3`; 0 is an empty slot. Then each stash entry as bucket `u64` (one of
+    /// the fingerprint's two buckets), fingerprint `u32`, reserved `u32` (0).
     fn to_bytes(&self) -> Vec<u8> {
         let mut p = ParamWriter::new();
         p.u64(self.buckets)
