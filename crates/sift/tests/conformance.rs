@@ -203,9 +203,9 @@ conformance!(cuckoo_weyl: sift::Cuckoo = Family::dynamic(sift::Cuckoo::new)
         assert_eq!(checked, suite::GOLDEN_MEMBERS + suite::GOLDEN_QUERIES);
         assert_eq!(f.to_bytes(), old, "layout 0 re-encodes to the same bytes");
         let members = keys::golden_members(suite::GOLDEN_MEMBERS);
-        assert!(f.remove(&members[0]));
+        assert!(f.remove(members[0]));
         assert!(members[1..].iter().all(|k| f.contains(k)));
-        f.try_insert(&members[0]).unwrap();
+        f.try_insert(members[0]).unwrap();
         assert!(members.iter().all(|k| f.contains(k)));
         let again = sift::Cuckoo::from_bytes(&f.to_bytes()).unwrap();
         assert_eq!(again, f);

@@ -541,8 +541,7 @@ impl Cuckoo {
                 if let Some(e) = first_empty(b, F) {
                     // Apply the chain from its end: each fingerprint moves one step down it,
                     // and `fp` takes the slot freed in a root.
-                    let (mut node, mut js, mut dst, mut dst_slot) =
-                        (from[c] as usize, via[c] as usize, c, e);
+                    let (mut node, mut js, mut dst, mut dst_slot) = (from[c] as usize, via[c] as usize, c, e);
                     loop {
                         let v = slot(self.bucket_at(at[node], bb), js);
                         let d = with(self.bucket_at(at[dst], bb), dst_slot, v);
@@ -920,7 +919,8 @@ mod tests {
                     | if r & (1 << 60) != 0 { (next() & mask) as u16 } else { 0 };
                 assert_eq!(bucket_has(b, fp, f), slots.contains(&fp), "f={f} b={b:#x} fp={fp}");
                 assert_eq!(first_empty(b, f), slots.iter().position(|&s| s == 0), "f={f} b={b:#x}");
-                let exact: u64 = (0..4).filter(|&j| slots[j] == 0).map(|j| 1u64 << (j as u32 * f + f - 1)).sum();
+                let exact: u64 =
+                    (0..4).filter(|&j| slots[j] == 0).map(|j| 1u64 << (j as u32 * f + f - 1)).sum();
                 assert_eq!(empty_fields(b, f), exact, "f={f} b={b:#x}");
             }
         }
@@ -1088,14 +1088,15 @@ mod tests {
     /// Well-formed files (valid CRC) with inconsistent contents are refused.
     #[test]
     fn forged_parameters_are_errors() {
-        let forge_layout = |buckets: u64, bits: u32, slots: u32, items: u64, stash: u32, layout: u32, payload: &[u8]| {
-            let mut p = ParamWriter::new();
-            p.u64(buckets).u32(bits).u32(slots).u64(items).u64(1).f64(0.01).u32(stash).u32(layout);
-            let mut e =
-                Encoder::new(FilterKind::Cuckoo, Hasher::default(), p.as_bytes(), payload.len() as u64);
-            e.payload().extend_from_slice(payload);
-            Cuckoo::from_bytes(&e.finish())
-        };
+        let forge_layout =
+            |buckets: u64, bits: u32, slots: u32, items: u64, stash: u32, layout: u32, payload: &[u8]| {
+                let mut p = ParamWriter::new();
+                p.u64(buckets).u32(bits).u32(slots).u64(items).u64(1).f64(0.01).u32(stash).u32(layout);
+                let mut e =
+                    Encoder::new(FilterKind::Cuckoo, Hasher::default(), p.as_bytes(), payload.len() as u64);
+                e.payload().extend_from_slice(payload);
+                Cuckoo::from_bytes(&e.finish())
+            };
         let forge = |buckets: u64, bits: u32, slots: u32, items: u64, stash: u32, payload: &[u8]| {
             forge_layout(buckets, bits, slots, items, stash, LAYOUT_WEYL, payload)
         };
