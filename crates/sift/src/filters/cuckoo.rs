@@ -54,7 +54,7 @@
 use crate::bits::{prefetch, try_zeroed, MAX_BYTES};
 use crate::error::{check_fpr, check_items, Error, FormatError, Result};
 use crate::format::{decode_verified, Encoder, FilterKind, ParamWriter};
-use crate::hash::{fastrange, Digest, HashKind, Hasher, HotHasher};
+use crate::hash::{fastrange, xxh3_len17to32, Digest, HashKind, Hasher, HotHasher};
 use crate::math;
 use crate::traits::{Filter, Insert, Persist, Remove, BATCH_AHEAD};
 
@@ -288,7 +288,7 @@ impl Cuckoo {
     /// Inserts `item`; `Ok(true)` if it was not reported present before, `Ok(false)` if another
     /// copy was stored, [`Error::Full`] if it could not be placed (the filter is then unchanged).
     pub fn try_insert<T: AsRef<[u8]>>(&mut self, item: T) -> Result<bool> {
-        self.try_insert_digest(self.hot.digest(item.as_ref()))
+        self.try_insert_digest(self.hot_digest(item.as_ref()))
     }
 
     /// [`Cuckoo::try_insert`] for a caller-computed 64-bit hash.
@@ -378,6 +378,17 @@ impl Cuckoo {
     }
 
     // ---- hashing -------------------------------------------------------------------------
+
+    /// The digest of `bytes` for the insert and query paths: [`HotHasher::digest`], except that
+    /// keys of 17 to 32 bytes under the default hash take [`xxh3_len17to32`] (same bits, 4-byte
+    /// loads: see there why that matters for keys just written to the stack).
+    #[inline(always)]
+    fn hot_digest(&self, bytes: &[u8]) -> Digest {
+        if self.hasher.kind() == HashKind::Xxh3_64 && (17..=32).contains(&bytes.len()) {
+            return Digest::from_u64(xxh3_len17to32(bytes, self.hasher.seed()));
+        }
+        self.hot.digest(bytes)
+    }
 
     /// Primary bucket and fingerprint (in `1 .. 2^f`) of a digest.
     #[inline(always)]
@@ -659,7 +670,7 @@ impl Filter for Cuckoo {
     where
         Self: Sized,
     {
-        self.contains_digest(self.hot.digest(item.as_ref()))
+        self.contains_digest(self.hot_digest(item.as_ref()))
     }
 
     fn contains_digests(&self, digests: &[Digest], out: &mut [bool]) {
