@@ -410,6 +410,45 @@ pub(crate) const fn xxh3_len4to8(first: u32, last: u32, len: u64, key: u64) -> u
     v ^ (v >> 28)
 }
 
+/// XXH3-64 (with `seed`) of an input of 17 to 32 bytes, the same value as `xxh3_64_with_seed`
+/// (tested for every length), computed from 4-byte loads only (XXH3 specification,
+/// `XXH3_len_17to128_64b`, its first two `mix16B` steps, which are all of it up to 32 bytes).
+///
+/// Why 4-byte loads: a key built just before the call (a `[u8; 20]` returned by value, a string
+/// formatted into a stack buffer) sits in the store buffer as, e.g., one 16-byte and one 4-byte
+/// store. XXH3's 8-byte load of the last 8 bytes spans both, so store-to-load forwarding fails
+/// and the load waits until the stores retire, i.e. behind the previous operation's cache
+/// misses: consecutive queries then no longer overlap. Loads of 4 bytes at 4-aligned offsets fit
+/// inside one store for the usual ways of writing 20 bytes (16 + 4, 8 + 8 + 4, two overlapping
+/// 16s). Measured with `examples/bench_table3.rs` (str20 keys, see `docs/BENCHMARKS.md`).
+#[inline(always)]
+pub(crate) fn xxh3_len17to32(bytes: &[u8], seed: u64) -> u64 {
+    debug_assert!((17..=32).contains(&bytes.len()));
+    #[inline(always)]
+    fn r32(b: &[u8], o: usize) -> u64 {
+        u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]) as u64
+    }
+    #[inline(always)]
+    fn mix16(b: &[u8], o: usize, s0: u64, s1: u64) -> u64 {
+        let lo = (r32(b, o) | r32(b, o + 4) << 32) ^ s0;
+        let hi = (r32(b, o + 8) | r32(b, o + 12) << 32) ^ s1;
+        let p = lo as u128 * hi as u128;
+        (p as u64) ^ ((p >> 64) as u64)
+    }
+    let n = bytes.len();
+    // The default secret's first four little-endian words.
+    const S: [u64; 4] =
+        [0xbe4b_a423_396c_feb8, 0x1cad_21f7_2c81_017c, 0xdb97_9083_e96d_d4de, 0x1f67_b3b7_a4a4_4072];
+    let acc = (n as u64)
+        .wrapping_mul(0x9e37_79b1_85eb_ca87)
+        .wrapping_add(mix16(bytes, 0, S[0].wrapping_add(seed), S[1].wrapping_sub(seed)))
+        .wrapping_add(mix16(bytes, n - 16, S[2].wrapping_add(seed), S[3].wrapping_sub(seed)));
+    // XXH3's avalanche.
+    let mut h = acc ^ (acc >> 37);
+    h = h.wrapping_mul(0x1656_6791_9e37_79f9);
+    h ^ (h >> 32)
+}
+
 /// A [`Hasher`] with the per-seed constant of the default hash precomputed: the hot query and
 /// insert paths of the Bloom-family filters hash through it. Same digests as
 /// [`Hasher::digest`] (tested); for the default kind and items of 4 to 8 bytes (integer keys) it
@@ -452,6 +491,29 @@ impl HotHasher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn xxh3_len17to32_matches_xxh3() {
+        let mut x = 0x0123_4567_89ab_cdefu64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for len in 17..=32 {
+            for _ in 0..2_000 {
+                let bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+                for seed in [0, 1, next(), u64::MAX] {
+                    assert_eq!(
+                        xxh3_len17to32(&bytes, seed),
+                        xxhash_rust::xxh3::xxh3_64_with_seed(&bytes, seed),
+                        "len {len} seed {seed}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn murmur64a_empty_is_zero() {

@@ -173,11 +173,44 @@ fn crc32c_check_value() {
 
 // The fingerprint width is picked from p among 8, 12 and 16 bits: test at the rate of each width
 // (8·2^-f, the bound `new` compares p against), not at rates between widths.
-conformance!(cuckoo: sift::Cuckoo = Family::dynamic(sift::Cuckoo::new)
+//
+// Layout 1 (the one-multiply alternate bucket, written since branch `cuckoo4`) has its own golden
+// file, `cuckoo_weyl.sift`; `cuckoo.sift` holds layout 0 (the SplitMix64 alternate bucket and the
+// random-walk insert of earlier versions), which is still read (test below).
+conformance!(cuckoo_weyl: sift::Cuckoo = Family::dynamic(sift::Cuckoo::new)
     .removable()
     .with_eq()
     .fpr_targets(&[8.0 / 256.0, 8.0 / 4096.0, 8.0 / 65536.0])
-    .repeat_headroom(1.25));
+    .repeat_headroom(1.25);
+
+    /// `cuckoo.sift`, written with layout 0 by earlier versions, still decodes, answers every
+    /// recorded query as recorded, re-encodes to exactly the same bytes (a layout-0 table stays
+    /// layout 0: its fingerprints sit where *its* alternate-bucket function put them), and keeps
+    /// working after inserts and removes.
+    #[test]
+    fn cuckoo_layout0_golden_still_decodes() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let old = std::fs::read(dir.join("cuckoo.sift")).unwrap();
+        assert_eq!(u32::from_le_bytes(old[32 + 44..32 + 48].try_into().unwrap()), 0, "layout 0");
+        let mut f = sift::Cuckoo::from_bytes(&old).unwrap();
+        let recorded = std::fs::read_to_string(dir.join("cuckoo.txt")).unwrap();
+        let mut checked = 0;
+        for line in recorded.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+            let (key, answer) = line.split_once(' ').unwrap();
+            assert_eq!(f.contains(key), answer == "1", "query {key}");
+            checked += 1;
+        }
+        assert_eq!(checked, suite::GOLDEN_MEMBERS + suite::GOLDEN_QUERIES);
+        assert_eq!(f.to_bytes(), old, "layout 0 re-encodes to the same bytes");
+        let members = keys::golden_members(suite::GOLDEN_MEMBERS);
+        assert!(f.remove(members[0]));
+        assert!(members[1..].iter().all(|k| f.contains(k)));
+        f.try_insert(members[0]).unwrap();
+        assert!(members.iter().all(|k| f.contains(k)));
+        let again = sift::Cuckoo::from_bytes(&f.to_bytes()).unwrap();
+        assert_eq!(again, f);
+    }
+);
 
 // The rank-and-select layout (layout 1) has its own golden file, `quotient_rs.sift`;
 // `quotient.sift` holds the 3-metadata-bit layout (layout 0) of earlier versions, which is still

@@ -1,0 +1,77 @@
+//! Diagnostic for tuning the cuckoo filter (not part of the published tables): fills
+//! `Cuckoo::new(n, 0.01)` with `n` u64 keys and prints the insert time per tenth of the fill and
+//! the query times. `cargo run --release -p sift --example cuckoo_probe -- [n] [rounds]`.
+#[path = "../benches/common/keys.rs"]
+#[allow(dead_code)]
+mod keys;
+use keys::Key;
+use sift::prelude::*;
+use std::hint::black_box;
+
+fn cpu_ns() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid timespec, constant clock id.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let n: usize = args.next().map(|s| s.parse().unwrap()).unwrap_or(1_000_000);
+    let rounds: usize = args.next().map(|s| s.parse().unwrap()).unwrap_or(3);
+    let keys: Vec<u64> = keys::members::<u64>(n);
+    let others: Vec<u64> = keys::non_members::<u64>(n);
+    for _ in 0..rounds {
+        // The reference of issue 3: the cuckoofilter crate with its default hasher (SipHash-1-3),
+        // sized as in bench_table3.
+        let t = cpu_ns();
+        let mut c = cuckoofilter::CuckooFilter::<std::collections::hash_map::DefaultHasher>::with_capacity(
+            (n as f64 / 0.95).ceil() as usize,
+        );
+        for k in &keys {
+            black_box(c.add(black_box(k)).is_ok());
+        }
+        let cins = (cpu_ns() - t) / n as f64;
+        let t = cpu_ns();
+        let chits = keys.iter().filter(|k| c.contains(black_box(*k))).count();
+        let cqm = (cpu_ns() - t) / n as f64;
+        let t = cpu_ns();
+        black_box(others.iter().filter(|k| c.contains(black_box(*k))).count());
+        let cqn = (cpu_ns() - t) / n as f64;
+        assert_eq!(chits, n);
+        drop(c);
+        let t0 = cpu_ns();
+        let mut f = sift::Cuckoo::new(n, 0.01).unwrap();
+        let mut tenths = Vec::new();
+        let mut t = cpu_ns();
+        for (c, chunk) in keys.chunks(n.div_ceil(10)).enumerate() {
+            for k in chunk {
+                black_box(f.try_insert(black_box(k).bytes()).is_ok());
+            }
+            let now = cpu_ns();
+            tenths.push(format!("{}:{:.0}", c, (now - t) / chunk.len() as f64));
+            t = now;
+        }
+        let ins = (cpu_ns() - t0) / n as f64;
+        let t = cpu_ns();
+        let hits = keys.iter().filter(|k| f.contains(black_box(k.bytes()))).count();
+        let qm = (cpu_ns() - t) / n as f64;
+        let t = cpu_ns();
+        let fp = others.iter().filter(|k| f.contains(black_box(k.bytes()))).count();
+        let qn = (cpu_ns() - t) / n as f64;
+        assert_eq!(hits, n);
+        println!(
+            "insert {ins:.1} ns/key [{}] query {qm:.1} / {qn:.1} ns fpr {:.4}% load {:.4} stash {}",
+            tenths.join(" "),
+            fp as f64 * 100.0 / n as f64,
+            f.load_factor(),
+            f.stash_len()
+        );
+        println!(
+            "  cuckoofilter (SipHash) insert {cins:.1} query {cqm:.1} / {cqn:.1}; ratios insert {:.2} query {:.2} / {:.2}",
+            ins / cins,
+            qm / cqm,
+            qn / cqn
+        );
+    }
+}
