@@ -814,7 +814,7 @@ impl Persist for Cuckoo {
             return Err(bad("cuckoo: at most 4 stash entries"));
         }
         if layout != LAYOUT_MIX && layout != LAYOUT_WEYL {
-            return Err(bad("cuckoo: layout 0 or 1"));
+            return Err(bad("cuckoo: unknown layout (this build reads 0 and 1)"));
         }
         // Sizes first (checked arithmetic), so a forged bucket count cannot cause an allocation.
         let table = (buckets as u128 * BUCKET_SLOTS as u128 * fp_bits as u128).div_ceil(8);

@@ -1037,7 +1037,7 @@ impl Persist for Quotient {
         let want_slots = match layout {
             LAYOUT_CLASSIC => quotients + overflow_slots(quotients),
             LAYOUT_RANK_SELECT => rank_select_slots(quotients),
-            _ => return Err(bad("quotient: unknown layout (0 or 1)")),
+            _ => return Err(bad("quotient: unknown layout (this build reads 0 and 1)")),
         };
         if slots != want_slots || items > quotients {
             return Err(bad("quotient: slot count or item count inconsistent with the quotients"));
