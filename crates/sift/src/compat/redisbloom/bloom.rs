@@ -9,10 +9,10 @@
 
 use std::borrow::Cow;
 
-use super::dump::{try_zeroed_bytes, Fields, LoadLimits, MAX_CHUNK};
+use super::dump::{Fields, LoadLimits, MAX_CHUNK};
 use super::gfmt::format_g;
 use super::{BF_ERROR_RATE_CAP, BF_MAX_CAPACITY, BF_MAX_EXPANSION};
-use crate::bits::prefetch;
+use crate::bits::{prefetch, Storage};
 use crate::hash::{murmur2_32, murmur64a, REDISBLOOM_SEED};
 
 /// The `options` bits of a chain (§5.1).
@@ -168,7 +168,9 @@ pub struct BloomLink {
     bits: u64,
     n2: u8,
     size: u64,
-    bitmap: Vec<u8>,
+    /// In huge-page-advised memory when large ([`Storage`]): a probe is a random access into the
+    /// whole bitmap, and with 4 KiB pages most of them also miss the TLB.
+    bitmap: Storage<u8>,
 }
 
 impl core::fmt::Debug for BloomLink {
@@ -277,7 +279,7 @@ impl BloomLink {
     /// A new, empty link for `entries` items at error rate `error` (§5.3).
     fn create(entries: u64, error: f64) -> Result<Self, SizeError> {
         let s = shape(entries, error)?;
-        let bitmap = try_zeroed_bytes(s.bytes).ok_or(SizeError::OutOfMemory)?;
+        let bitmap = zeroed_bitmap(s.bytes).ok_or(SizeError::OutOfMemory)?;
         Ok(BloomLink { entries, error, bpe: s.bpe, hashes: s.hashes, bits: s.bits, n2: 0, size: 0, bitmap })
     }
 
@@ -763,7 +765,7 @@ impl BloomChain {
         }
         let mut links = Vec::with_capacity(nfilters);
         for (entries, error, bpe, hashes, bits, n2, size, bytes) in shapes {
-            let bitmap = try_zeroed_bytes(bytes).ok_or(BloomHeaderError::OutOfMemory)?;
+            let bitmap = zeroed_bitmap(bytes).ok_or(BloomHeaderError::OutOfMemory)?;
             links.push(BloomLink { entries, error, bpe, hashes, bits, n2, size, bitmap });
         }
         Ok(BloomChain { size, options: opts, growth, links })
@@ -806,10 +808,20 @@ impl BloomChain {
         let mut out = Vec::with_capacity(links.len());
         for (i, (entries, error, bpe, hashes, bits, n2, lsize, bitmap)) in links.into_iter().enumerate() {
             validate_link(i, error, bpe, hashes, bits, bitmap.len() as u64, n2)?;
-            out.push(BloomLink { entries, error, bpe, hashes, bits, n2, size: lsize, bitmap });
+            // Copied into (huge-page) storage one link at a time, the vector freed right after.
+            let mut stored = zeroed_bitmap(bitmap.len() as u64).ok_or(BloomHeaderError::OutOfMemory)?;
+            stored.copy_from_slice(&bitmap);
+            drop(bitmap);
+            out.push(BloomLink { entries, error, bpe, hashes, bits, n2, size: lsize, bitmap: stored });
         }
         Ok(BloomChain { size, options, growth, links: out })
     }
+}
+
+/// A zeroed bitmap of `bytes` bytes (huge-page-advised when large, see [`Storage`]); `None`
+/// when it cannot be allocated.
+fn zeroed_bitmap(bytes: u64) -> Option<Storage<u8>> {
+    Storage::zeroed(usize::try_from(bytes).ok()?).ok()
 }
 
 /// [`BloomChain::hash`] for a chain with these option bits (a free function so the batch methods
