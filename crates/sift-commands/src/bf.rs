@@ -488,6 +488,52 @@ mod tests {
         );
     }
 
+    struct Budget(u64);
+
+    impl Env for Budget {
+        fn protocol(&self) -> u8 {
+            2
+        }
+        fn bloom_defaults(&self) -> BloomDefaults {
+            BloomDefaults::default()
+        }
+        fn cuckoo_defaults(&self) -> crate::CuckooDefaults {
+            crate::CuckooDefaults::default()
+        }
+        fn memory_budget(&mut self) -> u64 {
+            self.0
+        }
+        fn propagate(&mut self, _commands: Vec<Vec<Vec<u8>>>) {}
+    }
+
+    /// The batched `add_many` gives the replies and the chain of `add_within` item by item,
+    /// also when the budget refuses a growth mid-batch and when a non-scaling chain fills.
+    #[test]
+    fn batched_add_many_equals_add_within_one_by_one() {
+        let items: Vec<Vec<u8>> = (0..400u32).map(|i| format!("x{}", i % 150).into_bytes()).collect();
+        for (capacity, growth, nonscaling, budget) in
+            [(7, 2, false, 1 << 30), (7, 2, false, 40), (5, 3, false, 200), (9, 2, true, 1 << 30), (300, 2, false, 1)]
+        {
+            let start = BloomChain::new(capacity, 0.01, growth, nonscaling).unwrap();
+            for chunk in [1, 3, 50, 400] {
+                let (mut seq, mut bat) = (start.clone(), start.clone());
+                let mut env = Budget(budget);
+                for batch in items.chunks(chunk) {
+                    let mut want = Vec::new();
+                    for item in batch {
+                        let (reply, stop) = add_reply(add_within(&mut seq, &mut env, item));
+                        want.push(reply);
+                        if stop {
+                            break;
+                        }
+                    }
+                    assert_eq!(add_many(&mut bat, &mut env, batch), Frame::Array(want));
+                    assert!(bat == seq, "capacity {capacity}, budget {budget}, chunk {chunk}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn growth_size_follows_link_sizing() {
         let mut c = BloomChain::new(10, 0.01, 2, false).unwrap();

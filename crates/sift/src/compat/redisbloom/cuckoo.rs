@@ -316,7 +316,8 @@ impl CuckooFilter {
         let bs = self.bs();
         let prepare = |item: &I| {
             let h = CuckooHash::new(item.as_ref());
-            for f in self.filters.iter().rev().take(4) {
+            // Sub-filters under 1 MiB stay in the caches: prefetching them only repeats work.
+            for f in self.filters.iter().rev().take(4).filter(|f| f.slots.len() >= 1 << 20) {
                 let base = f.slots.as_ptr();
                 // In bounds (the same offsets `contains` indexes); only a hint either way.
                 prefetch(base.wrapping_add(f.offset32(h.h1, bs)));
