@@ -511,9 +511,13 @@ mod tests {
     #[test]
     fn batched_add_many_equals_add_within_one_by_one() {
         let items: Vec<Vec<u8>> = (0..400u32).map(|i| format!("x{}", i % 150).into_bytes()).collect();
-        for (capacity, growth, nonscaling, budget) in
-            [(7, 2, false, 1 << 30), (7, 2, false, 40), (5, 3, false, 200), (9, 2, true, 1 << 30), (300, 2, false, 1)]
-        {
+        for (capacity, growth, nonscaling, budget) in [
+            (7, 2, false, 1 << 30),
+            (7, 2, false, 40),
+            (5, 3, false, 200),
+            (9, 2, true, 1 << 30),
+            (300, 2, false, 1),
+        ] {
             let start = BloomChain::new(capacity, 0.01, growth, nonscaling).unwrap();
             for chunk in [1, 3, 50, 400] {
                 let (mut seq, mut bat) = (start.clone(), start.clone());

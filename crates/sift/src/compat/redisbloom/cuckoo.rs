@@ -10,9 +10,9 @@
 
 use std::borrow::Cow;
 
-use crate::bits::prefetch;
 use super::dump::{try_zeroed_bytes, Fields, LoadLimits, CF_HEADER_LEN, MAX_CHUNK};
 use super::{CF_MAX_BUCKETS, CF_MAX_BUCKET_SIZE, CF_MAX_CAPACITY, CF_MAX_EXPANSION, CF_MAX_FILTERS};
+use crate::bits::prefetch;
 use crate::hash::murmur64a;
 
 /// The multiplier of the alternate-bucket computation (§6.3, §6.5).
@@ -794,8 +794,9 @@ mod tests {
             let _ = cf.insert(format!("in{i}").as_bytes());
         }
         assert!(cf.num_filters() > 2);
-        let probes: Vec<String> =
-            (0..1200u32).map(|i| if i % 2 == 0 { format!("in{}", i / 2) } else { format!("out{i}") }).collect();
+        let probes: Vec<String> = (0..1200u32)
+            .map(|i| if i % 2 == 0 { format!("in{}", i / 2) } else { format!("out{i}") })
+            .collect();
         let mut got = Vec::new();
         cf.contains_many(&probes, &mut got);
         let want: Vec<bool> = probes.iter().map(|p| cf.contains(p.as_bytes())).collect();
