@@ -119,16 +119,25 @@ fn add_reply(r: Result<bool, BloomAddError>) -> (Frame, bool) {
 
 /// Adds `items` in order, as BF.MADD and BF.INSERT reply: one element per item, cut short after
 /// `ERR non scaling filter is full`.
+///
+/// The same results as [`add_within`] item by item: the runs of items that cannot grow the chain
+/// go through the library's prefetching batch ([`BloomChain::add_many_until_full`]); each item
+/// that finds the newest link full goes through [`add_within`], which checks the new link's size
+/// against the memory budget before the chain grows.
 fn add_many<A: AsRef<[u8]>>(chain: &mut BloomChain, env: &mut dyn Env, items: &[A]) -> Frame {
-    let mut out = Vec::with_capacity(items.len());
-    for item in items {
-        let (reply, stop) = add_reply(add_within(chain, env, item.as_ref()));
-        out.push(reply);
-        if stop {
+    let mut results = Vec::with_capacity(items.len());
+    let mut i = 0;
+    while i < items.len() {
+        i += chain.add_many_until_full(&items[i..], &mut results);
+        let Some(item) = items.get(i) else { break };
+        let r = add_within(chain, env, item.as_ref());
+        results.push(r);
+        if r == Err(BloomAddError::NonScalingFull) {
             break;
         }
+        i += 1;
     }
-    Frame::Array(out)
+    Frame::Array(results.into_iter().map(|r| add_reply(r).0).collect())
 }
 
 /// A parsed `BF.RESERVE`.
@@ -190,20 +199,19 @@ pub fn reserve<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env,
 }
 
 /// The auto-create of BF.ADD / BF.MADD (spec §8): `bf-initial-size`, `bf-error-rate`, growth
-/// `bf-expansion-factor` (non-scaling when 0).
-fn create_default(d: BloomDefaults) -> impl FnOnce(&mut dyn Env) -> Result<BloomChain, Frame> {
-    move |env: &mut dyn Env| {
-        let bad = || Frame::error(err::BF_COULD_NOT_CREATE);
-        let growth = u32::try_from(d.expansion).map_err(|_| bad())?;
-        let capacity = u64::try_from(d.initial_size).map_err(|_| bad())?;
-        new_chain(capacity, d.error_rate, growth, growth == 0, env.memory_budget())
-    }
+/// `bf-expansion-factor` (non-scaling when 0). The configuration is read only when the key is
+/// missing: on the common path (the filter exists) nothing is asked of [`Env`].
+fn create_default(env: &mut dyn Env) -> Result<BloomChain, Frame> {
+    let d = env.bloom_defaults();
+    let bad = || Frame::error(err::BF_COULD_NOT_CREATE);
+    let growth = u32::try_from(d.expansion).map_err(|_| bad())?;
+    let capacity = u64::try_from(d.initial_size).map_err(|_| bad())?;
+    new_chain(capacity, d.error_rate, growth, growth == 0, env.memory_budget())
 }
 
 /// BF.ADD key item.
 pub fn add<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
-    let d = env.bloom_defaults();
-    match chain_mut(store, env, argv, create_default(d)) {
+    match chain_mut(store, env, argv, create_default) {
         Ok(c) => add_reply(add_within(c, env, argv[2].as_ref())).0,
         Err(f) => f,
     }
@@ -211,8 +219,7 @@ pub fn add<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, arg
 
 /// BF.MADD key item [item ...].
 pub fn madd<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
-    let d = env.bloom_defaults();
-    match chain_mut(store, env, argv, create_default(d)) {
+    match chain_mut(store, env, argv, create_default) {
         Ok(c) => add_many(c, env, &argv[2..]),
         Err(f) => f,
     }
@@ -317,12 +324,15 @@ pub fn exists<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, _env: &mut dyn Env,
     Frame::Boolean(found)
 }
 
-/// BF.MEXISTS key item [item ...].
+/// BF.MEXISTS key item [item ...]: a missing key or another type answers "no" for every item.
 pub fn mexists<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, _env: &mut dyn Env, argv: &[A]) -> Frame {
-    let c = chain(store, argv[1].as_ref()).ok().flatten();
-    Frame::Array(
-        argv[2..].iter().map(|i| Frame::Boolean(c.is_some_and(|c| c.contains(i.as_ref())))).collect(),
-    )
+    let items = &argv[2..];
+    let mut found = Vec::with_capacity(items.len());
+    match chain(store, argv[1].as_ref()) {
+        Ok(Some(c)) => c.contains_many(items, &mut found),
+        _ => found.resize(items.len(), false),
+    }
+    Frame::Array(found.into_iter().map(Frame::Boolean).collect())
 }
 
 /// The five BF.INFO fields: (request keyword, reply name, value).
@@ -476,6 +486,56 @@ mod tests {
             p(&["BF.INSERT", "k", "CAPACITY"]),
             Err(Frame::error("ERR wrong number of arguments for 'bf.insert' command"))
         );
+    }
+
+    struct Budget(u64);
+
+    impl Env for Budget {
+        fn protocol(&self) -> u8 {
+            2
+        }
+        fn bloom_defaults(&self) -> BloomDefaults {
+            BloomDefaults::default()
+        }
+        fn cuckoo_defaults(&self) -> crate::CuckooDefaults {
+            crate::CuckooDefaults::default()
+        }
+        fn memory_budget(&mut self) -> u64 {
+            self.0
+        }
+        fn propagate(&mut self, _commands: Vec<Vec<Vec<u8>>>) {}
+    }
+
+    /// The batched `add_many` gives the replies and the chain of `add_within` item by item,
+    /// also when the budget refuses a growth mid-batch and when a non-scaling chain fills.
+    #[test]
+    fn batched_add_many_equals_add_within_one_by_one() {
+        let items: Vec<Vec<u8>> = (0..400u32).map(|i| format!("x{}", i % 150).into_bytes()).collect();
+        for (capacity, growth, nonscaling, budget) in [
+            (7, 2, false, 1 << 30),
+            (7, 2, false, 40),
+            (5, 3, false, 200),
+            (9, 2, true, 1 << 30),
+            (300, 2, false, 1),
+        ] {
+            let start = BloomChain::new(capacity, 0.01, growth, nonscaling).unwrap();
+            for chunk in [1, 3, 50, 400] {
+                let (mut seq, mut bat) = (start.clone(), start.clone());
+                let mut env = Budget(budget);
+                for batch in items.chunks(chunk) {
+                    let mut want = Vec::new();
+                    for item in batch {
+                        let (reply, stop) = add_reply(add_within(&mut seq, &mut env, item));
+                        want.push(reply);
+                        if stop {
+                            break;
+                        }
+                    }
+                    assert_eq!(add_many(&mut bat, &mut env, batch), Frame::Array(want));
+                    assert!(bat == seq, "capacity {capacity}, budget {budget}, chunk {chunk}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -327,10 +327,13 @@ pub fn exists<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, _env: &mut dyn Env,
 
 /// CF.MEXISTS key item [item ...].
 pub fn mexists<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, _env: &mut dyn Env, argv: &[A]) -> Frame {
-    let f = filter_or_none(store, argv[1].as_ref());
-    Frame::Array(
-        argv[2..].iter().map(|i| Frame::Boolean(f.is_some_and(|f| f.contains(i.as_ref())))).collect(),
-    )
+    let items = &argv[2..];
+    let mut found = Vec::with_capacity(items.len());
+    match filter_or_none(store, argv[1].as_ref()) {
+        Some(f) => f.contains_many(items, &mut found),
+        None => found.resize(items.len(), false),
+    }
+    Frame::Array(found.into_iter().map(Frame::Boolean).collect())
 }
 
 /// CF.COUNT key item: an integer in both protocols; 0 for a missing key or another type.

@@ -64,6 +64,8 @@ impl Frame {
             Frame::Null => out.put_slice(b"$-1\r\n"),
             Frame::NullArray => out.put_slice(b"*-1\r\n"),
             Frame::Array(items) => {
+                // Most arrays are of small scalars (BF.MADD's 100 booleans): one reservation.
+                out.reserve(16 + 4 * items.len());
                 line(out, b'*', itoa(items.len() as i64).as_bytes());
                 for f in items {
                     f.encode(protocol, out);
@@ -98,7 +100,7 @@ impl Frame {
                 if resp3 {
                     out.put_slice(if *b { b"#t\r\n" } else { b"#f\r\n" });
                 } else {
-                    line(out, b':', if *b { b"1" } else { b"0" });
+                    out.put_slice(if *b { b":1\r\n" } else { b":0\r\n" });
                 }
             }
             Frame::Verbatim(text) => {
@@ -138,8 +140,36 @@ fn bulk(out: &mut BytesMut, prefix: u8, body: &[u8]) {
     out.put_slice(b"\r\n");
 }
 
-fn itoa(i: i64) -> String {
-    i.to_string()
+/// The decimal digits of `i`, without allocating (every header and integer reply needs them).
+fn itoa(i: i64) -> Digits {
+    let mut d = Digits { buf: [0; 20], start: 20 };
+    let neg = i < 0;
+    let mut v = i.unsigned_abs();
+    loop {
+        d.start -= 1;
+        d.buf[d.start] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    if neg {
+        d.start -= 1;
+        d.buf[d.start] = b'-';
+    }
+    d
+}
+
+/// Up to 20 ASCII bytes (`i64::MIN` is 20 characters), right-aligned in `buf`.
+struct Digits {
+    buf: [u8; 20],
+    start: usize,
+}
+
+impl Digits {
+    fn as_bytes(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
 }
 
 /// Formats a double as Redis does in replies: `inf`, `-inf`, `nan`, integers without a
@@ -157,5 +187,37 @@ pub fn format_double(d: f64) -> String {
         // Rust's Display gives the shortest round-trip representation, like Redis 7's %.17g
         // through fpconv_dtoa; integral values print without ".0".
         format!("{d}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn itoa_matches_to_string() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut values = vec![0, 1, -1, 9, 10, -10, i64::MIN, i64::MAX, i64::MIN + 1];
+        for _ in 0..10_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            values.push(x as i64 >> (x % 64));
+        }
+        for v in values {
+            assert_eq!(itoa(v).as_bytes(), v.to_string().as_bytes());
+        }
+    }
+
+    #[test]
+    fn booleans_and_arrays_in_both_protocols() {
+        let f = Frame::Array(vec![Frame::Boolean(true), Frame::Boolean(false), Frame::Integer(-42)]);
+        let enc = |p| {
+            let mut out = BytesMut::new();
+            f.encode(p, &mut out);
+            out.to_vec()
+        };
+        assert_eq!(enc(2), b"*3\r\n:1\r\n:0\r\n:-42\r\n");
+        assert_eq!(enc(3), b"*3\r\n#t\r\n#f\r\n:-42\r\n");
     }
 }
