@@ -457,7 +457,12 @@ impl Persist for ScalableBloom {
                 }
                 Schedule::FirstShare(a)
             }
-            _ => return Err(FormatError::InvalidParams("scalable bloom: unknown schedule (this build reads 0 and 1)").into()),
+            _ => {
+                return Err(FormatError::InvalidParams(
+                    "scalable bloom: unknown schedule (this build reads 0 and 1)",
+                )
+                .into())
+            }
         };
         r.finish()?;
         let bad = |what: &'static str| Error::Format(FormatError::InvalidParams(what));
