@@ -451,7 +451,8 @@ pub(crate) fn xxh3_len17to32(bytes: &[u8], seed: u64) -> u64 {
 
 /// A [`Hasher`] with the per-seed constant of the default hash precomputed: the hot query and
 /// insert paths of the Bloom-family filters hash through it. Same digests as
-/// [`Hasher::digest`] (tested); for the default kind and items of 4 to 8 bytes (integer keys) it
+/// [`Hasher::digest`] (tested); for the default kind it hashes items of 17 to 32 bytes with
+/// [`xxh3_len17to32`] (4-byte loads), and for items of 4 to 8 bytes (integer keys) it
 /// skips the seed arithmetic XXH3 redoes on every call, a handful of instructions per query
 /// (which matters for queries bound by how many fit in the CPU's reorder window, see
 /// `docs/BENCHMARKS.md`).
@@ -483,6 +484,10 @@ impl HotHasher {
             let first = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
             let last = u32::from_le_bytes([bytes[n - 4], bytes[n - 3], bytes[n - 2], bytes[n - 1]]);
             return Digest::from_u64(xxh3_len4to8(first, last, n as u64, self.key4to8));
+        }
+        if self.hasher.kind == HashKind::Xxh3_64 && (17..=32).contains(&bytes.len()) {
+            // Same bits with 4-byte loads: no stall on a key just written to the stack.
+            return Digest::from_u64(xxh3_len17to32(bytes, self.hasher.seed));
         }
         self.hasher.digest(bytes)
     }

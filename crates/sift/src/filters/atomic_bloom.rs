@@ -15,13 +15,14 @@
 //!   [`AtomicBloom::into_blocked`] convert in memory.
 //! * **Cost**: a query is plain loads. Inserting a *new* item through `&self` loads the eight
 //!   words, then does one locked `fetch_or` (`lock or`) per word that misses one of its bits (up
-//!   to `min(k, 8)` words). A locked instruction costs ~20 cycles even on a line already in L1,
-//!   and the CPU does not let later loads pass it, so the next insert's cache miss cannot overlap
-//!   with this one: single-threaded, a shared insert of `u64` keys cost 1.5–1.8× [`BlockedBloom`]'s
-//!   (`docs/BENCHMARKS.md`, row `sift AtomicBloom` vs `sift BlockedBloom`, build). Re-inserting
-//!   present items costs only the loads. [`Insert::insert`] and [`Insert::insert_many`], which
-//!   take `&mut self` and so exclude other threads, use plain stores and cost what
-//!   [`BlockedBloom`]'s insert costs.
+//!   to `min(k, 8)` words), and one locked add to the item counter. A locked instruction costs
+//!   ~20 cycles even on a line already in L1, and the CPU does not let later loads pass it, so
+//!   the next insert's cache miss cannot overlap with this one: single-threaded, a shared insert
+//!   of `u64` keys into an empty filter costs 3.6–5.7× [`BlockedBloom`]'s, of 20-byte keys
+//!   ~2× (`docs/BENCHMARKS.md`, "AtomicBloom: the shared insert"). Re-inserting present items
+//!   costs only the loads. [`Insert::insert`] and [`Insert::insert_many`], which take
+//!   `&mut self` and so exclude other threads, run [`BlockedBloom`]'s block kernel (AVX2 when
+//!   present) on the same memory and cost what [`BlockedBloom`]'s insert costs.
 //! * **Limits**: [`Filter::len`] counts inserts that set a bit; two threads inserting the same
 //!   new item at the same moment may both count it. No deletion.
 //!
@@ -53,9 +54,9 @@ use crate::bits::{Storage, MAX_BYTES};
 use crate::error::{check_fpr, check_items, Error, Result};
 use crate::filters::blocked_bloom::{effective_k, Shape, BLOCK_BITS};
 use crate::format::FilterKind;
-use crate::hash::{fastrange, Digest, HashKind, Hasher};
+use crate::hash::{fastrange, Digest, HashKind, Hasher, HotHasher};
 use crate::math;
-use crate::simd::{scalar, WORDS};
+use crate::simd::{scalar, Block, Kernel, Probe, WORDS};
 use crate::traits::{Filter, Insert, Persist};
 use crate::BlockedBloom;
 
@@ -63,6 +64,12 @@ use crate::BlockedBloom;
 #[derive(Default)]
 #[repr(C, align(64))]
 struct AtomicBlock([AtomicU64; WORDS]);
+
+// The exclusive insert views an `AtomicBlock` as a plain `Block`: same size and alignment.
+const _: () = assert!(
+    core::mem::size_of::<AtomicBlock>() == core::mem::size_of::<Block>()
+        && core::mem::align_of::<AtomicBlock>() == core::mem::align_of::<Block>()
+);
 
 // SAFETY: `AtomicU64` has the layout of `u64`, so zero bytes are eight atomics holding 0, which
 // is `AtomicBlock::default()`.
@@ -75,6 +82,12 @@ pub struct AtomicBloom {
     blocks: Storage<AtomicBlock>,
     k: u32,
     hasher: Hasher,
+    /// `hasher` with its per-seed constants precomputed, for the hot paths (as in
+    /// [`BlockedBloom`]).
+    hot: HotHasher,
+    /// The block kernel of [`BlockedBloom`] (AVX2 when the CPU has it), for the exclusive
+    /// (`&mut self`) inserts, which may treat a block as plain words.
+    probe: Probe,
     items: AtomicU64,
     capacity: u64,
     target_fpr: f64,
@@ -134,6 +147,8 @@ impl AtomicBloom {
             blocks,
             k: shape.k,
             hasher: shape.hasher,
+            hot: HotHasher::new(shape.hasher),
+            probe: Probe::new(Kernel::detect(), shape.k),
             items: AtomicU64::new(shape.items),
             capacity: shape.capacity,
             target_fpr: shape.target_fpr,
@@ -178,6 +193,23 @@ impl AtomicBloom {
     #[inline]
     fn insert_digest_exclusive(&mut self, d: Digest) -> bool {
         let i = fastrange(d.h1, self.blocks.len() as u64) as usize;
+        let b = &mut self.blocks[i];
+        // SAFETY: `AtomicU64` has the size, alignment and bit validity of `u64`, and both block
+        // types are `repr(C, align(64))` arrays of eight of them, so the pointer is a valid,
+        // aligned `Block`. `&mut self` guarantees no other reference to this block (and no
+        // other thread) exists while the plain `&mut Block` lives: no atomic access can race
+        // with the non-atomic ones.
+        let block: &mut Block = unsafe { &mut *(b as *mut AtomicBlock).cast::<Block>() };
+        let new = self.probe.insert_block(block, d.h2);
+        *self.items.get_mut() += new as u64;
+        new
+    }
+
+    /// The exclusive insert on the atomic words, without the cast to a plain block: the safe
+    /// reference the fast path is tested against.
+    #[cfg(test)]
+    fn insert_digest_exclusive_safe(&mut self, d: Digest) -> bool {
+        let i = fastrange(d.h1, self.blocks.len() as u64) as usize;
         let m = scalar::masks(d.h2, self.k);
         let b = &mut self.blocks[i];
         let mut missing = 0;
@@ -194,7 +226,7 @@ impl AtomicBloom {
     /// Inserts `item` (hashed by the filter's hasher); callable from many threads at once.
     #[inline]
     pub fn insert<T: AsRef<[u8]>>(&self, item: T) -> bool {
-        self.insert_digest(self.hasher.digest(item.as_ref()))
+        self.insert_digest(self.hot.digest(item.as_ref()))
     }
 
     /// Inserts the item whose 64-bit hash is `hash`.
@@ -206,7 +238,7 @@ impl AtomicBloom {
     /// Whether `item` may be in the set (the same as [`Filter::contains`], without the import).
     #[inline]
     pub fn contains<T: AsRef<[u8]>>(&self, item: T) -> bool {
-        self.contains_digest(self.hasher.digest(item.as_ref()))
+        self.contains_digest(self.hot.digest(item.as_ref()))
     }
 
     /// Number of 512-bit blocks.
@@ -337,6 +369,13 @@ impl Insert for AtomicBloom {
         self.insert_digest_exclusive(d)
     }
 
+    /// Same effect as the trait's default, hashing through the precomputed state.
+    #[inline]
+    fn insert<T: AsRef<[u8]>>(&mut self, item: T) -> bool {
+        let d = self.hot.digest(item.as_ref());
+        self.insert_digest_exclusive(d)
+    }
+
     /// Exclusive batch insert, prefetching the blocks of the digests ahead.
     fn insert_digests(&mut self, digests: &[Digest]) -> usize {
         let ahead = crate::simd::PREFETCH_AHEAD;
@@ -380,6 +419,33 @@ mod tests {
     use super::*;
     use crate::error::FormatError;
     use crate::filters::blocked_bloom::tests::{splitmix, upper_bound};
+
+    /// The exclusive insert through the block kernel (AVX2 when present, and the scalar one)
+    /// sets the same bits and reports the same "new" as the safe insert on the atomic words
+    /// and as the shared (`&self`) insert, for every `k`.
+    #[test]
+    fn exclusive_kernel_insert_equals_the_safe_and_shared_ones() {
+        let mut st = 5;
+        for k in 1..=16u32 {
+            for kernel in [Kernel::detect(), Kernel::scalar()] {
+                let mut fast = AtomicBloom::with_params(37, k, Hasher::default()).unwrap();
+                fast.probe = Probe::new(kernel, k);
+                let mut safe = AtomicBloom::with_params(37, k, Hasher::default()).unwrap();
+                let shared = AtomicBloom::with_params(37, k, Hasher::default()).unwrap();
+                // 37 blocks, 3000 items with repeats: blocks fill up, so "new" is often false.
+                let pool: Vec<Digest> =
+                    (0..1000).map(|_| Digest { h1: splitmix(&mut st), h2: splitmix(&mut st) }).collect();
+                for i in 0..3000 {
+                    let d = pool[(splitmix(&mut st) % 1000) as usize];
+                    let a = fast.insert_digest_exclusive(d);
+                    assert_eq!(a, safe.insert_digest_exclusive_safe(d), "k {k} item {i}");
+                    assert_eq!(a, shared.insert_digest(d), "k {k} item {i}");
+                }
+                assert_eq!(fast.to_bytes(), safe.to_bytes(), "k {k}");
+                assert_eq!(fast.to_bytes(), shared.to_bytes(), "k {k}");
+            }
+        }
+    }
 
     #[test]
     fn is_sync_and_send() {

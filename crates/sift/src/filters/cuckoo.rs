@@ -54,7 +54,7 @@
 use crate::bits::{prefetch, Storage, MAX_BYTES};
 use crate::error::{check_fpr, check_items, Error, FormatError, Result};
 use crate::format::{decode_verified, Encoder, FilterKind, ParamWriter};
-use crate::hash::{fastrange, xxh3_len17to32, Digest, HashKind, Hasher, HotHasher};
+use crate::hash::{fastrange, Digest, HashKind, Hasher, HotHasher};
 use crate::math;
 use crate::traits::{Filter, Insert, Persist, Remove, BATCH_AHEAD};
 
@@ -407,14 +407,11 @@ impl Cuckoo {
 
     // ---- hashing -------------------------------------------------------------------------
 
-    /// The digest of `bytes` for the insert and query paths: [`HotHasher::digest`], except that
-    /// keys of 17 to 32 bytes under the default hash take [`xxh3_len17to32`] (same bits, 4-byte
-    /// loads: see there why that matters for keys just written to the stack).
+    /// The digest of `bytes` for the insert and query paths: [`HotHasher::digest`] (which
+    /// hashes keys of 17 to 32 bytes with 4-byte loads: see `hash::xxh3_len17to32` for why that
+    /// matters for keys just written to the stack).
     #[inline(always)]
     fn hot_digest(&self, bytes: &[u8]) -> Digest {
-        if self.hasher.kind() == HashKind::Xxh3_64 && (17..=32).contains(&bytes.len()) {
-            return Digest::from_u64(xxh3_len17to32(bytes, self.hasher.seed()));
-        }
         self.hot.digest(bytes)
     }
 
