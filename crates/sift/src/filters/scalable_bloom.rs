@@ -46,7 +46,7 @@
 
 use crate::error::{check_fpr, check_items, Error, FormatError, Result};
 use crate::format::{decode_verified, Encoder, FilterKind, ParamWriter};
-use crate::hash::{Digest, HashKind, Hasher};
+use crate::hash::{Digest, HashKind, Hasher, HotHasher};
 use crate::math;
 use crate::traits::{Filter, Insert, Persist};
 use crate::BlockedBloom;
@@ -86,6 +86,8 @@ enum Schedule {
 pub struct ScalableBloom {
     layers: Vec<BlockedBloom>,
     hasher: Hasher,
+    /// `hasher` with its per-seed constants precomputed, for the item paths.
+    hot: HotHasher,
     initial_capacity: u64,
     target_fpr: f64,
     growth: f64,
@@ -225,6 +227,7 @@ impl ScalableBloom {
         let mut f = ScalableBloom {
             layers: Vec::new(),
             hasher,
+            hot: HotHasher::new(hasher),
             initial_capacity: initial_capacity as u64,
             target_fpr: fpr,
             growth,
@@ -276,7 +279,7 @@ impl ScalableBloom {
 
     /// [`ScalableBloom::try_insert_digest`] for an item.
     pub fn try_insert<T: AsRef<[u8]>>(&mut self, item: T) -> Result<bool> {
-        self.try_insert_digest(self.hasher.digest(item.as_ref()))
+        self.try_insert_digest(self.hot.digest(item.as_ref()))
     }
 
     fn newest(&self) -> &BlockedBloom {
@@ -343,6 +346,12 @@ impl Filter for ScalableBloom {
         self.layers.iter().rev().any(|l| l.contains_digest(d))
     }
 
+    /// Same answer as the trait's default, hashing through the precomputed state.
+    #[inline]
+    fn contains<T: AsRef<[u8]>>(&self, item: T) -> bool {
+        self.contains_digest(self.hot.digest(item.as_ref()))
+    }
+
     /// Layer by layer, newest first, each with the prefetching batch kernel; only the items not
     /// yet found go on to the older layers.
     fn contains_digests(&self, digests: &[Digest], out: &mut [bool]) {
@@ -399,6 +408,13 @@ impl Insert for ScalableBloom {
                 true
             }
         }
+    }
+
+    /// Same effect as the trait's default, hashing through the precomputed state.
+    #[inline]
+    fn insert<T: AsRef<[u8]>>(&mut self, item: T) -> bool {
+        let d = self.hot.digest(item.as_ref());
+        self.insert_digest(d)
     }
 }
 
@@ -515,6 +531,7 @@ impl Persist for ScalableBloom {
         Ok(ScalableBloom {
             layers,
             hasher,
+            hot: HotHasher::new(hasher),
             initial_capacity,
             target_fpr,
             growth,
