@@ -49,7 +49,7 @@ use crate::bits::{try_zeroed, MAX_BYTES};
 use crate::error::{check_fpr, check_items, Error, FormatError, Result};
 use crate::filters::bloom::{Probes, MAX_HASHES};
 use crate::format::{decode_verified, Encoder, FilterKind, ParamWriter};
-use crate::hash::{Digest, HashKind, Hasher};
+use crate::hash::{Digest, HashKind, Hasher, HotHasher};
 use crate::math;
 use crate::traits::{Filter, Insert, Persist, Remove};
 
@@ -71,6 +71,8 @@ pub struct CountingBloom {
     counters: u64,
     k: u32,
     hasher: Hasher,
+    /// `hasher` with its per-seed constants precomputed, for the item paths.
+    hot: HotHasher,
     /// Inserts minus successful removes.
     items: u64,
     capacity: u64,
@@ -133,6 +135,7 @@ impl CountingBloom {
             counters,
             k: hashes,
             hasher,
+            hot: HotHasher::new(hasher),
             items: 0,
             capacity: capacity.max(1.0) as u64,
             target_fpr: math::bloom_fpr(counters as f64, capacity, hashes as f64)
@@ -238,7 +241,7 @@ impl CountingBloom {
     /// The count-min estimate of how many times `item` was inserted (minus removed); see
     /// [`CountingBloom::count_estimate_digest`].
     pub fn count_estimate<T: AsRef<[u8]>>(&self, item: T) -> u8 {
-        self.count_estimate_digest(self.hasher.digest(item.as_ref()))
+        self.count_estimate_digest(self.hot.digest(item.as_ref()))
     }
 
     /// Removes every item.
@@ -251,6 +254,12 @@ impl CountingBloom {
 impl Filter for CountingBloom {
     fn hasher(&self) -> Hasher {
         self.hasher
+    }
+
+    /// Same answer as the trait's default, hashing through the precomputed state.
+    #[inline]
+    fn contains<T: AsRef<[u8]>>(&self, item: T) -> bool {
+        self.contains_digest(self.hot.digest(item.as_ref()))
     }
 
     #[inline]
@@ -279,6 +288,13 @@ impl Filter for CountingBloom {
 }
 
 impl Insert for CountingBloom {
+    /// Same effect as the trait's default, hashing through the precomputed state.
+    #[inline]
+    fn insert<T: AsRef<[u8]>>(&mut self, item: T) -> bool {
+        let d = self.hot.digest(item.as_ref());
+        self.insert_digest(d)
+    }
+
     /// Increments the item's `k` counters (a position probed twice is incremented twice);
     /// saturated counters stay at 15. Returns `true` if the item was not reported present before.
     #[inline]
@@ -296,6 +312,12 @@ impl Insert for CountingBloom {
 }
 
 impl Remove for CountingBloom {
+    /// Same effect as the trait's default, hashing through the precomputed state.
+    fn remove<T: AsRef<[u8]>>(&mut self, item: T) -> bool {
+        let d = self.hot.digest(item.as_ref());
+        self.remove_digest(d)
+    }
+
     /// If the item is reported present, decrements each of its non-saturated counters (a position
     /// probed twice is decremented twice, mirroring insert) and returns `true`; otherwise changes
     /// nothing and returns `false`.
@@ -366,7 +388,17 @@ impl Persist for CountingBloom {
         if used != 0 && words.last().is_some_and(|w| w >> (used * 4) != 0) {
             return Err(FormatError::InvalidParams("counting bloom: counters set past the end").into());
         }
-        Ok(CountingBloom { words, counters, k, hasher: raw.hasher(), items, capacity, target_fpr })
+        let hasher = raw.hasher();
+        Ok(CountingBloom {
+            words,
+            counters,
+            k,
+            hasher,
+            hot: HotHasher::new(hasher),
+            items,
+            capacity,
+            target_fpr,
+        })
     }
 }
 
