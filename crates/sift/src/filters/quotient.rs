@@ -1090,6 +1090,15 @@ impl Insert for Quotient {
     fn insert_digest(&mut self, d: Digest) -> bool {
         self.try_insert_digest(d).unwrap_or(false)
     }
+
+    /// Same answer as the provided method; hashes with `Quotient::hot_digest` (same bits).
+    #[inline]
+    fn insert<T: AsRef<[u8]>>(&mut self, item: T) -> bool
+    where
+        Self: Sized,
+    {
+        self.insert_digest(self.hot_digest(item.as_ref()))
+    }
 }
 
 impl Remove for Quotient {
@@ -1420,6 +1429,21 @@ mod tests {
             }
             assert!(fast == slow && fast.offsets == slow.offsets, "nq {nq} r {r}: tables differ after removes");
             assert!(offsets_consistent(&fast));
+        }
+    }
+
+    /// The insert/query hash path gives the trait's digest for every key length and hash kind
+    /// (so files and `insert_hash` callers see the same fingerprints).
+    #[test]
+    fn hot_digest_is_the_hashers_digest() {
+        for kind in [HashKind::Xxh3_64, HashKind::Xxh3_128, HashKind::Xxh64] {
+            for seed in [0u64, 7, u64::MAX] {
+                let f = Quotient::with_params(100, 7, Hasher::new(kind, seed)).unwrap();
+                for len in 0..=40usize {
+                    let bytes: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(37) ^ seed as u8).collect();
+                    assert_eq!(f.hot_digest(&bytes), f.hasher.digest(&bytes), "{kind:?} seed {seed} len {len}");
+                }
+            }
         }
     }
 
