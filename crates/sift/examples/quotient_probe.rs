@@ -33,6 +33,21 @@ fn run<K: Key>(n: usize, rounds: usize) {
             t = now;
         }
         let ins = (cpu_ns() - t0) / n as f64;
+        // qfilter at the same number of home slots (n / 0.95 rounded up to a power of two:
+        // equal load when n = 0.95·2^k), fed xxh3-64 of the same bytes.
+        let mut g = qfilter::Filter::new(n as u64, 0.01).unwrap();
+        let mut gtenths = Vec::new();
+        let mut t = cpu_ns();
+        for (c, chunk) in keys.chunks(n.div_ceil(10)).enumerate() {
+            for k in chunk {
+                let h = xxhash_rust::xxh3::xxh3_64(black_box(k).bytes().as_ref());
+                black_box(g.insert_fingerprint(false, h).is_ok());
+            }
+            let now = cpu_ns();
+            gtenths.push(format!("{}:{:.0}", c, (now - t) / chunk.len() as f64));
+            t = now;
+        }
+        println!("  qfilter tenths [{}]", gtenths.join(" "));
         let t = cpu_ns();
         let hits = keys.iter().filter(|k| f.contains(black_box(k.bytes()))).count();
         let qm = (cpu_ns() - t) / n as f64;
