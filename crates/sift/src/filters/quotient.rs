@@ -1415,7 +1415,10 @@ mod tests {
                 assert_eq!(fast.insert_fingerprint(v), slow.insert_fingerprint_body(v));
                 stored.push(v);
             }
-            assert!(fast == slow && fast.offsets == slow.offsets, "nq {nq} r {r}: tables differ after inserts");
+            assert!(
+                fast == slow && fast.offsets == slow.offsets,
+                "nq {nq} r {r}: tables differ after inserts"
+            );
             for _ in 0..4 * nq {
                 let v = fast.fingerprint(Digest::from_u64(next()));
                 assert_eq!(fast.contains_fingerprint(v), slow.contains_fingerprint_body(v));
@@ -1427,7 +1430,10 @@ mod tests {
                 let w = if i % 3 == 0 { fast.fingerprint(Digest::from_u64(next())) } else { v };
                 assert_eq!(fast.remove_fingerprint(w), slow.remove_fingerprint_body(w));
             }
-            assert!(fast == slow && fast.offsets == slow.offsets, "nq {nq} r {r}: tables differ after removes");
+            assert!(
+                fast == slow && fast.offsets == slow.offsets,
+                "nq {nq} r {r}: tables differ after removes"
+            );
             assert!(offsets_consistent(&fast));
         }
     }
@@ -1441,7 +1447,11 @@ mod tests {
                 let f = Quotient::with_params(100, 7, Hasher::new(kind, seed)).unwrap();
                 for len in 0..=40usize {
                     let bytes: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(37) ^ seed as u8).collect();
-                    assert_eq!(f.hot_digest(&bytes), f.hasher.digest(&bytes), "{kind:?} seed {seed} len {len}");
+                    assert_eq!(
+                        f.hot_digest(&bytes),
+                        f.hasher.digest(&bytes),
+                        "{kind:?} seed {seed} len {len}"
+                    );
                 }
             }
         }
