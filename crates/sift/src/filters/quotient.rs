@@ -58,10 +58,10 @@
 //! # Ok::<(), sift::Error>(())
 //! ```
 
-use crate::bits::{prefetch, select64, try_zeroed, MAX_BYTES};
+use crate::bits::{prefetch, select64, try_zeroed, Storage, MAX_BYTES};
 use crate::error::{check_fpr, check_items, Error, FormatError, Result};
 use crate::format::{decode_verified, Encoder, FilterKind, ParamWriter};
-use crate::hash::{Digest, HashKind, Hasher};
+use crate::hash::{xxh3_len17to32, Digest, HashKind, Hasher, HotHasher};
 use crate::math;
 use crate::traits::{Filter, Insert, Persist, Remove};
 
@@ -106,7 +106,7 @@ pub struct Quotient {
     /// 64 `r`-bit remainders packed little-endian (slot `s` at bit `s·r`). One block is what a
     /// query touches, so its metadata and remainders are kept together. One zero guard word at
     /// the end lets a remainder read always load two words.
-    blocks: Vec<u64>,
+    blocks: Table,
     /// Per block `b`: the slots at or after `64·b` taken by runs of quotients below `64·b`
     /// (`OFFSET_SATURATED` = recompute). Derived from `blocks`; rebuilt on decode.
     offsets: Vec<u16>,
@@ -119,9 +119,39 @@ pub struct Quotient {
     slots: u64,
     r: u32,
     hasher: Hasher,
+    /// `hasher` with its per-seed constants precomputed, for the insert and query paths.
+    hot: HotHasher,
     items: u64,
     capacity: u64,
     target_fpr: f64,
+}
+
+/// The table's words: [`Storage`], so that a table of 4 MiB or more (about 3.5 million slots at
+/// `r = 7`) is allocated on transparent huge pages where the system allows it: at n = 10M the
+/// 12 MB table spans ~3,000 4 KiB pages, more than the TLB covers, and every random probe would
+/// otherwise miss the TLB as well as the cache (the same measure as Cuckoo's table).
+#[derive(Clone, PartialEq)]
+struct Table(Storage<u64>);
+
+impl core::ops::Deref for Table {
+    type Target = [u64];
+    #[inline(always)]
+    fn deref(&self) -> &[u64] {
+        &self.0
+    }
+}
+
+impl core::ops::DerefMut for Table {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut [u64] {
+        &mut self.0
+    }
+}
+
+impl core::fmt::Debug for Table {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Table({} words, huge pages: {})", self.len(), self.0.is_huge())
+    }
 }
 
 /// Equal when they hold the same table (the offsets are derived from it).
@@ -193,7 +223,7 @@ impl Quotient {
             return Err(Error::CapacityExceeded { requested_bytes: bytes, limit_bytes: MAX_BYTES });
         }
         Ok(Quotient {
-            blocks: try_zeroed(words as usize)?,
+            blocks: Table(Storage::zeroed(words as usize)?),
             offsets: try_zeroed(nblocks as usize)?,
             offset_cap: OFFSET_SATURATED,
             stride,
@@ -201,6 +231,7 @@ impl Quotient {
             slots,
             r: remainder_bits,
             hasher,
+            hot: HotHasher::new(hasher),
             items: 0,
             capacity: ((quotients as f64) * DESIGN_LOAD).floor().max(1.0) as u64,
             target_fpr: math::quotient_fpr(remainder_bits, DESIGN_LOAD),
@@ -272,7 +303,7 @@ impl Quotient {
     /// copy was stored, [`Error::Full`] if the filter holds `nq` items or the run would pass the
     /// end of the table (the filter is then unchanged).
     pub fn try_insert<T: AsRef<[u8]>>(&mut self, item: T) -> Result<bool> {
-        self.try_insert_digest(self.hasher.digest_inline(item.as_ref()))
+        self.try_insert_digest(self.hot_digest(item.as_ref()))
     }
 
     /// [`Quotient::try_insert`] for a caller-computed 64-bit hash.
@@ -506,6 +537,7 @@ impl Quotient {
     }
 
     /// The first unused slot at or after `x` (`≥ slots` if the table is used to its end).
+    #[inline(always)]
     fn first_unused(&self, mut x: u64) -> u64 {
         loop {
             if x >= self.slots {
@@ -520,6 +552,7 @@ impl Quotient {
     }
 
     /// The first occupied quotient in `from..to`, if any.
+    #[inline(always)]
     fn next_occupied(&self, from: u64, to: u64) -> Option<u64> {
         if from >= to {
             return None;
@@ -558,8 +591,9 @@ impl Quotient {
     }
 
     /// Inserts one fingerprint (another copy if it is stored already); `Ok(true)` if a copy was
-    /// already stored.
-    fn insert_fingerprint(&mut self, v: u64) -> Result<bool> {
+    /// already stored. (Inlined into the two instantiations of [`Quotient::insert_fingerprint`].)
+    #[inline(always)]
+    fn insert_fingerprint_body(&mut self, v: u64) -> Result<bool> {
         if self.items >= self.quotients {
             return Err(Error::Full { len: self.items as usize });
         }
@@ -616,8 +650,10 @@ impl Quotient {
         Ok(present)
     }
 
-    /// Removes one stored copy of fingerprint `v`.
-    fn remove_fingerprint(&mut self, v: u64) -> bool {
+    /// Removes one stored copy of fingerprint `v`. (Inlined into the two instantiations of
+    /// [`Quotient::remove_fingerprint`].)
+    #[inline(always)]
+    fn remove_fingerprint_body(&mut self, v: u64) -> bool {
         let (q, rem) = self.split(v);
         let Some(end) = self.run_end(q) else { return false };
         let mut i = end;
@@ -819,6 +855,109 @@ impl Quotient {
         Ok(())
     }
 
+    /// Whether a stored fingerprint equals `v` (inlined into the two instantiations of
+    /// [`Quotient::contains_fingerprint`]).
+    #[inline(always)]
+    fn contains_fingerprint_body(&self, v: u64) -> bool {
+        let (q, rem) = self.split(v);
+        let Some(end) = self.run_end(q) else { return false };
+        // The run is sorted: scan down from its end while the remainders are ≥ the query's.
+        let mut i = end;
+        loop {
+            let x = self.rem(i);
+            if x <= rem {
+                return x == rem;
+            }
+            if i == q || self.is_runend(i - 1) {
+                return false;
+            }
+            i -= 1;
+        }
+    }
+
+    // ---- dispatch: POPCNT and BMI2 where the CPU has them ------------------------------------
+
+    /// Whether the CPU has POPCNT and BMI2 (std caches the detection: one load and a branch).
+    #[inline(always)]
+    fn fast_bits() -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            std::is_x86_feature_detected!("popcnt") && std::is_x86_feature_detected!("bmi2")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        false
+    }
+
+    /// [`Quotient::contains_fingerprint_body`], compiled with POPCNT and BMI2 when the CPU has
+    /// them. The baseline x86-64 target has neither, so `count_ones` (the rank of every query and
+    /// insert) is a dozen-instruction bit trick and the select a call; qfilter, the reference of
+    /// issue 3, issues both instructions unconditionally. Same bits either way (the same source,
+    /// compiled twice; `fast_and_portable_paths_agree` checks it).
+    #[inline]
+    fn contains_fingerprint(&self, v: u64) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if Self::fast_bits() {
+            // SAFETY: the CPU has POPCNT and BMI2 (checked just above), the only requirement
+            // of the `target_feature` function.
+            return unsafe { self.contains_fingerprint_fast(v) };
+        }
+        self.contains_fingerprint_body(v)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "popcnt,bmi1,bmi2")]
+    fn contains_fingerprint_fast(&self, v: u64) -> bool {
+        self.contains_fingerprint_body(v)
+    }
+
+    /// [`Quotient::insert_fingerprint_body`] with POPCNT and BMI2 when the CPU has them (see
+    /// [`Quotient::contains_fingerprint`]).
+    fn insert_fingerprint(&mut self, v: u64) -> Result<bool> {
+        #[cfg(target_arch = "x86_64")]
+        if Self::fast_bits() {
+            // SAFETY: the CPU has POPCNT and BMI2 (checked just above), the only requirement
+            // of the `target_feature` function.
+            return unsafe { self.insert_fingerprint_fast(v) };
+        }
+        self.insert_fingerprint_body(v)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "popcnt,bmi1,bmi2")]
+    fn insert_fingerprint_fast(&mut self, v: u64) -> Result<bool> {
+        self.insert_fingerprint_body(v)
+    }
+
+    /// [`Quotient::remove_fingerprint_body`] with POPCNT and BMI2 when the CPU has them (see
+    /// [`Quotient::contains_fingerprint`]).
+    fn remove_fingerprint(&mut self, v: u64) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if Self::fast_bits() {
+            // SAFETY: the CPU has POPCNT and BMI2 (checked just above), the only requirement
+            // of the `target_feature` function.
+            return unsafe { self.remove_fingerprint_fast(v) };
+        }
+        self.remove_fingerprint_body(v)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "popcnt,bmi1,bmi2")]
+    fn remove_fingerprint_fast(&mut self, v: u64) -> bool {
+        self.remove_fingerprint_body(v)
+    }
+
+    /// The digest of `bytes` for the insert and query paths: [`HotHasher::digest`], except that
+    /// keys of 17 to 32 bytes under the default hash take [`xxh3_len17to32`] (same bits, 4-byte
+    /// loads, which avoid a store-forwarding stall on a key just written to the stack; see
+    /// there).
+    #[inline(always)]
+    fn hot_digest(&self, bytes: &[u8]) -> Digest {
+        if self.hasher.kind() == HashKind::Xxh3_64 && (17..=32).contains(&bytes.len()) {
+            return Digest::from_u64(xxh3_len17to32(bytes, self.hasher.seed()));
+        }
+        self.hot.digest(bytes)
+    }
+
     /// Test hook: saturate offsets at `cap` (instead of 65,535), to exercise the slow path.
     #[cfg(test)]
     fn set_offset_cap(&mut self, cap: u16) {
@@ -918,31 +1057,18 @@ impl Filter for Quotient {
         self.hasher
     }
 
-    /// Same answer as the provided method; hashes with [`Hasher::digest_inline`].
+    /// Same answer as the provided method; hashes with `Quotient::hot_digest` (same bits).
     #[inline]
     fn contains<T: AsRef<[u8]>>(&self, item: T) -> bool
     where
         Self: Sized,
     {
-        self.contains_digest(self.hasher.digest_inline(item.as_ref()))
+        self.contains_digest(self.hot_digest(item.as_ref()))
     }
 
     #[inline]
     fn contains_digest(&self, d: Digest) -> bool {
-        let (q, rem) = self.split(self.fingerprint(d));
-        let Some(end) = self.run_end(q) else { return false };
-        // The run is sorted: scan down from its end while the remainders are ≥ the query's.
-        let mut i = end;
-        loop {
-            let x = self.rem(i);
-            if x <= rem {
-                return x == rem;
-            }
-            if i == q || self.is_runend(i - 1) {
-                return false;
-            }
-            i -= 1;
-        }
+        self.contains_fingerprint(self.fingerprint(d))
     }
 
     fn len(&self) -> usize {
@@ -963,6 +1089,15 @@ impl Insert for Quotient {
     /// full** (see [`Quotient::try_insert_digest`], which tells the two apart).
     fn insert_digest(&mut self, d: Digest) -> bool {
         self.try_insert_digest(d).unwrap_or(false)
+    }
+
+    /// Same answer as the provided method; hashes with `Quotient::hot_digest` (same bits).
+    #[inline]
+    fn insert<T: AsRef<[u8]>>(&mut self, item: T) -> bool
+    where
+        Self: Sized,
+    {
+        self.insert_digest(self.hot_digest(item.as_ref()))
     }
 }
 
@@ -1252,6 +1387,74 @@ mod tests {
         let mut g = f.clone();
         g.rebuild_offsets();
         g.offsets.iter().zip(&f.offsets).all(|(&want, &have)| have == want || have == f.offset_cap)
+    }
+
+    /// The POPCNT/BMI2 instantiations of insert, query and remove give the same tables and
+    /// answers as the portable ones, on heavy loads (long clusters spanning blocks), duplicates
+    /// and saturated offsets (the slow offset path).
+    #[test]
+    fn fast_and_portable_paths_agree() {
+        #[cfg(target_arch = "x86_64")]
+        assert!(Quotient::fast_bits(), "the test machine has POPCNT and BMI2; else this test checks nothing");
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for (nq, r, cap) in [(5_000u64, 7u32, OFFSET_SATURATED), (3_000, 3, 40), (700, 12, 5)] {
+            let mut fast = Quotient::with_params(nq, r, Hasher::default()).unwrap();
+            fast.set_offset_cap(cap);
+            let mut slow = fast.clone();
+            let mut stored = Vec::new();
+            for i in 0..nq {
+                // Some duplicates: every 7th value repeats an earlier one.
+                let v = if i % 7 == 6 { stored[(next() % stored.len() as u64) as usize] } else { next() };
+                let v = fast.fingerprint(Digest::from_u64(v));
+                assert_eq!(fast.insert_fingerprint(v), slow.insert_fingerprint_body(v));
+                stored.push(v);
+            }
+            assert!(
+                fast == slow && fast.offsets == slow.offsets,
+                "nq {nq} r {r}: tables differ after inserts"
+            );
+            for _ in 0..4 * nq {
+                let v = fast.fingerprint(Digest::from_u64(next()));
+                assert_eq!(fast.contains_fingerprint(v), slow.contains_fingerprint_body(v));
+            }
+            for &v in &stored {
+                assert!(fast.contains_fingerprint(v) && slow.contains_fingerprint_body(v));
+            }
+            for (i, &v) in stored.iter().enumerate() {
+                let w = if i % 3 == 0 { fast.fingerprint(Digest::from_u64(next())) } else { v };
+                assert_eq!(fast.remove_fingerprint(w), slow.remove_fingerprint_body(w));
+            }
+            assert!(
+                fast == slow && fast.offsets == slow.offsets,
+                "nq {nq} r {r}: tables differ after removes"
+            );
+            assert!(offsets_consistent(&fast));
+        }
+    }
+
+    /// The insert/query hash path gives the trait's digest for every key length and hash kind
+    /// (so files and `insert_hash` callers see the same fingerprints).
+    #[test]
+    fn hot_digest_is_the_hashers_digest() {
+        for kind in [HashKind::Xxh3_64, HashKind::Xxh3_128, HashKind::Xxh64] {
+            for seed in [0u64, 7, u64::MAX] {
+                let f = Quotient::with_params(100, 7, Hasher::new(kind, seed)).unwrap();
+                for len in 0..=40usize {
+                    let bytes: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(37) ^ seed as u8).collect();
+                    assert_eq!(
+                        f.hot_digest(&bytes),
+                        f.hasher.digest(&bytes),
+                        "{kind:?} seed {seed} len {len}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
