@@ -61,7 +61,7 @@
 use crate::bits::{prefetch, select64, try_zeroed, Storage, MAX_BYTES};
 use crate::error::{check_fpr, check_items, Error, FormatError, Result};
 use crate::format::{decode_verified, Encoder, FilterKind, ParamWriter};
-use crate::hash::{xxh3_len17to32, Digest, HashKind, Hasher, HotHasher};
+use crate::hash::{Digest, HashKind, Hasher, HotHasher};
 use crate::math;
 use crate::traits::{Filter, Insert, Persist, Remove};
 
@@ -946,15 +946,11 @@ impl Quotient {
         self.remove_fingerprint_body(v)
     }
 
-    /// The digest of `bytes` for the insert and query paths: [`HotHasher::digest`], except that
-    /// keys of 17 to 32 bytes under the default hash take [`xxh3_len17to32`] (same bits, 4-byte
-    /// loads, which avoid a store-forwarding stall on a key just written to the stack; see
-    /// there).
+    /// The digest of `bytes` for the insert and query paths: [`HotHasher::digest`] (which
+    /// hashes keys of 17 to 32 bytes with 4-byte loads, avoiding a store-forwarding stall on a
+    /// key just written to the stack).
     #[inline(always)]
     fn hot_digest(&self, bytes: &[u8]) -> Digest {
-        if self.hasher.kind() == HashKind::Xxh3_64 && (17..=32).contains(&bytes.len()) {
-            return Digest::from_u64(xxh3_len17to32(bytes, self.hasher.seed()));
-        }
         self.hot.digest(bytes)
     }
 
