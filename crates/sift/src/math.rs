@@ -601,6 +601,38 @@ pub fn scalable_layers(n: f64, initial: f64, growth: f64) -> u32 {
     layers.max(1)
 }
 
+/// FPR of layer `i` of a scalable filter with the *first share* schedule (the default of
+/// [`crate::ScalableBloom::new`]): `p_0 = a·p`, `p_i = (1 - a)·p·(1 - r)·r^(i-1)` for `i ≥ 1`, so
+/// `Σ p_i ≤ a·p + (1 - a)·p = p` over any number of layers (a geometric series after the first).
+pub fn scalable_first_share_layer_fpr(p: f64, share: f64, tightening: f64, i: u32) -> f64 {
+    if i == 0 {
+        share * p
+    } else {
+        (1.0 - share) * p * (1.0 - tightening) * tightening.powi(i as i32 - 1)
+    }
+}
+
+/// Bits per key of a scalable Bloom filter holding `n` items with the first-share schedule
+/// ([`scalable_first_share_layer_fpr`]): layer `i` sized for `initial·growth^i` items (classic
+/// Bloom size, as [`scalable_bits_per_key`]); the total bits over the items held.
+pub fn scalable_first_share_bits_per_key(
+    n: f64,
+    p: f64,
+    initial: f64,
+    growth: f64,
+    tightening: f64,
+    share: f64,
+) -> f64 {
+    let layers = scalable_layers(n, initial, growth);
+    let mut bits = 0.0;
+    let mut cap = initial.max(1.0);
+    for i in 0..layers {
+        bits += bloom_optimal_bits(cap, scalable_first_share_layer_fpr(p, share, tightening, i));
+        cap *= growth;
+    }
+    bits / n.max(1.0)
+}
+
 /// Bits per key of a scalable Bloom filter holding `n` items: layers of classic Bloom filters,
 /// layer `i` sized for `initial·growth^i` items at FPR `p0·r^i` with `p0 = p·(1 - r)`, so the
 /// compound FPR stays below `p` ([`scalable_first_layer_fpr`]); the total bits over the items held.

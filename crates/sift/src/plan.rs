@@ -35,8 +35,8 @@
 //! `m` is memory: for [`Family::CountingBloom`] it holds `m / 4` counters; block families round a
 //! given `m` down to whole blocks (it is a budget) and computed sizes up. The formulas are those
 //! of [`crate::math`]: [`math::bloom_fpr`], [`math::blocked_fpr`], [`math::split_block_fpr`], and
-//! for [`Family::ScalableBloom`] the compound bound [`math::scalable_first_layer_fpr`] over a first
-//! blocked layer of `n` items.
+//! for [`Family::ScalableBloom`] the compound bound of the first-share schedule
+//! ([`math::scalable_first_share_layer_fpr`]) over a first blocked layer of `n` items.
 //!
 //! ## Adding a family
 //! Add a variant to [`Family`] (and to [`Family::ALL`]), then an arm in `Family::model` describing
@@ -132,9 +132,12 @@ pub const BLOCKED_BLOCK_BITS: u64 = 512;
 pub const BLOCKED_MAX_HASHES: u32 = 16;
 /// Block size of the split-block filter.
 const SPLIT_BLOCK_BITS: u64 = 256;
-/// Each layer of a scalable filter gets this fraction of the previous layer's FPR; the first
-/// layer's FPR is `p · (1 - r)` so that the compound FPR stays below `p` (Almeida et al. 2007).
+/// Each later layer of a scalable filter gets this fraction of the previous layer's FPR
+/// (Almeida et al. 2007).
 pub const SCALABLE_TIGHTENING: f64 = 0.5;
+/// Share of the FPR budget the first layer of a scalable filter gets (the default of
+/// [`crate::ScalableBloom::new`], [`crate::filters::scalable_bloom::DEFAULT_FIRST_SHARE`]).
+pub const SCALABLE_FIRST_SHARE: f64 = crate::filters::scalable_bloom::DEFAULT_FIRST_SHARE;
 /// The largest memory the planner proposes, as [`crate::bits::MAX_BYTES`].
 const MAX_BITS: u64 = (crate::bits::MAX_BYTES * 8) as u64;
 
@@ -299,16 +302,19 @@ impl Plan {
         Family::ALL.iter().filter_map(|&f| self.solve(f).ok()).collect()
     }
 
-    /// A scalable filter's first layer is a blocked layer at `p · (1 - r)`; its compound FPR bound
-    /// over any number of layers is the layer's FPR divided by `(1 - r)`.
+    /// A scalable filter as [`crate::ScalableBloom::new`] builds it (the first-share schedule):
+    /// its first layer is a blocked layer at `a · p` (`a` = [`SCALABLE_FIRST_SHARE`]), the later
+    /// layers share `(1 - a) · p`, so its compound FPR bound over any number of layers is the first
+    /// layer's FPR plus `(1 - a) · p` (with `p` implied as `f_0 / a` when only `n` and `m` are
+    /// given).
     fn solve_scalable(&self) -> Result<Solution> {
-        let scale = 1.0 - SCALABLE_TIGHTENING;
-        let layer =
-            Plan { fpr: self.fpr.map(|p| math::scalable_first_layer_fpr(p, SCALABLE_TIGHTENING)), ..*self };
+        let a = SCALABLE_FIRST_SHARE;
+        let layer = Plan { fpr: self.fpr.map(|p| a * p), ..*self };
         let model = Family::BlockedBloom.model().expect("blocked has a model");
         let mut s = layer.solve_model(Family::BlockedBloom, &model)?;
         s.family = Family::ScalableBloom;
-        s.fpr = (s.fpr / scale).min(1.0);
+        let p = self.fpr.unwrap_or(s.fpr / a);
+        s.fpr = (s.fpr + (1.0 - a) * p).min(1.0);
         Ok(s)
     }
 
@@ -574,7 +580,7 @@ mod tests {
             assert!(s.fpr <= 0.01, "{s}");
             let model_fpr = |n: u64| match s.family {
                 Family::ScalableBloom => {
-                    blocked_fpr(s.bits as f64, n as f64, s.hashes) / (1.0 - SCALABLE_TIGHTENING)
+                    blocked_fpr(s.bits as f64, n as f64, s.hashes) + (1.0 - SCALABLE_FIRST_SHARE) * 0.01
                 }
                 f => (f.model().unwrap().fpr)(s.bits as f64, n as f64, s.hashes),
             };

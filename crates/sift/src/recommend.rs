@@ -279,8 +279,9 @@ pub fn recommend(expected_items: usize, fpr: f64, needs: Needs) -> Result<Recomm
     }
 
     if needs.grows {
-        let (growth, tightening) = (2u32, 0.5);
-        let first = math::scalable_first_layer_fpr(p, tightening);
+        // What `ScalableBloom::new` builds: growth 2, tightening 0.5, first share 0.8.
+        let (growth, tightening, share) = (2u32, 0.5, crate::filters::scalable_bloom::DEFAULT_FIRST_SHARE);
+        let first = math::scalable_first_share_layer_fpr(p, share, tightening, 0);
         return Ok(Recommendation {
             family: FilterKind::ScalableBloom,
             params: Params::ScalableBloom {
@@ -289,7 +290,7 @@ pub fn recommend(expected_items: usize, fpr: f64, needs: Needs) -> Result<Recomm
                 tightening,
                 first_layer_fpr: first,
             },
-            bits_per_key: math::scalable_bits_per_key(n, p, n, growth as f64, tightening),
+            bits_per_key: math::scalable_first_share_bits_per_key(n, p, n, growth as f64, tightening, share),
             expected_fpr: first,
             speed_class: SpeedClass::Moderate,
             reason: "grows without a known bound: a scalable Bloom filter adds layers and keeps the compound FPR below p",
