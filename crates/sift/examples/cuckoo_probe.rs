@@ -8,11 +8,14 @@ use keys::Key;
 use sift::prelude::*;
 use std::hint::black_box;
 
+#[path = "../benches/common/measure.rs"]
+#[allow(dead_code)] // the table programs' helpers
+mod measure;
+use measure::fill_in_tenths;
+
+/// This thread's CPU time in ns.
 fn cpu_ns() -> f64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: valid timespec, constant clock id.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64
+    measure::thread_cpu_ns().expect("a thread CPU clock (Linux)") as f64
 }
 
 fn main() {
@@ -40,19 +43,10 @@ fn main() {
         let cqn = (cpu_ns() - t) / n as f64;
         assert_eq!(chits, n);
         drop(c);
-        let t0 = cpu_ns();
         let mut f = sift::Cuckoo::new(n, 0.01).unwrap();
-        let mut tenths = Vec::new();
-        let mut t = cpu_ns();
-        for (c, chunk) in keys.chunks(n.div_ceil(10)).enumerate() {
-            for k in chunk {
-                black_box(f.try_insert(black_box(k).bytes()).is_ok());
-            }
-            let now = cpu_ns();
-            tenths.push(format!("{}:{:.0}", c, (now - t) / chunk.len() as f64));
-            t = now;
-        }
-        let ins = (cpu_ns() - t0) / n as f64;
+        let (ins, tenths) = fill_in_tenths(&keys, |k| {
+            black_box(f.try_insert(black_box(k).bytes()).is_ok());
+        });
         let t = cpu_ns();
         let hits = keys.iter().filter(|k| f.contains(black_box(k.bytes()))).count();
         let qm = (cpu_ns() - t) / n as f64;
@@ -62,7 +56,7 @@ fn main() {
         assert_eq!(hits, n);
         println!(
             "insert {ins:.1} ns/key [{}] query {qm:.1} / {qn:.1} ns fpr {:.4}% load {:.4} stash {}",
-            tenths.join(" "),
+            tenths,
             fp as f64 * 100.0 / n as f64,
             f.load_factor(),
             f.stash_len()

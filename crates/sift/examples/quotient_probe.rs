@@ -9,45 +9,32 @@ use keys::{Key, Str20};
 use sift::prelude::*;
 use std::hint::black_box;
 
+#[path = "../benches/common/measure.rs"]
+#[allow(dead_code)] // the table programs' helpers
+mod measure;
+use measure::fill_in_tenths;
+
+/// This thread's CPU time in ns.
 fn cpu_ns() -> f64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: valid timespec, constant clock id.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64
+    measure::thread_cpu_ns().expect("a thread CPU clock (Linux)") as f64
 }
 
 fn run<K: Key>(n: usize, rounds: usize) {
     let keys: Vec<K> = keys::members::<K>(n);
     let others: Vec<K> = keys::non_members::<K>(n);
     for _ in 0..rounds {
-        let t0 = cpu_ns();
         let mut f = sift::Quotient::new(n, 0.01).unwrap();
-        let mut tenths = Vec::new();
-        let mut t = cpu_ns();
-        for (c, chunk) in keys.chunks(n.div_ceil(10)).enumerate() {
-            for k in chunk {
-                black_box(f.try_insert(black_box(k).bytes()).is_ok());
-            }
-            let now = cpu_ns();
-            tenths.push(format!("{}:{:.0}", c, (now - t) / chunk.len() as f64));
-            t = now;
-        }
-        let ins = (cpu_ns() - t0) / n as f64;
+        let (ins, tenths) = fill_in_tenths(&keys, |k| {
+            black_box(f.try_insert(black_box(k).bytes()).is_ok());
+        });
         // qfilter at the same number of home slots (n / 0.95 rounded up to a power of two:
         // equal load when n = 0.95·2^k), fed xxh3-64 of the same bytes.
         let mut g = qfilter::Filter::new(n as u64, 0.01).unwrap();
-        let mut gtenths = Vec::new();
-        let mut t = cpu_ns();
-        for (c, chunk) in keys.chunks(n.div_ceil(10)).enumerate() {
-            for k in chunk {
-                let h = xxhash_rust::xxh3::xxh3_64(black_box(k).bytes().as_ref());
-                black_box(g.insert_fingerprint(false, h).is_ok());
-            }
-            let now = cpu_ns();
-            gtenths.push(format!("{}:{:.0}", c, (now - t) / chunk.len() as f64));
-            t = now;
-        }
-        println!("  qfilter tenths [{}]", gtenths.join(" "));
+        let (_, gtenths) = fill_in_tenths(&keys, |k| {
+            let h = xxhash_rust::xxh3::xxh3_64(black_box(k).bytes().as_ref());
+            black_box(g.insert_fingerprint(false, h).is_ok());
+        });
+        println!("  qfilter tenths [{gtenths}]");
         let t = cpu_ns();
         let hits = keys.iter().filter(|k| f.contains(black_box(k.bytes()))).count();
         let qm = (cpu_ns() - t) / n as f64;
@@ -58,7 +45,7 @@ fn run<K: Key>(n: usize, rounds: usize) {
         println!(
             "{}: insert {ins:.1} ns/key [{}] query {qm:.1} / {qn:.1} ns fpr {:.4}% load {:.4}",
             K::NAME,
-            tenths.join(" "),
+            tenths,
             fp as f64 * 100.0 / n as f64,
             f.load_factor(),
         );

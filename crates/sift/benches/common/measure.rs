@@ -136,3 +136,20 @@ pub fn parse_count(s: &str) -> Result<usize, String> {
     };
     digits.parse::<usize>().ok().and_then(|v| v.checked_mul(mult)).ok_or_else(|| format!("bad number {s:?}"))
 }
+
+/// Calls `add` on every item in order, timing each tenth of them: returns the overall ns per item
+/// and the tenths as `"0:12 1:13 …"` (ns per item of each tenth), which shows how an insert's cost
+/// grows as a table fills (the diagnostic probes print it; the tables do not use it).
+#[allow(dead_code)]
+pub fn fill_in_tenths<T>(items: &[T], mut add: impl FnMut(&T)) -> (f64, String) {
+    let all = Stopwatch::start();
+    let mut tenths = Vec::new();
+    for (c, chunk) in items.chunks(items.len().div_ceil(10).max(1)).enumerate() {
+        let t = Stopwatch::start();
+        for item in chunk {
+            add(item);
+        }
+        tenths.push(format!("{}:{:.0}", c, t.ns_per(chunk.len())));
+    }
+    (all.ns_per(items.len()), tenths.join(" "))
+}
