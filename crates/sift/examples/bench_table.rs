@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release -p sift --example bench_table -- [--n 1000000] [--keys u64|str20|both]
-//!     [--rounds 5] [--fpr 0.01] [--batch-keys 134217728] [--batch-probes 4000000] [--only NAME]
+//!     [--rounds 5] [--fpr 0.01] [--batch-keys 134217728] [--batch-probes 4000000] [--only NAME[,NAME..]]
 //!     [--wall]
 //! ```
 //!
@@ -124,7 +124,7 @@ fn run_workload<K: Key>(args: &Args) {
 
     let list: Vec<Contender<K>> = common::contenders::<K>()
         .into_iter()
-        .filter(|c| args.only.as_ref().is_none_or(|o| c.name.contains(o.as_str())))
+        .filter(|c| args.only.as_ref().is_none_or(|o| o.split(',').any(|x| c.name.contains(x))))
         .collect();
     let mut rows: Vec<Row> = list
         .iter()
