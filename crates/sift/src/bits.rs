@@ -328,6 +328,13 @@ impl<T: Zeroable> Storage<T> {
     }
 }
 
+/// The length and the allocation kind, not the contents (a filter's table can be gigabytes).
+impl<T: Zeroable> core::fmt::Debug for Storage<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Storage({} elements, huge pages: {})", self.len(), self.is_huge())
+    }
+}
+
 impl<T: Zeroable> core::ops::Deref for Storage<T> {
     type Target = [T];
     #[inline(always)]

@@ -396,13 +396,7 @@ mod tests {
             })
         }
         let mut st = 77u64;
-        let mut next = || {
-            st = st.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = st;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        };
+        let mut next = || crate::filters::blocked_bloom::tests::splitmix(&mut st);
         for bits in [1u64 << 20, (EARLY_EXIT_BYTES as u64 * 8) * 3 / 2] {
             let mut f = Bloom::with_params(bits, 7, Hasher::default()).unwrap();
             let n = (bits / 10) as usize;

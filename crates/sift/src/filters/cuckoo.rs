@@ -91,8 +91,12 @@ pub struct Cuckoo {
     /// Packed buckets, little-endian: bucket `i` is bits `i·4f .. (i+1)·4f`, slot `j` its bits
     /// `j·f .. (j+1)·f`. A bucket is `f/2` whole bytes (4, 6 or 8), so bucket `i` is read with
     /// one unaligned 8-byte load at byte `i·f/2` and a mask; 8 zero guard bytes at the end make
-    /// that load valid for the last bucket too. (The same bytes as the file's table.)
-    table: Table,
+    /// that load valid for the last bucket too. (The same bytes as the file's table.) In a
+    /// [`Storage`], so that a table of 4 MiB or more is allocated on transparent huge pages
+    /// where the system allows it (at n = 10M the 15.8 MB table spans ~3,900 4 KiB pages, more
+    /// than the TLB holds; every probe of a random bucket would otherwise miss the TLB as well
+    /// as the cache).
+    table: Storage<u8>,
     buckets: u64,
     fp_bits: u32,
     /// Homeless fingerprints with one of their two buckets.
@@ -106,34 +110,6 @@ pub struct Cuckoo {
     items: u64,
     capacity: u64,
     target_fpr: f64,
-}
-
-/// The packed table's bytes: [`Storage`], so that a table of 4 MiB or more is allocated on
-/// transparent huge pages where the system allows it (at n = 10M the 15.8 MB table spans ~3,900
-/// 4 KiB pages, more than the TLB holds; every probe of a random bucket would otherwise miss the
-/// TLB as well as the cache).
-#[derive(Clone, PartialEq)]
-struct Table(Storage<u8>);
-
-impl core::ops::Deref for Table {
-    type Target = [u8];
-    #[inline(always)]
-    fn deref(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-impl core::ops::DerefMut for Table {
-    #[inline(always)]
-    fn deref_mut(&mut self) -> &mut [u8] {
-        &mut self.0
-    }
-}
-
-impl core::fmt::Debug for Table {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "Table({} bytes, huge pages: {})", self.len(), self.0.is_huge())
-    }
 }
 
 /// 64-bit finalizer (Stafford's variant 13 of MurmurHash3's fmix64): spreads a small fingerprint
@@ -240,7 +216,7 @@ impl Cuckoo {
         if !FINGERPRINT_BITS.contains(&fp_bits) {
             return Err(Error::param("fp_bits", fp_bits, "8, 12 or 16"));
         }
-        let table = Table(Storage::zeroed(Self::bytes_for(buckets, fp_bits)?)?);
+        let table = Storage::zeroed(Self::bytes_for(buckets, fp_bits)?)?;
         let slots = buckets as f64 * BUCKET_SLOTS as f64;
         Ok(Cuckoo {
             table,

@@ -105,8 +105,11 @@ pub struct Quotient {
     /// Blocks of `2 + r` words for 64 slots each: the occupied bits, the runend bits, then the
     /// 64 `r`-bit remainders packed little-endian (slot `s` at bit `s·r`). One block is what a
     /// query touches, so its metadata and remainders are kept together. One zero guard word at
-    /// the end lets a remainder read always load two words.
-    blocks: Table,
+    /// the end lets a remainder read always load two words. In a [`Storage`], so that a table of
+    /// 4 MiB or more (about 3.5 million slots at `r = 7`) is on transparent huge pages where the
+    /// system allows it: at n = 10M the 12 MB table spans ~3,000 4 KiB pages, more than the TLB
+    /// covers, and every random probe would otherwise miss the TLB as well as the cache.
+    blocks: Storage<u64>,
     /// Per block `b`: the slots at or after `64·b` taken by runs of quotients below `64·b`
     /// (`OFFSET_SATURATED` = recompute). Derived from `blocks`; rebuilt on decode.
     offsets: Vec<u16>,
@@ -124,34 +127,6 @@ pub struct Quotient {
     items: u64,
     capacity: u64,
     target_fpr: f64,
-}
-
-/// The table's words: [`Storage`], so that a table of 4 MiB or more (about 3.5 million slots at
-/// `r = 7`) is allocated on transparent huge pages where the system allows it: at n = 10M the
-/// 12 MB table spans ~3,000 4 KiB pages, more than the TLB covers, and every random probe would
-/// otherwise miss the TLB as well as the cache (the same measure as Cuckoo's table).
-#[derive(Clone, PartialEq)]
-struct Table(Storage<u64>);
-
-impl core::ops::Deref for Table {
-    type Target = [u64];
-    #[inline(always)]
-    fn deref(&self) -> &[u64] {
-        &self.0
-    }
-}
-
-impl core::ops::DerefMut for Table {
-    #[inline(always)]
-    fn deref_mut(&mut self) -> &mut [u64] {
-        &mut self.0
-    }
-}
-
-impl core::fmt::Debug for Table {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "Table({} words, huge pages: {})", self.len(), self.0.is_huge())
-    }
 }
 
 /// Equal when they hold the same table (the offsets are derived from it).
@@ -223,7 +198,7 @@ impl Quotient {
             return Err(Error::CapacityExceeded { requested_bytes: bytes, limit_bytes: MAX_BYTES });
         }
         Ok(Quotient {
-            blocks: Table(Storage::zeroed(words as usize)?),
+            blocks: Storage::zeroed(words as usize)?,
             offsets: try_zeroed(nblocks as usize)?,
             offset_cap: OFFSET_SATURATED,
             stride,
