@@ -322,6 +322,40 @@ impl<T: Zeroable> Storage<T> {
         Storage { repr: Repr::Plain(v) }
     }
 
+    /// The same allocation viewed as `len` values of `U`, without copying (a filter converted
+    /// between its plain and atomic forms keeps its memory instead of needing twice as much).
+    ///
+    /// # Panics
+    /// If `T` and `U` differ in size or alignment (a programming error, caught by the tests).
+    ///
+    /// # Safety
+    /// Every value of `T` that can be stored here must be a valid `U` with the same meaning
+    /// (plain and atomic integers of one width, or arrays of them).
+    pub(crate) unsafe fn reinterpret<U: Zeroable>(self) -> Storage<U> {
+        assert!(
+            core::mem::size_of::<T>() == core::mem::size_of::<U>()
+                && core::mem::align_of::<T>() == core::mem::align_of::<U>(),
+            "reinterpret needs equal size and alignment"
+        );
+        // Ownership moves to the result: `self` must not free the allocation.
+        let this = core::mem::ManuallyDrop::new(self);
+        match &this.repr {
+            Repr::Plain(v) => {
+                // SAFETY: `this` is never used or dropped again, so reading the vector out of it
+                // moves it (no double free).
+                let v = core::mem::ManuallyDrop::new(unsafe { core::ptr::read(v) });
+                let (ptr, len, cap) = (v.as_ptr() as *mut U, v.len(), v.capacity());
+                // SAFETY: the buffer was allocated by a `Vec<T>` with capacity `cap`; `U` has the
+                // size and alignment of `T` (asserted), so the layout `Vec<U>` will free with is
+                // the one it was allocated with, and the `len` values are valid `U`s (caller).
+                Storage { repr: Repr::Plain(unsafe { Vec::from_raw_parts(ptr, len, cap) }) }
+            }
+            // `huge_layout::<U>(len)` equals `huge_layout::<T>(len)` (same size and alignment),
+            // so `Drop` of the result frees with the layout of the allocation.
+            Repr::Huge { ptr, len } => Storage { repr: Repr::Huge { ptr: ptr.cast::<U>(), len: *len } },
+        }
+    }
+
     /// Whether this array is in the huge-page-advised allocation.
     pub(crate) fn is_huge(&self) -> bool {
         matches!(self.repr, Repr::Huge { .. })

@@ -56,7 +56,7 @@ use crate::filters::blocked_bloom::{effective_k, Shape, BLOCK_BITS};
 use crate::format::FilterKind;
 use crate::hash::{fastrange, Digest, HashKind, Hasher, HotHasher};
 use crate::math;
-use crate::simd::{scalar, Block, Kernel, Probe, WORDS};
+use crate::simd::{scalar, Block, Blocks, Kernel, Probe, WORDS};
 use crate::traits::{Filter, Insert, Persist};
 use crate::BlockedBloom;
 
@@ -303,18 +303,36 @@ impl AtomicBloom {
         }
     }
 
-    /// The equivalent [`BlockedBloom`] (same bits, same file).
+    /// The equivalent [`BlockedBloom`] (same bits, same file), in the same memory: nothing is
+    /// copied or allocated.
     pub fn into_blocked(self) -> BlockedBloom {
         let shape = self.shape();
-        let words = self.blocks.iter().flat_map(|b| b.0.iter().map(|w| w.load(Relaxed)));
-        // The shape came from a valid filter: the allocation is the only thing that can fail.
-        BlockedBloom::from_shape(shape, Some(words)).expect("out of memory converting to BlockedBloom")
+        // SAFETY: `AtomicBlock` and `Block` are `repr(C, align(64))` arrays of eight `AtomicU64`
+        // / `u64` (same size and alignment, asserted above), and an `AtomicU64` holds exactly the
+        // bits of a `u64`; owning `self` rules out any other thread still accessing the words.
+        let storage = unsafe { self.blocks.reinterpret::<Block>() };
+        let blocks = Blocks::from_storage(storage).expect("a filter has at least one block");
+        BlockedBloom::from_blocks(shape, blocks)
     }
 }
 
 impl From<BlockedBloom> for AtomicBloom {
+    /// The same filter in the same memory: nothing is copied or allocated.
     fn from(f: BlockedBloom) -> Self {
-        AtomicBloom::from_shape(f.shape(), Some(f.words())).expect("out of memory converting to AtomicBloom")
+        let (shape, blocks) = f.into_parts();
+        // SAFETY: as in `into_blocked`, in the other direction: every `u64` is a valid
+        // `AtomicU64` with the same value.
+        let blocks = unsafe { blocks.into_storage().reinterpret::<AtomicBlock>() };
+        AtomicBloom {
+            blocks,
+            k: shape.k,
+            hasher: shape.hasher,
+            hot: HotHasher::new(shape.hasher),
+            probe: Probe::new(Kernel::detect(), shape.k),
+            items: AtomicU64::new(shape.items),
+            capacity: shape.capacity,
+            target_fpr: shape.target_fpr,
+        }
     }
 }
 
@@ -478,6 +496,38 @@ mod tests {
             let back = AtomicBloom::from_bytes(&b.to_bytes()).unwrap();
             assert_eq!(back.to_bytes(), b.to_bytes());
             assert_eq!(AtomicBloom::from(b.clone()).into_blocked(), b);
+        }
+    }
+
+    /// The conversions hand the memory over (no copy) for both kinds of storage: a small filter
+    /// in a plain `Vec`, a large one in the huge-page allocation; the bits, the counters and the
+    /// answers survive both directions, and the converted filter keeps working.
+    #[test]
+    fn conversions_keep_the_memory_and_the_contents() {
+        for blocks in [50u64, 100_000] {
+            let mut b = BlockedBloom::with_params(blocks, 7, Hasher::default()).unwrap();
+            for i in 0..(blocks * 20) as u32 {
+                b.insert(i.to_le_bytes());
+            }
+            let (bytes, huge) = (b.to_bytes(), b.blocks.is_huge());
+            assert_eq!(huge, blocks * 64 >= crate::bits::HUGE_THRESHOLD as u64 && cfg!(target_os = "linux"));
+            let addr = b.blocks.as_slice().as_ptr() as usize;
+            let a = AtomicBloom::from(b);
+            assert_eq!(a.blocks.as_ptr() as usize, addr, "blocks {blocks}: copied");
+            assert_eq!(a.blocks.is_huge(), huge);
+            assert_eq!(a.to_bytes(), bytes);
+            a.insert(u32::MAX.to_le_bytes());
+            let (len, after) = (a.len(), a.to_bytes());
+            let mut back = a.into_blocked();
+            assert_eq!(back.blocks.as_slice().as_ptr() as usize, addr, "blocks {blocks}: copied back");
+            assert_eq!((back.len(), back.to_bytes()), (len, after));
+            assert!(back.contains(u32::MAX.to_le_bytes()));
+            assert!((0..(blocks * 20) as u32).all(|i| back.contains(i.to_le_bytes())));
+            // The converted filter keeps working: a fresh item is new once, and counted.
+            let fresh =
+                (0..u32::MAX).map(|i| (u32::MAX - 1 - i).to_le_bytes()).find(|x| !back.contains(x)).unwrap();
+            assert!(back.insert(fresh));
+            assert_eq!(back.len(), len + 1);
         }
     }
 

@@ -56,7 +56,7 @@ const LAYOUT: u32 = 1;
 /// A cache-line-blocked Bloom filter. See the [module documentation](self).
 #[derive(Clone)]
 pub struct BlockedBloom {
-    blocks: Blocks,
+    pub(crate) blocks: Blocks,
     k: u32,
     hasher: Hasher,
     /// `hasher` with its per-seed constants precomputed, for the hot paths.
@@ -390,6 +390,27 @@ impl BlockedBloom {
             capacity: self.capacity,
             target_fpr: self.target_fpr,
         }
+    }
+
+    /// A filter of `shape` over existing blocks (`blocks.len() == shape.blocks`).
+    pub(crate) fn from_blocks(shape: Shape, blocks: Blocks) -> Self {
+        debug_assert_eq!(blocks.len() as u64, shape.blocks);
+        BlockedBloom {
+            blocks,
+            k: shape.k,
+            hasher: shape.hasher,
+            hot: HotHasher::new(shape.hasher),
+            items: shape.items,
+            capacity: shape.capacity,
+            target_fpr: shape.target_fpr,
+            kernel: Kernel::detect(),
+            probe: Probe::new(Kernel::detect(), shape.k),
+        }
+    }
+
+    /// The shape and the blocks, handed over.
+    pub(crate) fn into_parts(self) -> (Shape, Blocks) {
+        (self.shape(), self.blocks)
     }
 
     /// Builds a filter of `shape`, empty or with the given words (8 per block, `shape.blocks`

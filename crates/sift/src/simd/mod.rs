@@ -77,6 +77,11 @@ impl Blocks {
         }
     }
 
+    /// The storage, handed over (for the zero-copy conversions of [`crate::AtomicBloom`]).
+    pub(crate) fn into_storage(self) -> crate::bits::Storage<Block> {
+        self.0
+    }
+
     /// The same blocks in plain `Vec` storage (tests compare both kinds of storage).
     #[cfg(test)]
     pub(crate) fn with_plain_storage(&self) -> Blocks {
