@@ -143,7 +143,13 @@ impl AtomicBloom {
                 }
             }
         }
-        Ok(AtomicBloom {
+        Ok(Self::from_parts(shape, blocks))
+    }
+
+    /// A filter of `shape` over existing blocks (`blocks.len() == shape.blocks`).
+    fn from_parts(shape: Shape, blocks: Storage<AtomicBlock>) -> Self {
+        debug_assert_eq!(blocks.len() as u64, shape.blocks);
+        AtomicBloom {
             blocks,
             k: shape.k,
             hasher: shape.hasher,
@@ -152,7 +158,7 @@ impl AtomicBloom {
             items: AtomicU64::new(shape.items),
             capacity: shape.capacity,
             target_fpr: shape.target_fpr,
-        })
+        }
     }
 
     #[inline(always)]
@@ -323,16 +329,7 @@ impl From<BlockedBloom> for AtomicBloom {
         // SAFETY: as in `into_blocked`, in the other direction: every `u64` is a valid
         // `AtomicU64` with the same value.
         let blocks = unsafe { blocks.into_storage().reinterpret::<AtomicBlock>() };
-        AtomicBloom {
-            blocks,
-            k: shape.k,
-            hasher: shape.hasher,
-            hot: HotHasher::new(shape.hasher),
-            probe: Probe::new(Kernel::detect(), shape.k),
-            items: AtomicU64::new(shape.items),
-            capacity: shape.capacity,
-            target_fpr: shape.target_fpr,
-        }
+        AtomicBloom::from_parts(shape, blocks)
     }
 }
 

@@ -424,17 +424,7 @@ impl BlockedBloom {
                 }
             }
         }
-        Ok(BlockedBloom {
-            blocks,
-            k: shape.k,
-            hasher: shape.hasher,
-            hot: HotHasher::new(shape.hasher),
-            items: shape.items,
-            capacity: shape.capacity,
-            target_fpr: shape.target_fpr,
-            kernel: Kernel::detect(),
-            probe: Probe::new(Kernel::detect(), shape.k),
-        })
+        Ok(Self::from_blocks(shape, blocks))
     }
 }
 
