@@ -9,7 +9,7 @@ use sift::hash::{Digest, Hasher};
 use sift::prelude::*;
 use sift::{
     BinaryFuse16, BinaryFuse8, BlockedBloom, Bloom, CountingBloom, Cuckoo, Gcs, Quotient, ScalableBloom,
-    SplitBlockBloom, Xor8,
+    ScalableCuckoo, SplitBlockBloom, Xor8,
 };
 
 /// A filter of any kind.
@@ -27,6 +27,8 @@ pub enum AnyFilter {
     Scalable(ScalableBloom),
     /// Cuckoo.
     Cuckoo(Cuckoo),
+    /// Scalable cuckoo (a growing chain of cuckoo tables).
+    ScalableCuckoo(ScalableCuckoo),
     /// Quotient.
     Quotient(Quotient),
     /// Xor, 8-bit fingerprints.
@@ -56,6 +58,7 @@ macro_rules! native {
             AnyFilter::Counting($f) => $body,
             AnyFilter::Scalable($f) => $body,
             AnyFilter::Cuckoo($f) => $body,
+            AnyFilter::ScalableCuckoo($f) => $body,
             AnyFilter::Quotient($f) => $body,
             AnyFilter::Xor8($f) => $body,
             AnyFilter::Fuse8($f) => $body,
@@ -80,6 +83,7 @@ impl AnyFilter {
             FilterKind::CountingBloom => AnyFilter::Counting(CountingBloom::from_bytes(bytes)?),
             FilterKind::ScalableBloom => AnyFilter::Scalable(ScalableBloom::from_bytes(bytes)?),
             FilterKind::Cuckoo => AnyFilter::Cuckoo(Cuckoo::from_bytes(bytes)?),
+            FilterKind::ScalableCuckoo => AnyFilter::ScalableCuckoo(ScalableCuckoo::from_bytes(bytes)?),
             FilterKind::Quotient => AnyFilter::Quotient(Quotient::from_bytes(bytes)?),
             FilterKind::Xor8 => AnyFilter::Xor8(Xor8::from_bytes(bytes)?),
             FilterKind::BinaryFuse8 => AnyFilter::Fuse8(BinaryFuse8::from_bytes(bytes)?),
@@ -108,6 +112,7 @@ impl AnyFilter {
             AnyFilter::Counting(f) => f.to_bytes(),
             AnyFilter::Scalable(f) => f.to_bytes(),
             AnyFilter::Cuckoo(f) => f.to_bytes(),
+            AnyFilter::ScalableCuckoo(f) => f.to_bytes(),
             AnyFilter::Quotient(f) => f.to_bytes(),
             AnyFilter::Xor8(f) => f.to_bytes(),
             AnyFilter::Fuse8(f) => f.to_bytes(),
@@ -137,6 +142,7 @@ impl AnyFilter {
             AnyFilter::Counting(_) => FilterKind::CountingBloom,
             AnyFilter::Scalable(_) => FilterKind::ScalableBloom,
             AnyFilter::Cuckoo(_) => FilterKind::Cuckoo,
+            AnyFilter::ScalableCuckoo(_) => FilterKind::ScalableCuckoo,
             AnyFilter::Quotient(_) => FilterKind::Quotient,
             AnyFilter::Xor8(_) => FilterKind::Xor8,
             AnyFilter::Fuse8(_) => FilterKind::BinaryFuse8,
@@ -200,6 +206,14 @@ impl AnyFilter {
                     false
                 } else {
                     f.try_insert_digest(d).map_err(|_| full(f.len()))?
+                }
+            }
+            AnyFilter::ScalableCuckoo(f) => {
+                let d = d.expect("native");
+                if f.contains_digest(d) {
+                    false
+                } else {
+                    f.try_insert_digest(d).map_err(|e| anyhow!("{e}"))?
                 }
             }
             AnyFilter::Quotient(f) => {
@@ -296,6 +310,7 @@ impl AnyFilter {
             AnyFilter::Counting(f) => Some(f.target_fpr()),
             AnyFilter::Scalable(f) => Some(f.target_fpr()),
             AnyFilter::Cuckoo(f) => Some(f.target_fpr()),
+            AnyFilter::ScalableCuckoo(f) => Some(f.target_fpr()),
             AnyFilter::Quotient(f) => Some(f.target_fpr()),
             AnyFilter::RedisBf(f) => f.links().first().map(|l| {
                 // The chain's error rate: the first link's, undone by the 0.5 tightening of
@@ -319,6 +334,7 @@ impl AnyFilter {
             AnyFilter::Counting(f) => Some(f.capacity()),
             AnyFilter::Scalable(f) => Some(f.capacity()),
             AnyFilter::Cuckoo(f) => Some(f.capacity()),
+            AnyFilter::ScalableCuckoo(f) => Some(f.capacity()),
             AnyFilter::Quotient(f) => Some(f.capacity()),
             AnyFilter::RedisBf(f) => Some(f.info().capacity),
             _ => None,
@@ -369,6 +385,16 @@ impl AnyFilter {
                 ("fingerprint_bits", json!(f.fingerprint_bits())),
                 ("load_factor", json!(f.load_factor())),
                 ("stash", json!(f.stash_len())),
+            ],
+            AnyFilter::ScalableCuckoo(f) => vec![
+                ("tables", json!(f.num_tables())),
+                ("growth", json!(f.growth())),
+                ("tightening", json!(f.tightening())),
+                (
+                    "table_fingerprint_bits",
+                    json!(f.tables().iter().map(|t| t.fingerprint_bits()).collect::<Vec<_>>()),
+                ),
+                ("table_load_factors", json!(f.tables().iter().map(|t| t.load_factor()).collect::<Vec<_>>())),
             ],
             AnyFilter::Quotient(f) => vec![
                 ("quotients", json!(f.num_quotients())),

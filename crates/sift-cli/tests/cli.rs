@@ -134,6 +134,28 @@ fn build_from_gzip_stdin_uses_a_scalable_filter() {
 }
 
 #[test]
+fn a_scalable_cuckoo_filter_grows_past_its_items_and_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = keys_file(dir.path(), 20_000);
+    let out = dir.path().join("c.sift");
+    let (code, _, err) = run(sift()
+        .args(["build", "-q", "--family", "scalable-cuckoo", "-n", "1000", "-o"])
+        .arg(&out)
+        .arg(&keys));
+    assert_eq!(code, 0, "{err}");
+    let (code, count, _) = run(sift().arg("query").arg("--count").arg(&out).pipe_stdin(&keys).unwrap());
+    assert_eq!((code, count.trim()), (0, "20000"), "every key present after growth");
+    let (_, info, _) = run(sift().arg("inspect").arg("--json").arg(&out));
+    let v: serde_json::Value = serde_json::from_str(&info).unwrap();
+    assert_eq!(v["kind"], "scalable-cuckoo");
+    // `build` skips a key the filter already reports (a false positive): at most p = 1% of them.
+    let items = v["items"].as_u64().unwrap();
+    assert!((19_800..=20_000).contains(&items), "{items} items stored");
+    // 1000 + 2000 + 4000 + 8000 + 16000 items at ~95% load: five tables.
+    assert_eq!(v["tables"], 5, "{info}");
+}
+
+#[test]
 fn dedup_with_state_across_two_runs() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("seen.sift");

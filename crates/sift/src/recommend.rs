@@ -19,6 +19,7 @@
 //!
 //! | needs | family | why |
 //! |---|---|---|
+//! | deletes and growth, FPR from 2^-12 to 10% | scalable cuckoo | cuckoo tables added as it fills, up to `2^t - 1` times the expected count (63× at 1%) |
 //! | deletes, FPR < 10% | cuckoo | deletes at `(log2(1/p) + 3)/0.95` bits/key, fewer than a Bloom filter below p ≈ 0.5% |
 //! | deletes, FPR ≥ 10% | counting Bloom | cuckoo fingerprints would be under 7 bits (see [`recommend`]) |
 //! | grows without a known bound | scalable Bloom | layers added as needed, compound FPR bounded |
@@ -81,6 +82,16 @@ pub enum Params {
         fingerprint_bits: u32,
         /// Entries per bucket.
         bucket_size: u32,
+    },
+    /// [`crate::ScalableCuckoo`] (growth 2, tightening 0.5).
+    ScalableCuckoo {
+        /// Items of the first table.
+        initial_capacity: u64,
+        /// Fingerprint bits of the first table (8, 12 or 16); later tables may use more.
+        fingerprint_bits: u32,
+        /// How many times `initial_capacity` the chain holds before it refuses inserts (the
+        /// tables' FPRs halve until 16-bit fingerprints cannot meet them).
+        max_growth: u64,
     },
     /// Counting Bloom filter.
     CountingBloom {
@@ -177,6 +188,32 @@ fn cuckoo(p: f64, reason: &'static str) -> Recommendation {
     }
 }
 
+/// What `ScalableCuckoo::new(n, p)` builds, if its first table can meet `p/2` (fingerprints of at
+/// most 16 bits): that table's width, and how far the chain grows (tables `n·2^i` at `p/2^(i+1)`
+/// while 16 bits suffice).
+fn scalable_cuckoo(n: f64, p: f64) -> Option<Recommendation> {
+    use crate::filters::cuckoo::{BUCKET_SLOTS, DESIGN_LOAD, FINGERPRINT_BITS};
+    let width =
+        |q: f64| FINGERPRINT_BITS.into_iter().find(|&f| (2 * BUCKET_SLOTS) as f64 / 2f64.powi(f as i32) <= q);
+    let f = width(p / 2.0)?;
+    let tables = (0..crate::filters::scalable_cuckoo::MAX_TABLES as i32)
+        .take_while(|&i| width(p / 2f64.powi(i + 1)).is_some())
+        .count() as u32;
+    Some(Recommendation {
+        family: FilterKind::ScalableCuckoo,
+        params: Params::ScalableCuckoo {
+            initial_capacity: n as u64,
+            fingerprint_bits: f,
+            max_growth: (1u64 << tables) - 1,
+        },
+        bits_per_key: f as f64 / DESIGN_LOAD,
+        expected_fpr: p / 2.0,
+        speed_class: SpeedClass::Fast,
+        reason: "deletes and growth: a scalable cuckoo filter removes items and adds cuckoo tables as it \
+                 fills, keeping the compound FPR below p (up to max_growth times the expected count)",
+    })
+}
+
 /// Bits and hashes of a classic Bloom filter meeting `p`: the optimal `m`, grown by 0.2% steps
 /// while the integer `k` leaves the FPR above `p`.
 fn bloom_shape(n: f64, p: f64) -> (f64, u32) {
@@ -238,9 +275,10 @@ fn fuse(p: f64, reason: &'static str) -> Option<Recommendation> {
 /// Recommends a filter family and its parameters for `expected_items` items at false-positive
 /// rate `fpr`, given what the application `needs`.
 ///
-/// Precedence (the module table): deletes, then unbounded growth (no family does both: a cuckoo
-/// filter must then be sized for the largest count, or rebuilt), then a static set, then memory,
-/// then the default, a blocked Bloom filter.
+/// Precedence (the module table): deletes (with growth: a scalable cuckoo filter, which grows
+/// up to a bound set by the FPR; below its FPR range a cuckoo filter sized for the largest count),
+/// then unbounded growth, then a static set, then memory, then the default, a blocked Bloom
+/// filter.
 ///
 /// With deletes at `fpr ≥ 10%` the answer is a counting Bloom filter rather than a cuckoo filter:
 /// the cuckoo fingerprint would be under 7 bits, and with short fingerprints partial-key cuckoo
@@ -270,8 +308,14 @@ pub fn recommend(expected_items: usize, fpr: f64, needs: Needs) -> Result<Recomm
                          4-bit counters never refuse an insert",
             });
         }
+        if needs.grows {
+            if let Some(r) = scalable_cuckoo(n, p) {
+                return Ok(r);
+            }
+        }
         let reason = if needs.grows {
-            "deletes and growth: no family does both; a cuckoo filter deletes, size it for the largest count"
+            "deletes and growth at an FPR below what a growing chain of cuckoo tables reaches \
+             (2^-12): a cuckoo filter deletes, size it for the largest count"
         } else {
             "deletes: a cuckoo filter removes items and is smaller than a counting Bloom filter"
         };
@@ -348,7 +392,18 @@ mod tests {
         assert!(c.expected_fpr <= 0.01);
         assert_eq!(recommend(n, 0.2, del).unwrap().family, FilterKind::CountingBloom);
         let both = Needs { deletes: true, grows: true, ..Needs::default() };
-        assert_eq!(recommend(n, 0.01, both).unwrap().family, FilterKind::Cuckoo);
+        let sc = recommend(n, 0.01, both).unwrap();
+        assert_eq!(sc.family, FilterKind::ScalableCuckoo);
+        // p/2 = 0.5%: 12-bit fingerprints; tables at 0.5%, 0.25%, ... 0.016% (six meet 2^-13).
+        assert_eq!(
+            sc.params,
+            Params::ScalableCuckoo { initial_capacity: n as u64, fingerprint_bits: 12, max_growth: 63 }
+        );
+        // The same chain as the library builds: it refuses its first insert past 63 tables' worth.
+        let built = crate::ScalableCuckoo::new(1000, 0.01).unwrap();
+        assert_eq!(built.tables()[0].fingerprint_bits(), 12);
+        // Below 2·2^-13 the first table cannot be built: a plain cuckoo filter, sized by hand.
+        assert_eq!(recommend(n, 1e-4, both).unwrap().family, FilterKind::Cuckoo);
 
         let grows = Needs { grows: true, ..Needs::default() };
         let s = recommend(n, 0.01, grows).unwrap();

@@ -247,6 +247,15 @@ conformance!(scalable_bloom: sift::ScalableBloom =
 conformance!(scalable_bloom_first_share: sift::ScalableBloom =
     Family::dynamic(sift::ScalableBloom::new).with_eq());
 
+// Growth by added cuckoo tables. The first table gets `p·(1 - r)` = p/2 of the budget, so the
+// targets are twice the cuckoo rates at the three fingerprint widths (8/256, 8/4096, 8/65536);
+// a table at 95% load then measures ~47% of `p`, hence the lower sizing floor.
+conformance!(scalable_cuckoo: sift::ScalableCuckoo = Family::dynamic(sift::ScalableCuckoo::new)
+    .removable()
+    .with_eq()
+    .fpr_targets(&[16.0 / 256.0, 16.0 / 4096.0, 16.0 / 65536.0])
+    .sizing_floor(0.4));
+
 conformance!(counting_bloom: sift::CountingBloom = Family::dynamic(sift::CountingBloom::new)
     .exact_fpr(sift::CountingBloom::current_fpr)
     .removable()

@@ -66,6 +66,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
             FamilyArg::CountingBloom,
             FamilyArg::ScalableBloom,
             FamilyArg::Cuckoo,
+            FamilyArg::ScalableCuckoo,
             FamilyArg::Quotient,
             FamilyArg::Xor8,
             FamilyArg::BinaryFuse8,

@@ -11,7 +11,9 @@ pub mod query;
 use anyhow::{bail, Context, Result};
 use sift::compat::guava::GuavaBloom;
 use sift::compat::redisbloom::{BloomChain, CuckooFilter, BF_MAX_CAPACITY, CF_MAX_CAPACITY};
-use sift::{BlockedBloom, Bloom, CountingBloom, Cuckoo, Quotient, ScalableBloom, SplitBlockBloom};
+use sift::{
+    BlockedBloom, Bloom, CountingBloom, Cuckoo, Quotient, ScalableBloom, ScalableCuckoo, SplitBlockBloom,
+};
 
 use crate::any::AnyFilter;
 
@@ -30,6 +32,8 @@ pub enum FamilyArg {
     ScalableBloom,
     /// Cuckoo filter.
     Cuckoo,
+    /// Scalable cuckoo filter: cuckoo tables added as it fills (deletes; grows up to 63× at 1%).
+    ScalableCuckoo,
     /// Quotient filter.
     Quotient,
     /// Xor filter, 8-bit fingerprints (static: p = 1/256).
@@ -56,7 +60,7 @@ impl FamilyArg {
 
     /// Whether the family needs the item count up front.
     pub fn needs_items(self) -> bool {
-        !self.is_static() && self != FamilyArg::ScalableBloom
+        !self.is_static() && !matches!(self, FamilyArg::ScalableBloom | FamilyArg::ScalableCuckoo)
     }
 }
 
@@ -83,6 +87,10 @@ pub fn new_dynamic(family: FamilyArg, items: Option<u64>, fpr: f64) -> Result<An
             AnyFilter::Scalable(ScalableBloom::new(usize::try_from(n).unwrap_or(usize::MAX), fpr)?)
         }
         FamilyArg::Cuckoo => AnyFilter::Cuckoo(Cuckoo::new(need()?, fpr)?),
+        FamilyArg::ScalableCuckoo => {
+            let n = items.unwrap_or(SCALABLE_INITIAL).max(1);
+            AnyFilter::ScalableCuckoo(ScalableCuckoo::new(usize::try_from(n).unwrap_or(usize::MAX), fpr)?)
+        }
         FamilyArg::Quotient => AnyFilter::Quotient(Quotient::new(need()?, fpr)?),
         FamilyArg::RedisbloomBf => {
             let n = need()? as u64;

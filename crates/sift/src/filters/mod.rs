@@ -10,5 +10,6 @@ pub mod gcs;
 pub mod peel;
 pub mod quotient;
 pub mod scalable_bloom;
+pub mod scalable_cuckoo;
 pub mod split_block;
 pub mod xor;

@@ -72,7 +72,7 @@ pub const DEFAULT_FIRST_SHARE: f64 = 0.8;
 /// layers, so the compound FPR `1 - Π(1 - p_i) ≤ Σ p_i` stays under the target however far the
 /// filter grows.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Schedule {
+pub(crate) enum Schedule {
     /// Almeida et al.: `p_i = p·(1 - r)·r^i` (file schedule id 0).
     Geometric,
     /// `p_0 = a·p`, then `p_i = (1 - a)·p·(1 - r)·r^(i-1)` for `i ≥ 1` (file schedule id 1,
@@ -98,7 +98,7 @@ pub struct ScalableBloom {
 
 /// Capacity and FPR of layer `i`, by repeated multiplication (exactly reproducible, so the
 /// decoder can check a file's layers against the schedule).
-fn layer_schedule(
+pub(crate) fn layer_schedule(
     initial: u64,
     fpr: f64,
     growth: f64,
@@ -128,7 +128,7 @@ fn layer_schedule(
     Ok((cap as u64, p))
 }
 
-fn check_growth(growth: f64) -> Result<()> {
+pub(crate) fn check_growth(growth: f64) -> Result<()> {
     if !(1.0..=MAX_GROWTH).contains(&growth) {
         return Err(Error::param("growth", growth, "a number from 1 to 1024, e.g. 2"));
     }
@@ -142,7 +142,7 @@ fn check_first_share(share: f64) -> Result<()> {
     Ok(())
 }
 
-fn check_tightening(tightening: f64) -> Result<()> {
+pub(crate) fn check_tightening(tightening: f64) -> Result<()> {
     if !(tightening > 0.0 && tightening < 1.0) {
         return Err(Error::param("tightening", tightening, "a number strictly between 0 and 1, e.g. 0.5"));
     }

@@ -67,6 +67,8 @@ pub enum FilterKind {
     BinaryFuse16 = 20,
     /// Golomb-coded set.
     Gcs = 21,
+    /// [`crate::ScalableCuckoo`]: a growing chain of cuckoo tables.
+    ScalableCuckoo = 22,
     /// RedisBloom's scalable Bloom chain (`MBbloom--`,
     /// [`crate::compat::redisbloom::BloomChain`]), stored as its `SCANDUMP` chunks.
     RedisBloomChain = 32,
@@ -79,7 +81,7 @@ pub enum FilterKind {
 
 impl FilterKind {
     /// Every kind, in code order.
-    pub const ALL: [FilterKind; 14] = [
+    pub const ALL: [FilterKind; 15] = [
         FilterKind::Bloom,
         FilterKind::BlockedBloom,
         FilterKind::SplitBlockBloom,
@@ -91,6 +93,7 @@ impl FilterKind {
         FilterKind::BinaryFuse8,
         FilterKind::BinaryFuse16,
         FilterKind::Gcs,
+        FilterKind::ScalableCuckoo,
         FilterKind::RedisBloomChain,
         FilterKind::RedisBloomCuckoo,
         FilterKind::Guava,
@@ -120,6 +123,7 @@ impl FilterKind {
             FilterKind::BinaryFuse8 => "binary-fuse8",
             FilterKind::BinaryFuse16 => "binary-fuse16",
             FilterKind::Gcs => "gcs",
+            FilterKind::ScalableCuckoo => "scalable-cuckoo",
             FilterKind::RedisBloomChain => "redisbloom-bf",
             FilterKind::RedisBloomCuckoo => "redisbloom-cf",
             FilterKind::Guava => "guava-bloom",
