@@ -119,6 +119,9 @@ pub struct Quotient {
     /// Words per block, `2 + r`.
     stride: usize,
     quotients: u64,
+    /// `nq · 2^r` modulo `2^64` (0 for `2^64`): the fingerprint range, so that
+    /// [`Quotient::fingerprint`] is one 64×64→128-bit multiply.
+    range: u64,
     slots: u64,
     r: u32,
     hasher: Hasher,
@@ -203,6 +206,7 @@ impl Quotient {
             offset_cap: OFFSET_SATURATED,
             stride,
             quotients,
+            range: ((quotients as u128) << remainder_bits) as u64,
             slots,
             r: remainder_bits,
             hasher,
@@ -246,7 +250,13 @@ impl Quotient {
     /// The fingerprint `V` of a digest (what [`Quotient::iter_hashes`] yields for it).
     #[inline]
     pub fn fingerprint(&self, d: Digest) -> u64 {
-        ((d.h1 as u128 * ((self.quotients as u128) << self.r)) >> 64) as u64
+        // ⌊h1 · nq · 2^r / 2^64⌋: with nq · 2^r < 2^64 the high word of one 64×64 product
+        // (the same bits as the 64×128 product it replaces); with nq · 2^r = 2^64 it is h1.
+        if self.range == 0 {
+            d.h1
+        } else {
+            ((d.h1 as u128 * self.range as u128) >> 64) as u64
+        }
     }
 
     /// Number of stored copies of `item`'s fingerprint: at least the number of times it was
@@ -1577,6 +1587,28 @@ mod tests {
         assert!(f.remove("a"));
         assert!(!f.contains("a") && !f.remove("a") && f.is_empty());
         assert_eq!(f.check_layout(), Ok(()));
+    }
+
+    /// The one-multiply fingerprint is `⌊h1 · nq · 2^r / 2^64⌋` computed in 128 bits (the
+    /// definition the stored bytes follow), also at `nq · 2^r = 2^64` and for odd `nq`.
+    #[test]
+    fn fingerprint_is_the_wide_product() {
+        let mut x = 0x0123_4567_89ab_cdefu64;
+        for (nq, r) in
+            [(1u64, 1u32), (1_052_632, 7), (256, 56), (255, 56), (1 << 20, 44), (3, 2), (99_991, 40)]
+        {
+            let f = Quotient::with_params(nq, r, Hasher::default()).unwrap();
+            for h in [0, 1, u64::MAX, u64::MAX - 1, 1 << 63] {
+                let want = ((h as u128 * ((nq as u128) << r)) >> 64) as u64;
+                assert_eq!(f.fingerprint(Digest::from_u64(h)), want, "nq {nq} r {r} h {h:#x}");
+            }
+            for _ in 0..1000 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let h = x ^ x >> 29;
+                let want = ((h as u128 * ((nq as u128) << r)) >> 64) as u64;
+                assert_eq!(f.fingerprint(Digest::from_u64(h)), want, "nq {nq} r {r} h {h:#x}");
+            }
+        }
     }
 
     /// FNV-1a of a byte string (a fixed digest of a table for the test below).
