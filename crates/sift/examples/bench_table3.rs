@@ -161,6 +161,10 @@ const DYNAMIC_RATIOS: &[Ratio] = &[
     ("sift Quotient", "qfilter+xxh3", M::Build, 1.0),
     ("sift Quotient", "qfilter+xxh3", M::Member, 1.0),
     ("sift Quotient", "qfilter+xxh3", M::NonMember, 1.0),
+    ("sift Quotient at qfilter's load", "qfilter+xxh3", M::Bits, f64::NAN),
+    ("sift Quotient at qfilter's load", "qfilter+xxh3", M::Build, 1.0),
+    ("sift Quotient at qfilter's load", "qfilter+xxh3", M::Member, 1.0),
+    ("sift Quotient at qfilter's load", "qfilter+xxh3", M::NonMember, 1.0),
 ];
 
 fn verdict(ok: bool) -> &'static str {

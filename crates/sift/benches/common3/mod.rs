@@ -351,6 +351,17 @@ fn cuckoofilter_capacity(n: usize) -> usize {
     (n as f64 / 0.95).ceil() as usize
 }
 
+/// `sift::Quotient` with as many home slots as qfilter has (it rounds `n / 0.95` up to a power
+/// of two: 48% load at n = 1M, 60% at 10M) and the remainder width, hash and seed of
+/// `Quotient::new(n, p)`: the two tables at equal load.
+fn quotient_at_qfilter_load(n: usize, p: f64) -> sift::Quotient {
+    let q = qfilter::Filter::new(n as u64, p).expect("valid parameters");
+    // qfilter's capacity is ⌊19·slots / 20⌋ for a power-of-two slot count ≥ 64.
+    let slots = q.capacity().next_power_of_two().max(64);
+    let f = sift::Quotient::new(n, p).expect("valid parameters");
+    sift::Quotient::with_params(slots, f.remainder_bits(), f.hasher()).expect("valid parameters")
+}
+
 /// The dynamic filters, sift's first.
 pub fn dynamic_contenders<K: Key>() -> Vec<Contender<K>> {
     vec![
@@ -371,5 +382,6 @@ pub fn dynamic_contenders<K: Key>() -> Vec<Contender<K>> {
         contender::<K, _>("qfilter+xxh3", |n, p| {
             QFilterXxh3(qfilter::Filter::new(n as u64, p).expect("valid parameters"))
         }),
+        contender::<K, _>("sift Quotient at qfilter's load", quotient_at_qfilter_load),
     ]
 }
