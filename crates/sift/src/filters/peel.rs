@@ -567,10 +567,7 @@ impl<'a, S: HashSource + ?Sized> Peeler<'a, S> {
             stack.resize(64, 0);
         }
         let mut stacked = 0usize;
-        for s0 in (0..slots).rev() {
-            if counts[s0] >> 2 != 1 {
-                continue;
-            }
+        let mut peel = |s0: usize, counts: &mut [u8]| {
             let mut top = 0usize;
             let mut s = s0;
             loop {
@@ -603,6 +600,30 @@ impl<'a, S: HashSource + ?Sized> Peeler<'a, S> {
                 }
                 top -= 1;
                 s = stack[top] as usize;
+            }
+        };
+        // The scan reads 8 counts at a time and visits only the slots with one key among them
+        // (a branch per slot would mispredict about as often as such slots occur). Peeling can
+        // only lower counts, and every slot it brings down to one key it peels at once, so the
+        // slots found in a word stay the only candidates; each is checked again when visited.
+        let words = slots / 8;
+        for s0 in (words * 8..slots).rev() {
+            if counts[s0] >> 2 == 1 {
+                peel(s0, counts);
+            }
+        }
+        const LO: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+        for w in (0..words).rev() {
+            let base = w * 8;
+            let word = u64::from_le_bytes(counts[base..base + 8].try_into().expect("8 counts"));
+            // Bytes whose count field (bits 2..8) is 1 become 0, then get their top bit set
+            // (an exact zero-byte test: no carries between bytes).
+            let t = (word & 0xfcfc_fcfc_fcfc_fcfc) ^ 0x0404_0404_0404_0404;
+            let mut m = !(((t & LO) + LO) | t | LO);
+            while m != 0 {
+                let bit = 63 - m.leading_zeros();
+                m ^= 1 << bit;
+                peel(base + (bit / 8) as usize, counts);
             }
         }
         clock.lap(2);
