@@ -1,7 +1,7 @@
 //! Diagnostic for the construction of the xor-family filters (not part of the published tables):
 //! builds BinaryFuse8 (3- and 4-wise), BinaryFuse16 and Xor8 from `n` 8-byte items with
 //! `build_with` (hashing included) and prints, per key, the time of each phase of the successful
-//! and failed attempts (hash and place the keys, count, peel, assign; wall clock, median over
+//! and failed attempts (hash and place the keys, count, peel, assign, and allocate the scratch arrays; wall clock, median over
 //! the rounds), the whole build, and the peak temporary memory: the most heap the build held at
 //! once beyond the finished filter (from a counting global allocator), divided by `n`.
 //!
@@ -75,7 +75,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// One build: (phase ns, total ns, peak temporary bytes).
-fn measure(build: &dyn Fn() -> usize) -> ([u64; 4], u64, usize) {
+fn measure(build: &dyn Fn() -> usize) -> ([u64; 5], u64, usize) {
     let base = LIVE.load(Ordering::Relaxed);
     PEAK.store(base, Ordering::Relaxed);
     probe_start();
@@ -99,8 +99,8 @@ fn main() {
         }
     }
     let h = Hasher::default();
-    println!("| n | filter | hash+place | count | peel | assign | build ns/key | temp B/key |");
-    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    println!("| n | filter | hash+place | count | peel | assign | alloc | build ns/key | temp B/key |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
     for &n in &ns {
         let items: Vec<[u8; 8]> =
             (0..n as u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes()).collect();
@@ -128,16 +128,17 @@ fn main() {
         ];
         for (name, build) in &builds {
             let runs: Vec<_> = (0..rounds).map(|_| measure(build.as_ref())).collect();
-            let per = |f: &dyn Fn(&([u64; 4], u64, usize)) -> f64| median(runs.iter().map(f).collect());
+            let per = |f: &dyn Fn(&([u64; 5], u64, usize)) -> f64| median(runs.iter().map(f).collect());
             let nf = n as f64;
             println!(
-                "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} |",
+                "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} |",
                 n,
                 name,
                 per(&|r| r.0[0] as f64 / nf),
                 per(&|r| r.0[1] as f64 / nf),
                 per(&|r| r.0[2] as f64 / nf),
                 per(&|r| r.0[3] as f64 / nf),
+                per(&|r| r.0[4] as f64 / nf),
                 per(&|r| r.1 as f64 / nf),
                 per(&|r| r.2 as f64 / nf),
             );

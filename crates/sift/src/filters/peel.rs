@@ -286,19 +286,20 @@ fn scratch<T: Zeroable>(s: &mut Option<Storage<T>>, len: usize) -> Result<bool> 
 
 thread_local! {
     /// Phase times of the builds on this thread, when [`probe_start`] turned them on.
-    static PROBE: core::cell::Cell<Option<[u64; 4]>> = const { core::cell::Cell::new(None) };
+    static PROBE: core::cell::Cell<Option<[u64; 5]>> = const { core::cell::Cell::new(None) };
 }
 
 /// Starts recording the time a build spends in its phases (for `examples/fuse_probe.rs`; not a
-/// stable API): hashing and placing the keys, counting, peeling, assigning.
+/// stable API): hashing and placing the keys, counting, peeling, assigning, and allocating (and
+/// zeroing) the scratch arrays.
 #[doc(hidden)]
 pub fn probe_start() {
-    PROBE.with(|p| p.set(Some([0; 4])));
+    PROBE.with(|p| p.set(Some([0; 5])));
 }
 
 /// Nanoseconds spent per phase since [`probe_start`] (summed over attempts), and stops recording.
 #[doc(hidden)]
-pub fn probe_take() -> Option<[u64; 4]> {
+pub fn probe_take() -> Option<[u64; 5]> {
     PROBE.with(|p| p.take())
 }
 
@@ -306,13 +307,13 @@ pub fn probe_take() -> Option<[u64; 4]> {
 struct PhaseClock {
     on: bool,
     last: Option<std::time::Instant>,
-    ns: [u64; 4],
+    ns: [u64; 5],
 }
 
 impl PhaseClock {
     fn new() -> Self {
         let on = PROBE.with(|p| p.get().is_some());
-        PhaseClock { on, last: on.then(std::time::Instant::now), ns: [0; 4] }
+        PhaseClock { on, last: on.then(std::time::Instant::now), ns: [0; 5] }
     }
     #[inline]
     fn lap(&mut self, phase: usize) {
@@ -438,6 +439,7 @@ impl<'a, S: HashSource + ?Sized> Peeler<'a, S> {
                 limit_bytes: u32::MAX as u128 * 14,
             });
         }
+        let mut clock = PhaseClock::new();
         let n = self.src.count();
         let mut fresh = scratch(&mut self.keys, n)?;
         scratch(&mut self.found, n)?;
@@ -445,6 +447,8 @@ impl<'a, S: HashSource + ?Sized> Peeler<'a, S> {
         fresh &= scratch(&mut self.counts, slots)?;
         self.clean = fresh;
         alloc(fps, slots)?;
+        clock.lap(4);
+        drop(clock);
         for _ in 0..attempts {
             let seed = attempt_seed(self.next_attempt);
             self.next_attempt += 1;
@@ -567,7 +571,7 @@ impl<'a, S: HashSource + ?Sized> Peeler<'a, S> {
             stack.resize(64, 0);
         }
         let mut stacked = 0usize;
-        let mut peel = |s0: usize, counts: &mut [u8]| {
+        let mut peel = |s0: usize, counts: &mut [u8], xors: &mut [u64]| {
             let mut top = 0usize;
             let mut s = s0;
             loop {
@@ -592,7 +596,16 @@ impl<'a, S: HashSource + ?Sized> Peeler<'a, S> {
                         counts[t] = (counts[t] ^ j as u8).wrapping_sub(4);
                         xors[t] ^= x;
                         stack[top] = t as u32;
-                        top += (counts[t] >> 2 == 1) as usize;
+                        let one = counts[t] >> 2 == 1;
+                        top += one as usize;
+                        if prefetch_ahead && one {
+                            // Xor filter: the key left alone at `t` is peeled soon; fetch its
+                            // other slots now (only the last one pushed is peeled at once).
+                            for u in layout.positions(xors[t]) {
+                                prefetch(xors.as_ptr().wrapping_add(u));
+                                prefetch(counts.as_ptr().wrapping_add(u));
+                            }
+                        }
                     }
                 }
                 if top == 0 {
@@ -609,21 +622,40 @@ impl<'a, S: HashSource + ?Sized> Peeler<'a, S> {
         let words = slots / 8;
         for s0 in (words * 8..slots).rev() {
             if counts[s0] >> 2 == 1 {
-                peel(s0, counts);
+                peel(s0, counts, xors);
             }
         }
         const LO: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+        // Bytes whose count field (bits 2..8) is 1 become 0, then get their top bit set (an
+        // exact zero-byte test: no carries between bytes).
+        let degree_one = |counts: &[u8], base: usize| {
+            let word = u64::from_le_bytes(counts[base..base + 8].try_into().expect("8 counts"));
+            let t = (word & 0xfcfc_fcfc_fcfc_fcfc) ^ 0x0404_0404_0404_0404;
+            !(((t & LO) + LO) | t | LO)
+        };
+        // Xor filter: a key's slots are anywhere in the array, so each step of a depth-first
+        // run waits for a cache miss. Runs start at the scan's degree-1 slots: fetch the lines of
+        // their keys' slots a few words ahead of the scan (only a hint: the order is unchanged).
+        const SCAN_AHEAD: usize = 8;
         for w in (0..words).rev() {
             let base = w * 8;
-            let word = u64::from_le_bytes(counts[base..base + 8].try_into().expect("8 counts"));
-            // Bytes whose count field (bits 2..8) is 1 become 0, then get their top bit set
-            // (an exact zero-byte test: no carries between bytes).
-            let t = (word & 0xfcfc_fcfc_fcfc_fcfc) ^ 0x0404_0404_0404_0404;
-            let mut m = !(((t & LO) + LO) | t | LO);
+            if prefetch_ahead && w >= SCAN_AHEAD {
+                let ahead = base - SCAN_AHEAD * 8;
+                let mut m = degree_one(counts, ahead);
+                while m != 0 {
+                    let bit = 63 - m.leading_zeros();
+                    m ^= 1 << bit;
+                    for t in layout.positions(xors[ahead + (bit / 8) as usize]) {
+                        prefetch(xors.as_ptr().wrapping_add(t));
+                        prefetch(counts.as_ptr().wrapping_add(t));
+                    }
+                }
+            }
+            let mut m = degree_one(counts, base);
             while m != 0 {
                 let bit = 63 - m.leading_zeros();
                 m ^= 1 << bit;
-                peel(base + (bit / 8) as usize, counts);
+                peel(base + (bit / 8) as usize, counts, xors);
             }
         }
         clock.lap(2);
