@@ -18,7 +18,7 @@
 //!   default) is mixed with a per-build seed (MurmurHash3's finaliser); the seed is the first of a
 //!   deterministic sequence for which peeling succeeds and is stored in the file.
 //! * **Limits**: static: no insert, no delete (rebuild instead); at most 2^32 slots. Construction
-//!   needs about 24 bytes of scratch memory per key and tolerates duplicate items.
+//!   needs about 19 bytes of scratch memory per key and tolerates duplicate items.
 //!
 //! ```
 //! use sift::prelude::*;

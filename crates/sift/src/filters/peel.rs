@@ -13,8 +13,13 @@
 //! `idx` is the xor of the positions (0..A) at which the slot's keys use it.
 //!
 //! * **Cache-friendly order** (binary fuse, Graf & Lemire 2022 §5): a layout may ask for the keys
-//!   to be grouped by their top bits before counting; a counting sort (no comparison sort) groups
-//!   them by the segment of their first slot, so the counting pass sweeps the array front to back.
+//!   to be grouped by their top bits before counting, so the counting pass sweeps the array front
+//!   to back. One pass places them (as Graf & Lemire's reference code): each bucket writes from
+//!   its expected start and a full bucket spills into the next one's area, with an exact counting
+//!   sort as the fallback. Items are hashed and mixed straight into their place. (An exact
+//!   counting sort throughout was not adopted: it orders the keys differently, and the order
+//!   decides which duplicates the test below catches, hence, with duplicates, the seed and the
+//!   bytes.)
 //! * **Duplicate keys**: two equal keys use the same `A` slots and cancel in the xors, so peeling
 //!   would stall. When adding a key leaves a slot with count 2 and xor 0, the two keys there are
 //!   equal: the second is taken out again and counted as a duplicate (Graf & Lemire's reference
@@ -23,11 +28,19 @@
 //!   places them next to each other. Should duplicates slip through (or a slot's count overflow),
 //!   peeling fails and the next attempt works on a sorted, deduplicated copy of the hashes: exact,
 //!   at the cost of one sort that only adversarial input pays.
-//! * **Scratch memory**: keys `8·n`, stack positions `n`, slot xors `8·s`, counts `s`, queue `4·s`
-//!   bytes (`s` slots), plus `8·n` for the deduplicated copy if it is ever needed: about
-//!   23.7 bytes per key for a binary fuse filter (s ≈ 1.13·n), 26.3 for an xor filter (s ≈ 1.23·n),
-//!   and 4 bytes per segment of bucket counters. Building from items (not hashes) adds the `8·n`
-//!   bytes of the hashes.
+//! * **Peeling order**: depth first, driven by a descending scan over the slots (8 counts read
+//!   at a time): at each slot with one key, that key is taken out, then at once every slot this
+//!   leaves with one key (a small stack), so the work stays in the few segments around the scan.
+//!   This is the same order as the earlier construction (a stack first filled with every degree-1
+//!   slot, popped from the top), so the filters are byte-identical to it; `peel/reference.rs`
+//!   keeps that construction and the tests compare the two. For the xor filter, whose slots are
+//!   anywhere in the array, the lines of the keys about to be peeled are prefetched.
+//! * **Scratch memory** (in `bits::Storage`: 2 MiB-aligned, huge pages where the kernel gives
+//!   them): keys `8·n`, peel positions `n`, slot xors `8·s`, counts `s` bytes (`s` slots), reused
+//!   across attempts, plus `8·n` for the deduplicated copy if it is ever needed: about 19.2 bytes
+//!   per key for a binary fuse filter (s ≈ 1.13·n), 20.5 for an xor filter (s ≈ 1.23·n),
+//!   measured by `examples/fuse_probe.rs`. Building from items hashes each item straight into its
+//!   place in the key array (no vector of hashes first); a retry hashes the items again.
 
 use crate::bits::{prefetch, Storage, Zeroable};
 use crate::error::{Error, Result};

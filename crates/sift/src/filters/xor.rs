@@ -12,7 +12,7 @@
 //! * **Hashing**: `Digest::h1` of the filter's [`Hasher`] (XXH3 by default), mixed with a seed
 //!   found at construction and stored in the file.
 //! * **Limits**: static (no insert, no delete); at most 2^32 slots; construction needs about
-//!   26 bytes of scratch memory per key and tolerates duplicate items.
+//!   20.5 bytes of scratch memory per key and tolerates duplicate items.
 //!
 //! ```
 //! use sift::prelude::*;
