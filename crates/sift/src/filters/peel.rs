@@ -285,15 +285,17 @@ fn alloc<T: Copy + Default>(v: &mut Vec<T>, len: usize) -> Result<()> {
     Ok(())
 }
 
-/// Makes `s` hold at least `len` values (huge-page storage when large); `true` if it was
-/// allocated anew (so is all zero).
-fn scratch<T: Zeroable>(s: &mut Option<Storage<T>>, len: usize) -> Result<bool> {
+/// Makes `s` hold at least `len` values; `true` if it was allocated anew (so is all zero).
+/// `huge`: huge-page storage when large (the arrays read at random: slot xors and counts); else
+/// a plain vector (the key and position arrays, read and written in order or in a few streams,
+/// for which 4 KiB pages cost no TLB misses and a fresh huge page can cost a compaction).
+fn scratch<T: Zeroable>(s: &mut Option<Storage<T>>, len: usize, huge: bool) -> Result<bool> {
     if s.as_ref().is_some_and(|s| s.len() >= len) {
         return Ok(false);
     }
     // Free the old array before allocating the larger one.
     *s = None;
-    *s = Some(Storage::zeroed(len)?);
+    *s = Some(if huge { Storage::zeroed(len)? } else { Storage::zeroed_plain(len)? });
     Ok(true)
 }
 
@@ -454,10 +456,10 @@ impl<'a, S: HashSource + ?Sized> Peeler<'a, S> {
         }
         let mut clock = PhaseClock::new();
         let n = self.src.count();
-        let mut fresh = scratch(&mut self.keys, n)?;
-        scratch(&mut self.found, n)?;
-        fresh &= scratch(&mut self.xors, slots)?;
-        fresh &= scratch(&mut self.counts, slots)?;
+        let mut fresh = scratch(&mut self.keys, n, false)?;
+        scratch(&mut self.found, n, false)?;
+        fresh &= scratch(&mut self.xors, slots, true)?;
+        fresh &= scratch(&mut self.counts, slots, true)?;
         self.clean = fresh;
         alloc(fps, slots)?;
         clock.lap(4);
