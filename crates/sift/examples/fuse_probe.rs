@@ -74,8 +74,10 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// One build: (phase ns, total ns, peak temporary bytes).
-fn measure(build: &dyn Fn() -> usize) -> ([u64; 5], u64, usize) {
+/// One build: phase ns, total ns, peak temporary bytes.
+type Run = ([u64; 5], u64, usize);
+
+fn measure(build: &dyn Fn() -> usize) -> Run {
     let base = LIVE.load(Ordering::Relaxed);
     PEAK.store(base, Ordering::Relaxed);
     probe_start();
@@ -128,7 +130,7 @@ fn main() {
         ];
         for (name, build) in &builds {
             let runs: Vec<_> = (0..rounds).map(|_| measure(build.as_ref())).collect();
-            let per = |f: &dyn Fn(&([u64; 5], u64, usize)) -> f64| median(runs.iter().map(f).collect());
+            let per = |f: &dyn Fn(&Run) -> f64| median(runs.iter().map(f).collect());
             let nf = n as f64;
             println!(
                 "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} |",
