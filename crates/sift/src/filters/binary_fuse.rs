@@ -18,7 +18,7 @@
 //!   default) is mixed with a per-build seed (MurmurHash3's finaliser); the seed is the first of a
 //!   deterministic sequence for which peeling succeeds and is stored in the file.
 //! * **Limits**: static: no insert, no delete (rebuild instead); at most 2^32 slots. Construction
-//!   needs about 24 bytes of scratch memory per key and tolerates duplicate items.
+//!   needs about 19 bytes of scratch memory per key and tolerates duplicate items.
 //!
 //! ```
 //! use sift::prelude::*;
@@ -35,7 +35,7 @@
 //! ```
 
 use crate::error::{Error, FormatError, Result};
-use crate::filters::peel::{mix, Fingerprint, FuseLayout, Peeler};
+use crate::filters::peel::{mix, Fingerprint, FuseLayout, HashSource, ItemHashes, Peeler};
 use crate::format::{decode_verified, Encoder, FilterKind, ParamWriter};
 use crate::hash::{Digest, Hasher};
 use crate::math;
@@ -90,18 +90,18 @@ const LAYOUTS: u32 = 8;
 impl<F: Fingerprint> BinaryFuse<F> {
     /// Builds the filter of `items` with the given arity and hasher.
     pub fn build_with<T: AsRef<[u8]>>(items: &[T], arity: Arity, hasher: Hasher) -> Result<Self> {
-        let mut hashes: Vec<u64> = Vec::new();
-        hashes
-            .try_reserve_exact(items.len())
-            .map_err(|_| Error::OutOfMemory { bytes: items.len().saturating_mul(8) })?;
-        hashes.extend(items.iter().map(|i| hasher.hash64(i.as_ref())));
-        Self::from_hashes_with(&hashes, arity, hasher)
+        // Each item is hashed straight into its bucketed place (no vector of hashes first).
+        Self::from_source(&ItemHashes { items, hasher }, arity, hasher)
     }
 
     /// Builds the filter from the 64-bit hashes `hasher.hash64(item)` of the items (duplicates
     /// allowed), with the given arity.
     pub fn from_hashes_with(hashes: &[u64], arity: Arity, hasher: Hasher) -> Result<Self> {
-        let n = hashes.len();
+        Self::from_source(hashes, arity, hasher)
+    }
+
+    fn from_source<S: HashSource + ?Sized>(src: &S, arity: Arity, hasher: Hasher) -> Result<Self> {
+        let n = src.count();
         if n == 0 {
             return Ok(BinaryFuse {
                 fingerprints: Vec::new(),
@@ -126,7 +126,7 @@ impl<F: Fingerprint> BinaryFuse<F> {
             });
         }
         let mut layout = FuseLayout { len, count: count as u32 };
-        let mut peeler = Peeler::new(hashes);
+        let mut peeler = Peeler::new(src);
         let mut fps: Vec<F> = Vec::new();
         for _ in 0..LAYOUTS {
             let peeled = match arity {

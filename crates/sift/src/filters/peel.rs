@@ -13,8 +13,13 @@
 //! `idx` is the xor of the positions (0..A) at which the slot's keys use it.
 //!
 //! * **Cache-friendly order** (binary fuse, Graf & Lemire 2022 §5): a layout may ask for the keys
-//!   to be grouped by their top bits before counting; a counting sort (no comparison sort) groups
-//!   them by the segment of their first slot, so the counting pass sweeps the array front to back.
+//!   to be grouped by their top bits before counting, so the counting pass sweeps the array front
+//!   to back. One pass places them (as Graf & Lemire's reference code): each bucket writes from
+//!   its expected start and a full bucket spills into the next one's area, with an exact counting
+//!   sort as the fallback. Items are hashed and mixed straight into their place. (An exact
+//!   counting sort throughout was not adopted: it orders the keys differently, and the order
+//!   decides which duplicates the test below catches, hence, with duplicates, the seed and the
+//!   bytes.)
 //! * **Duplicate keys**: two equal keys use the same `A` slots and cancel in the xors, so peeling
 //!   would stall. When adding a key leaves a slot with count 2 and xor 0, the two keys there are
 //!   equal: the second is taken out again and counted as a duplicate (Graf & Lemire's reference
@@ -23,14 +28,26 @@
 //!   places them next to each other. Should duplicates slip through (or a slot's count overflow),
 //!   peeling fails and the next attempt works on a sorted, deduplicated copy of the hashes: exact,
 //!   at the cost of one sort that only adversarial input pays.
-//! * **Scratch memory**: keys `8·n`, stack positions `n`, slot xors `8·s`, counts `s`, queue `4·s`
-//!   bytes (`s` slots), plus `8·n` for the deduplicated copy if it is ever needed: about
-//!   23.7 bytes per key for a binary fuse filter (s ≈ 1.13·n), 26.3 for an xor filter (s ≈ 1.23·n),
-//!   and 4 bytes per segment of bucket counters. Building from items (not hashes) adds the `8·n`
-//!   bytes of the hashes.
+//! * **Peeling order**: depth first, driven by a descending scan over the slots (8 counts read
+//!   at a time): at each slot with one key, that key is taken out, then at once every slot this
+//!   leaves with one key (a small stack), so the work stays in the few segments around the scan.
+//!   This is the same order as the earlier construction (a stack first filled with every degree-1
+//!   slot, popped from the top), so the filters are byte-identical to it; `peel/reference.rs`
+//!   keeps that construction and the tests compare the two. For the xor filter, whose slots are
+//!   anywhere in the array, the lines of the keys about to be peeled are prefetched.
+//! * **Scratch memory** (in `bits::Storage`: 2 MiB-aligned, huge pages where the kernel gives
+//!   them): keys `8·n`, peel positions `n`, slot xors `8·s`, counts `s` bytes (`s` slots), reused
+//!   across attempts, plus `8·n` for the deduplicated copy if it is ever needed: about 19.2 bytes
+//!   per key for a binary fuse filter (s ≈ 1.13·n), 20.5 for an xor filter (s ≈ 1.23·n),
+//!   measured by `examples/fuse_probe.rs`. Building from items hashes each item straight into its
+//!   place in the key array (no vector of hashes first); a retry hashes the items again.
 
+use crate::bits::{prefetch, Storage, Zeroable};
 use crate::error::{Error, Result};
-use crate::hash::fastrange;
+use crate::hash::{fastrange, Hasher};
+
+#[cfg(test)]
+mod reference;
 
 /// Fingerprint types of the xor-family filters: `u8` and `u16`.
 pub trait Fingerprint:
@@ -192,15 +209,60 @@ impl<const A: usize> Layout<A> for FuseLayout {
     }
 }
 
+/// Where a build's item hashes come from: a slice of them, or the items and their hasher (so
+/// that the first attempt hashes each item straight into its bucketed place, without a vector
+/// of hashes in between).
+pub(crate) trait HashSource {
+    /// Number of items (duplicates included).
+    fn count(&self) -> usize;
+    /// Calls `f` with every item's hash, in item order.
+    fn each(&self, f: impl FnMut(u64));
+}
+
+impl HashSource for [u64] {
+    fn count(&self) -> usize {
+        self.len()
+    }
+    #[inline(always)]
+    fn each(&self, mut f: impl FnMut(u64)) {
+        for &h in self {
+            f(h);
+        }
+    }
+}
+
+/// Items hashed on the fly by `hasher.hash64` (the same bits, inlined for the default XXH3).
+pub(crate) struct ItemHashes<'a, T> {
+    pub items: &'a [T],
+    pub hasher: Hasher,
+}
+
+impl<T: AsRef<[u8]>> HashSource for ItemHashes<'_, T> {
+    fn count(&self) -> usize {
+        self.items.len()
+    }
+    #[inline(always)]
+    fn each(&self, mut f: impl FnMut(u64)) {
+        for i in self.items {
+            f(self.hasher.digest_inline(i.as_ref()).h1);
+        }
+    }
+}
+
 /// Scratch buffers of a build, kept across attempts.
-pub(crate) struct Peeler<'a> {
-    hashes: &'a [u64],
+pub(crate) struct Peeler<'a, S: HashSource + ?Sized> {
+    src: &'a S,
     dedup: Option<Vec<u64>>,
-    keys: Vec<u64>,
-    found: Vec<u8>,
-    xors: Vec<u64>,
-    counts: Vec<u8>,
-    queue: Vec<u32>,
+    /// The keys in counting order, then the stack of peeled keys.
+    keys: Option<Storage<u64>>,
+    /// Which of its slots each stacked key was peeled from.
+    found: Option<Storage<u8>>,
+    xors: Option<Storage<u64>>,
+    counts: Option<Storage<u8>>,
+    /// Whether `keys`, `xors` and `counts` are still all zero (freshly allocated).
+    clean: bool,
+    /// The depth-first stack of slots that became degree 1 (small: see `attempt`).
+    stack: Vec<u32>,
     buckets: Vec<u32>,
     next_attempt: u32,
 }
@@ -223,17 +285,150 @@ fn alloc<T: Copy + Default>(v: &mut Vec<T>, len: usize) -> Result<()> {
     Ok(())
 }
 
-impl<'a> Peeler<'a> {
-    /// Starts a build of `hashes` (duplicates allowed).
-    pub(crate) fn new(hashes: &'a [u64]) -> Self {
+/// Makes `s` hold at least `len` values; `true` if it was allocated anew (so is all zero).
+/// `huge`: huge-page storage when large (the arrays read at random: slot xors and counts); else
+/// a plain vector (the key and position arrays, read and written in order or in a few streams,
+/// for which 4 KiB pages cost no TLB misses and a fresh huge page can cost a compaction).
+fn scratch<T: Zeroable>(s: &mut Option<Storage<T>>, len: usize, huge: bool) -> Result<bool> {
+    if s.as_ref().is_some_and(|s| s.len() >= len) {
+        return Ok(false);
+    }
+    // Free the old array before allocating the larger one.
+    *s = None;
+    *s = Some(if huge { Storage::zeroed(len)? } else { Storage::zeroed_plain(len)? });
+    Ok(true)
+}
+
+thread_local! {
+    /// Phase times of the builds on this thread, when [`probe_start`] turned them on.
+    static PROBE: core::cell::Cell<Option<[u64; 5]>> = const { core::cell::Cell::new(None) };
+}
+
+/// Starts recording the time a build spends in its phases (for `examples/fuse_probe.rs`; not a
+/// stable API): hashing and placing the keys, counting, peeling, assigning, and allocating (and
+/// zeroing) the scratch arrays.
+#[doc(hidden)]
+pub fn probe_start() {
+    PROBE.with(|p| p.set(Some([0; 5])));
+}
+
+/// Nanoseconds spent per phase since [`probe_start`] (summed over attempts), and stops recording.
+#[doc(hidden)]
+pub fn probe_take() -> Option<[u64; 5]> {
+    PROBE.with(|p| p.take())
+}
+
+/// A clock that reads the time only when the probe is on.
+struct PhaseClock {
+    on: bool,
+    last: Option<std::time::Instant>,
+    ns: [u64; 5],
+}
+
+impl PhaseClock {
+    fn new() -> Self {
+        let on = PROBE.with(|p| p.get().is_some());
+        PhaseClock { on, last: on.then(std::time::Instant::now), ns: [0; 5] }
+    }
+    #[inline]
+    fn lap(&mut self, phase: usize) {
+        if let Some(t) = self.last {
+            let now = std::time::Instant::now();
+            self.ns[phase] += (now - t).as_nanos() as u64;
+            self.last = Some(now);
+        }
+    }
+}
+
+impl Drop for PhaseClock {
+    fn drop(&mut self) {
+        if self.on {
+            PROBE.with(|p| {
+                if let Some(mut acc) = p.get() {
+                    for (a, n) in acc.iter_mut().zip(self.ns) {
+                        *a += n;
+                    }
+                    p.set(Some(acc));
+                }
+            });
+        }
+    }
+}
+
+/// Places the mixed keys of `src` in `keys` (all zero on entry), approximately sorted by their
+/// top `bb` bits, in one pass (as Graf & Lemire's reference code): bucket `b` starts writing at
+/// its expected start `b·n / 2^bb`, and a key whose bucket's area is full moves on to the next
+/// bucket's (wrapping; there are exactly `n` places for `n` keys, so it ends). `false` if that
+/// failed: a key mixed to 0 (an empty place is 0: one hash value in 2^64) or no bucket had room.
+fn place_approx<S: HashSource + ?Sized>(
+    src: &S,
+    seed: u64,
+    bb: u32,
+    keys: &mut [u64],
+    buckets: &mut [u32],
+) -> bool {
+    let n = keys.len();
+    let shift = 64 - bb;
+    let nb = 1usize << bb;
+    for (b, start) in buckets.iter_mut().enumerate() {
+        *start = ((b as u64 * n as u64) >> bb) as u32;
+    }
+    let mut ok = true;
+    src.each(|h| {
+        if !ok {
+            return;
+        }
+        let x = mix(h, seed);
+        ok &= x != 0;
+        let mut b = (x >> shift) as usize;
+        let mut tries = 0;
+        // The place is read in the line the write goes to: no extra memory traffic.
+        while keys.get(buckets[b] as usize).is_none_or(|&k| k != 0) {
+            b = (b + 1) & (nb - 1);
+            tries += 1;
+            if tries > nb {
+                // No bucket has room at its write position (not seen in practice): the exact
+                // sort always works.
+                ok = false;
+                return;
+            }
+        }
+        let at = &mut buckets[b];
+        keys[*at as usize] = x;
+        *at += 1;
+    });
+    ok
+}
+
+/// Places the mixed keys of `src` in `keys` exactly sorted by their top `bb` bits (a counting
+/// sort: two more passes over the source); the fallback of [`place_approx`].
+fn place_exact<S: HashSource + ?Sized>(src: &S, seed: u64, bb: u32, keys: &mut [u64], buckets: &mut [u32]) {
+    let shift = 64 - bb;
+    buckets.fill(0);
+    src.each(|h| buckets[(mix(h, seed) >> shift) as usize + 1] += 1);
+    for i in 1..buckets.len() {
+        buckets[i] += buckets[i - 1];
+    }
+    src.each(|h| {
+        let x = mix(h, seed);
+        let b = &mut buckets[(x >> shift) as usize];
+        keys[*b as usize] = x;
+        *b += 1;
+    });
+}
+
+impl<'a, S: HashSource + ?Sized> Peeler<'a, S> {
+    /// Starts a build of the hashes of `src` (duplicates allowed).
+    pub(crate) fn new(src: &'a S) -> Self {
         Peeler {
-            hashes,
+            src,
             dedup: None,
-            keys: Vec::new(),
-            found: Vec::new(),
-            xors: Vec::new(),
-            counts: Vec::new(),
-            queue: Vec::new(),
+            keys: None,
+            found: None,
+            xors: None,
+            counts: None,
+            clean: false,
+            stack: Vec::new(),
             buckets: Vec::new(),
             next_attempt: 0,
         }
@@ -259,28 +454,37 @@ impl<'a> Peeler<'a> {
                 limit_bytes: u32::MAX as u128 * 14,
             });
         }
-        let n = self.hashes.len();
-        alloc(&mut self.keys, n)?;
-        alloc(&mut self.found, n)?;
-        alloc(&mut self.xors, slots)?;
-        alloc(&mut self.counts, slots)?;
-        // One entry more than slots: the branch-free pushes below write before they know whether
-        // the entry counts, and at most `slots` entries are ever live.
-        alloc(&mut self.queue, slots + 1)?;
+        let mut clock = PhaseClock::new();
+        let n = self.src.count();
+        let mut fresh = scratch(&mut self.keys, n, false)?;
+        scratch(&mut self.found, n, false)?;
+        fresh &= scratch(&mut self.xors, slots, true)?;
+        fresh &= scratch(&mut self.counts, slots, true)?;
+        self.clean = fresh;
         alloc(fps, slots)?;
+        clock.lap(4);
+        drop(clock);
         for _ in 0..attempts {
             let seed = attempt_seed(self.next_attempt);
             self.next_attempt += 1;
-            if let Some(distinct) = self.attempt(layout, seed, fps)? {
+            let result = match self.dedup.take() {
+                Some(d) => {
+                    let r = self.attempt(d.as_slice(), layout, seed, fps);
+                    self.dedup = Some(d);
+                    r
+                }
+                None => self.attempt(self.src, layout, seed, fps),
+            };
+            if let Some(distinct) = result? {
                 return Ok(Some(Peeled { seed, distinct }));
             }
             if self.dedup.is_none() {
                 // Peeling failed: maybe duplicates the cheap check missed. From now on work on
                 // a sorted, deduplicated copy (exact).
+                let n = self.src.count();
                 let mut d: Vec<u64> = Vec::new();
-                d.try_reserve_exact(self.hashes.len())
-                    .map_err(|_| Error::OutOfMemory { bytes: self.hashes.len() * 8 })?;
-                d.extend_from_slice(self.hashes);
+                d.try_reserve_exact(n).map_err(|_| Error::OutOfMemory { bytes: n * 8 })?;
+                self.src.each(|h| d.push(h));
                 d.sort_unstable();
                 d.dedup();
                 self.dedup = Some(d);
@@ -289,77 +493,63 @@ impl<'a> Peeler<'a> {
         Ok(None)
     }
 
-    /// One attempt with one seed: `Some(distinct keys)` on success.
-    fn attempt<F: Fingerprint, const A: usize, L: Layout<A>>(
+    /// One attempt with one seed on the hashes of `src`: `Some(distinct keys)` on success.
+    fn attempt<T: HashSource + ?Sized, F: Fingerprint, const A: usize, L: Layout<A>>(
         &mut self,
+        src: &T,
         layout: &L,
         seed: u64,
         fps: &mut [F],
     ) -> Result<Option<usize>> {
-        let src: &[u64] = self.dedup.as_deref().unwrap_or(self.hashes);
-        let n = src.len();
-        let keys = &mut self.keys[..n];
-        // 1. The keys, in counting order.
+        let mut clock = PhaseClock::new();
+        let n = src.count();
+        let slots = layout.slots();
+        let clean = core::mem::replace(&mut self.clean, false);
+        let (Some(keys), Some(found), Some(xors), Some(counts)) =
+            (&mut self.keys, &mut self.found, &mut self.xors, &mut self.counts)
+        else {
+            unreachable!("run allocates the scratch arrays");
+        };
+        let keys = &mut keys[..n];
+        let found = &mut found[..n];
+        let xors = &mut xors[..slots];
+        let counts = &mut counts[..slots];
+        // 1. The keys, in counting order, mixed (and for items hashed) straight into place.
         let bb = layout.bucket_bits();
         if bb == 0 {
-            for (k, &h) in keys.iter_mut().zip(src) {
-                *k = mix(h, seed);
-            }
+            let mut i = 0;
+            src.each(|h| {
+                keys[i] = mix(h, seed);
+                i += 1;
+            });
         } else {
-            // Approximately sorted by bucket in one pass (as Graf & Lemire's reference code):
-            // bucket `b` starts writing at its expected start `b·n / 2^bb`, and a key whose
-            // bucket's area is full moves on to the next bucket's (wrapping; there are exactly
-            // `n` places for `n` keys, so it ends). An empty place is 0, so a key that mixes to
-            // 0 (one hash value in 2^64) would be lost: then fall back to an exact counting sort.
-            let shift = 64 - bb;
-            let nb = 1usize << bb;
-            alloc(&mut self.buckets, nb + 1)?;
-            for (b, start) in self.buckets.iter_mut().enumerate() {
-                *start = ((b as u64 * n as u64) >> bb) as u32;
+            alloc(&mut self.buckets, (1usize << bb) + 1)?;
+            if !clean {
+                keys.fill(0);
             }
-            keys.fill(0);
-            let mut exact = false;
-            'keys: for &h in src {
-                let x = mix(h, seed);
-                exact |= x == 0;
-                let mut b = (x >> shift) as usize;
-                let mut tries = 0;
-                while keys.get(self.buckets[b] as usize).is_none_or(|&k| k != 0) {
-                    b = (b + 1) & (nb - 1);
-                    tries += 1;
-                    if tries > nb {
-                        // No bucket has room at its write position (not seen in practice):
-                        // the exact sort below always works.
-                        exact = true;
-                        break 'keys;
-                    }
-                }
-                let at = &mut self.buckets[b];
-                keys[*at as usize] = x;
-                *at += 1;
-            }
-            if exact {
-                self.buckets.fill(0);
-                for &h in src {
-                    self.buckets[(mix(h, seed) >> shift) as usize + 1] += 1;
-                }
-                for i in 1..self.buckets.len() {
-                    self.buckets[i] += self.buckets[i - 1];
-                }
-                for &h in src {
-                    let x = mix(h, seed);
-                    let b = &mut self.buckets[(x >> shift) as usize];
-                    keys[*b as usize] = x;
-                    *b += 1;
-                }
+            if !place_approx(src, seed, bb, keys, &mut self.buckets) {
+                place_exact(src, seed, bb, keys, &mut self.buckets);
             }
         }
+        clock.lap(0);
         // 2. Counts and xors per slot, taking duplicates out.
-        self.xors.fill(0);
-        self.counts.fill(0);
-        let (xors, counts) = (&mut self.xors[..], &mut self.counts[..]);
+        if !clean {
+            xors.fill(0);
+            counts.fill(0);
+        }
         let mut duplicates = 0usize;
-        for &x in keys.iter() {
+        // Keys in item order (xor filter) hit random slots: fetch the lines of a key a few keys
+        // ahead. Bucketed keys (binary fuse) sweep the array and need no help.
+        const AHEAD: usize = 16;
+        let prefetch_ahead = bb == 0 && slots >= 1 << 16;
+        for i in 0..n {
+            if prefetch_ahead && i + AHEAD < n {
+                for s in layout.positions(keys[i + AHEAD]) {
+                    prefetch(xors.as_ptr().wrapping_add(s));
+                    prefetch(counts.as_ptr().wrapping_add(s));
+                }
+            }
+            let x = keys[i];
             let p = layout.positions(x);
             let mut overflow = false;
             for (j, &s) in p.iter().enumerate() {
@@ -382,42 +572,108 @@ impl<'a> Peeler<'a> {
                 duplicates += 1;
             }
         }
-        // 3. Peel: slots used by one key, then the slots that this frees. The queue is a stack
-        // whose pushes are branch-free (write the slot, advance only if its count is 1): which
-        // slots qualify is data-dependent and would mispredict often (as in Graf & Lemire's
-        // reference code).
-        let queue = &mut self.queue[..];
-        let mut qlen = 0usize;
-        for (s, &c) in counts.iter().enumerate() {
-            queue[qlen] = s as u32;
-            qlen += (c >> 2 == 1) as usize;
+        clock.lap(1);
+        // 3. Peel, depth first from a descending scan over the slots: at each slot used by one
+        // key, take the key out, then at once the slots this leaves with one key (a stack, so
+        // the work stays among the few segments around the scan and in cache). This is exactly
+        // the order of a stack first filled with every degree-1 slot in ascending order and
+        // popped from the top (the construction before `fuse7`, see `reference.rs`): when the
+        // scan reaches a slot, every slot that came down to one key meanwhile has been peeled
+        // by its depth-first run, so the slots with one key that the scan finds are the ones that
+        // had one key from the start, met in the same descending order.
+        let stack = &mut self.stack;
+        if stack.len() < 64 {
+            stack.resize(64, 0);
         }
         let mut stacked = 0usize;
-        let found = &mut self.found[..n];
-        while qlen > 0 {
-            qlen -= 1;
-            let s = queue[qlen] as usize;
-            if counts[s] >> 2 != 1 {
-                continue;
+        let mut peel = |s0: usize, counts: &mut [u8], xors: &mut [u64]| {
+            let mut top = 0usize;
+            let mut s = s0;
+            loop {
+                if counts[s] >> 2 == 1 {
+                    let x = xors[s];
+                    let idx = counts[s] & 3;
+                    // The stack of peeled keys reuses `keys`: the keys now live in `xors`, and
+                    // `stacked` never overtakes the keys counted.
+                    keys[stacked] = x;
+                    found[stacked] = idx;
+                    stacked += 1;
+                    if top + A > stack.len() {
+                        let len = stack.len() * 2;
+                        stack.resize(len, 0);
+                    }
+                    // Take the key out of all its slots, its own included: there the update
+                    // gives count 0 and xor 0 (`(4 | idx) ^ idx - 4 = 0`, `x ^ x = 0`), so the own
+                    // slot is neither special-cased nor pushed. Pushes are branch-free (write,
+                    // advance only if the count is 1): which slots qualify is data-dependent.
+                    let p = layout.positions(x);
+                    for (j, &t) in p.iter().enumerate() {
+                        counts[t] = (counts[t] ^ j as u8).wrapping_sub(4);
+                        xors[t] ^= x;
+                        stack[top] = t as u32;
+                        let one = counts[t] >> 2 == 1;
+                        top += one as usize;
+                        if prefetch_ahead && one {
+                            // Xor filter: the key left alone at `t` is peeled soon; fetch its
+                            // other slots now (only the last one pushed is peeled at once).
+                            for u in layout.positions(xors[t]) {
+                                prefetch(xors.as_ptr().wrapping_add(u));
+                                prefetch(counts.as_ptr().wrapping_add(u));
+                            }
+                        }
+                    }
+                }
+                if top == 0 {
+                    break;
+                }
+                top -= 1;
+                s = stack[top] as usize;
             }
-            let x = xors[s];
-            let idx = counts[s] & 3;
-            // The stack reuses `keys`: the keys now live in `xors`, and `stacked` never
-            // overtakes the keys counted.
-            keys[stacked] = x;
-            found[stacked] = idx;
-            stacked += 1;
-            // Take the key out of all its slots, its own included: there the update gives count
-            // 0 and xor 0 (`(4 | idx) ^ idx - 4 = 0`, `x ^ x = 0`), so the own slot is neither
-            // special-cased (an unpredictable branch) nor pushed.
-            let p = layout.positions(x);
-            for (j, &t) in p.iter().enumerate() {
-                counts[t] = (counts[t] ^ j as u8).wrapping_sub(4);
-                xors[t] ^= x;
-                queue[qlen] = t as u32;
-                qlen += (counts[t] >> 2 == 1) as usize;
+        };
+        // The scan reads 8 counts at a time and visits only the slots with one key among them
+        // (a branch per slot would mispredict about as often as such slots occur). Peeling can
+        // only lower counts, and every slot it brings down to one key it peels at once, so the
+        // slots found in a word stay the only candidates; each is checked again when visited.
+        let words = slots / 8;
+        for s0 in (words * 8..slots).rev() {
+            if counts[s0] >> 2 == 1 {
+                peel(s0, counts, xors);
             }
         }
+        const LO: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+        // Bytes whose count field (bits 2..8) is 1 become 0, then get their top bit set (an
+        // exact zero-byte test: no carries between bytes).
+        let degree_one = |counts: &[u8], base: usize| {
+            let word = u64::from_le_bytes(counts[base..base + 8].try_into().expect("8 counts"));
+            let t = (word & 0xfcfc_fcfc_fcfc_fcfc) ^ 0x0404_0404_0404_0404;
+            !(((t & LO) + LO) | t | LO)
+        };
+        // Xor filter: a key's slots are anywhere in the array, so each step of a depth-first
+        // run waits for a cache miss. Runs start at the scan's degree-1 slots: fetch the lines of
+        // their keys' slots a few words ahead of the scan (only a hint: the order is unchanged).
+        const SCAN_AHEAD: usize = 8;
+        for w in (0..words).rev() {
+            let base = w * 8;
+            if prefetch_ahead && w >= SCAN_AHEAD {
+                let ahead = base - SCAN_AHEAD * 8;
+                let mut m = degree_one(counts, ahead);
+                while m != 0 {
+                    let bit = 63 - m.leading_zeros();
+                    m ^= 1 << bit;
+                    for t in layout.positions(xors[ahead + (bit / 8) as usize]) {
+                        prefetch(xors.as_ptr().wrapping_add(t));
+                        prefetch(counts.as_ptr().wrapping_add(t));
+                    }
+                }
+            }
+            let mut m = degree_one(counts, base);
+            while m != 0 {
+                let bit = 63 - m.leading_zeros();
+                m ^= 1 << bit;
+                peel(base + (bit / 8) as usize, counts, xors);
+            }
+        }
+        clock.lap(2);
         if stacked + duplicates != n {
             return Ok(None);
         }
@@ -435,6 +691,7 @@ impl<'a> Peeler<'a> {
             // loop above xored only the other slots.
             fps[own] = v;
         }
+        clock.lap(3);
         Ok(Some(stacked))
     }
 }
@@ -464,6 +721,132 @@ mod tests {
             for j in 1..4 {
                 assert_eq!(p4[j] / 1024, p4[0] / 1024 + j, "slot j in the j-th next segment");
             }
+        }
+    }
+
+    use crate::filters::binary_fuse::{Arity, BinaryFuse};
+    use crate::hash::Hasher;
+    use crate::Xor8;
+
+    /// Sizes to test: tiny ones, both sides of every change of the segment length (3- and
+    /// 4-wise) up to 10^5, of the bucket count, and 10^5.
+    fn sizes() -> Vec<usize> {
+        let mut v: Vec<usize> = (0..=40).collect();
+        v.extend([63, 64, 65, 100, 127, 128, 129, 255, 256, 257, 1000, 1023, 1024, 1025, 4095, 4096, 4097]);
+        for k in 2..=12 {
+            for base in [3.33f64.powf(k as f64 - 2.25), 2.91f64.powf(k as f64 + 0.5)] {
+                let b = base.ceil() as usize;
+                if b <= 100_000 {
+                    v.extend([b.saturating_sub(1), b, b + 1]);
+                }
+            }
+        }
+        v.push(100_000);
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// `n` hashes: distinct ones (`dup = 0`), or with duplicates of kind `dup`: 1 a tenth repeated
+    /// at random places, 2 every key twice in a row, 3 the first half repeated as the second,
+    /// 4 all equal.
+    fn hashes(n: usize, salt: u64, dup: u32) -> Vec<u64> {
+        let distinct: Vec<u64> = (0..n as u64).map(|i| mix(i, salt)).collect();
+        match dup {
+            0 => distinct,
+            1 => (0..n)
+                .map(|i| {
+                    if mix(i as u64, 99) % 10 == 0 {
+                        distinct[(mix(i as u64, 98) as usize) % n]
+                    } else {
+                        distinct[i]
+                    }
+                })
+                .collect(),
+            2 => (0..n).map(|i| distinct[i / 2]).collect(),
+            3 => (0..n).map(|i| distinct[i % n.div_ceil(2).max(1)]).collect(),
+            _ => vec![distinct.first().copied().unwrap_or(5); n],
+        }
+    }
+
+    fn check_fuse<F: Fingerprint>(h: &[u64], arity: Arity, what: &str) {
+        let want = reference::binary_fuse::<F>(h, arity.get()).unwrap();
+        let got = BinaryFuse::<F>::from_hashes_with(h, arity, Hasher::default()).unwrap();
+        let got = reference::RefFilter {
+            seed: got.seed(),
+            shape: (got.segment_length() as u64, got.segment_count() as u64),
+            fingerprints: got.fingerprints().to_vec(),
+            items: crate::traits::Filter::len(&got) as u64,
+        };
+        assert!(
+            got == want,
+            "{what}: n = {}, arity {arity:?}, {} bits: not the reference's bytes",
+            h.len(),
+            F::BITS
+        );
+    }
+
+    fn check_xor(h: &[u64], what: &str) {
+        let want = reference::xor8(h).unwrap();
+        let got = Xor8::from_hashes_with(h, Hasher::default()).unwrap();
+        let got = reference::RefFilter {
+            seed: got.seed(),
+            shape: (got.fingerprints().len() as u64 / 3, 0),
+            fingerprints: got.fingerprints().to_vec(),
+            items: crate::traits::Filter::len(&got) as u64,
+        };
+        assert!(got == want, "{what}: n = {}, xor8: not the reference's bytes", h.len());
+    }
+
+    #[test]
+    fn identical_to_reference_construction() {
+        for n in sizes() {
+            for dup in 0..=4 {
+                if dup == 4 && n > 1000 {
+                    continue;
+                }
+                let h = hashes(n, 17 + n as u64, dup);
+                let what = format!("duplicates of kind {dup}");
+                check_fuse::<u8>(&h, Arity::Three, &what);
+                check_fuse::<u8>(&h, Arity::Four, &what);
+                check_fuse::<u16>(&h, Arity::Three, &what);
+                check_fuse::<u16>(&h, Arity::Four, &what);
+                check_xor(&h, &what);
+            }
+        }
+    }
+
+    #[test]
+    fn identical_to_reference_from_items() {
+        // Items hashed while placing give the filter of their hashes (with repeated items).
+        for n in [0usize, 1, 7, 1000, 30_000] {
+            let items: Vec<[u8; 8]> =
+                (0..n as u64).map(|i| (i % (n as u64 * 9 / 10).max(1)).to_le_bytes()).collect();
+            let hasher = Hasher::default();
+            let h: Vec<u64> = items.iter().map(|i| hasher.hash64(i)).collect();
+            for arity in [Arity::Three, Arity::Four] {
+                let a = BinaryFuse::<u8>::build_with(&items, arity, hasher).unwrap();
+                let b = BinaryFuse::<u8>::from_hashes_with(&h, arity, hasher).unwrap();
+                assert_eq!(a, b, "n = {n}");
+                check_fuse::<u8>(&h, arity, "items");
+            }
+            let a = <Xor8 as crate::StaticFilter>::build_with_hasher(&items, hasher).unwrap();
+            assert_eq!(a, Xor8::from_hashes_with(&h, hasher).unwrap(), "n = {n}");
+            check_xor(&h, "items");
+        }
+    }
+
+    #[test]
+    fn identical_to_reference_large() {
+        // Large enough for huge-page scratch storage and the xor filter's prefetching.
+        for n in [300_000usize, 1_000_000] {
+            let h = hashes(n, 5, 0);
+            check_fuse::<u8>(&h, Arity::Three, "large");
+            check_fuse::<u16>(&h, Arity::Four, "large");
+            check_xor(&h, "large");
+            let h = hashes(n, 6, 1);
+            check_fuse::<u8>(&h, Arity::Four, "large, duplicates");
+            check_xor(&h, "large, duplicates");
         }
     }
 }

@@ -12,7 +12,7 @@
 //! * **Hashing**: `Digest::h1` of the filter's [`Hasher`] (XXH3 by default), mixed with a seed
 //!   found at construction and stored in the file.
 //! * **Limits**: static (no insert, no delete); at most 2^32 slots; construction needs about
-//!   26 bytes of scratch memory per key and tolerates duplicate items.
+//!   20.5 bytes of scratch memory per key and tolerates duplicate items.
 //!
 //! ```
 //! use sift::prelude::*;
@@ -28,7 +28,7 @@
 //! ```
 
 use crate::error::{Error, FormatError, Result};
-use crate::filters::peel::{mix, xor_positions, Fingerprint, Peeler, XorLayout};
+use crate::filters::peel::{mix, xor_positions, Fingerprint, HashSource, ItemHashes, Peeler, XorLayout};
 use crate::format::{decode_verified, Encoder, FilterKind, ParamWriter};
 use crate::hash::{Digest, Hasher};
 use crate::traits::{Filter, Persist};
@@ -56,7 +56,11 @@ impl Xor8 {
 
     /// Builds the filter from the 64-bit hashes `hasher.hash64(item)` (duplicates allowed).
     pub fn from_hashes_with(hashes: &[u64], hasher: Hasher) -> Result<Self> {
-        let n = hashes.len();
+        Self::from_source(hashes, hasher)
+    }
+
+    fn from_source<S: HashSource + ?Sized>(src: &S, hasher: Hasher) -> Result<Self> {
+        let n = src.count();
         if n == 0 {
             return Ok(Xor8 { fingerprints: Vec::new(), block: 0, seed: 0, hasher, items: 0 });
         }
@@ -69,7 +73,7 @@ impl Xor8 {
                 limit_bytes: u32::MAX as u128,
             });
         }
-        let mut peeler = Peeler::new(hashes);
+        let mut peeler = Peeler::new(src);
         let mut fps: Vec<u8> = Vec::new();
         for _ in 0..LAYOUTS {
             let layout = XorLayout { block };
@@ -145,6 +149,11 @@ impl Filter for Xor8 {
 }
 
 impl StaticFilter for Xor8 {
+    /// Hashes each item straight into the key array (no vector of hashes first).
+    fn build_with_hasher<T: AsRef<[u8]>>(items: &[T], hasher: Hasher) -> Result<Self> {
+        Self::from_source(&ItemHashes { items, hasher }, hasher)
+    }
+
     fn build_from_hashes_with_hasher(hashes: &[u64], hasher: Hasher) -> Result<Self> {
         Self::from_hashes_with(hashes, hasher)
     }
