@@ -45,7 +45,7 @@
 //! ```
 
 use crate::error::{check_fpr, check_items, Error, FormatError, Result};
-use crate::format::{decode_verified, Encoder, FilterKind, ParamWriter};
+use crate::format::{decode_verified, encode_chain, split_chain, FilterKind, ParamWriter};
 use crate::hash::{Digest, HashKind, Hasher, HotHasher};
 use crate::math;
 use crate::traits::{Filter, Insert, Persist};
@@ -446,13 +446,7 @@ impl Persist for ScalableBloom {
             }
         }
         let encoded: Vec<Vec<u8>> = self.layers.iter().map(|l| l.to_bytes()).collect();
-        let len: u64 = encoded.iter().map(|e| 8 + e.len() as u64).sum();
-        let mut e = Encoder::new(Self::KIND, self.hasher, p.as_bytes(), len);
-        for layer in &encoded {
-            e.payload().extend_from_slice(&(layer.len() as u64).to_le_bytes());
-            e.payload().extend_from_slice(layer);
-        }
-        e.finish()
+        encode_chain(Self::KIND, self.hasher, p.as_bytes(), &encoded)
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
@@ -489,31 +483,12 @@ impl Persist for ScalableBloom {
             return Err(bad("scalable bloom: bad initial capacity or layer count"));
         }
         let hasher = raw.hasher();
-        let mut rest = raw.payload();
-        let mut layers = Vec::new();
+        let mut layers = Vec::with_capacity(count);
         let mut total = 0u64;
-        for i in 0..count {
-            if rest.len() < 8 {
-                return Err(FormatError::Truncated {
-                    what: "layer length",
-                    needed: 8,
-                    available: rest.len() as u64,
-                }
-                .into());
-            }
-            let len = u64::from_le_bytes(rest[..8].try_into().expect("8 bytes"));
-            rest = &rest[8..];
-            if len > rest.len() as u64 {
-                return Err(FormatError::Truncated {
-                    what: "layer",
-                    needed: len,
-                    available: rest.len() as u64,
-                }
-                .into());
-            }
-            let (this, tail) = rest.split_at(len as usize);
-            rest = tail;
-            let layer = BlockedBloom::from_bytes(this)?;
+        for (i, bytes) in
+            split_chain(raw.payload(), count, ("layer length", "layer"))?.into_iter().enumerate()
+        {
+            let layer = BlockedBloom::from_bytes(bytes)?;
             let (cap, p) = layer_schedule(initial_capacity, target_fpr, growth, tightening, schedule, i)
                 .map_err(|_| bad("scalable bloom: layer schedule overflows"))?;
             if layer.hasher() != hasher || layer.capacity() != cap || layer.target_fpr() != p {
@@ -521,9 +496,6 @@ impl Persist for ScalableBloom {
             }
             total = total.saturating_add(layer.len() as u64);
             layers.push(layer);
-        }
-        if !rest.is_empty() {
-            return Err(FormatError::TrailingBytes { extra: rest.len() as u64 }.into());
         }
         if total != items {
             return Err(bad("scalable bloom: item count differs from the layers' sum"));
@@ -724,7 +696,8 @@ mod tests {
         params(&mut p);
         let mut body = raw.payload().to_vec();
         payload(&mut body);
-        let mut e = Encoder::new(FilterKind::ScalableBloom, raw.hasher(), &p, body.len() as u64);
+        let mut e =
+            crate::format::Encoder::new(FilterKind::ScalableBloom, raw.hasher(), &p, body.len() as u64);
         e.payload().extend_from_slice(&body);
         e.finish()
     }

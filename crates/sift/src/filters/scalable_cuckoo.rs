@@ -40,7 +40,7 @@
 use crate::error::{check_fpr, check_items, Error, FormatError, Result};
 use crate::filters::cuckoo::Cuckoo;
 use crate::filters::scalable_bloom::{check_growth, check_tightening, layer_schedule, Schedule};
-use crate::format::{decode_verified, Encoder, FilterKind, ParamWriter};
+use crate::format::{decode_verified, encode_chain, split_chain, FilterKind, ParamWriter};
 use crate::hash::{Digest, HashKind, Hasher, HotHasher};
 use crate::math;
 use crate::traits::{Filter, Insert, Persist, Remove};
@@ -281,13 +281,7 @@ impl Persist for ScalableCuckoo {
             .u32(self.tables.len() as u32)
             .u32(0);
         let encoded: Vec<Vec<u8>> = self.tables.iter().map(Persist::to_bytes).collect();
-        let len: u64 = encoded.iter().map(|e| 8 + e.len() as u64).sum();
-        let mut e = Encoder::new(Self::KIND, self.hasher, p.as_bytes(), len);
-        for table in &encoded {
-            e.payload().extend_from_slice(&(table.len() as u64).to_le_bytes());
-            e.payload().extend_from_slice(table);
-        }
-        e.finish()
+        encode_chain(Self::KIND, self.hasher, p.as_bytes(), &encoded)
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
@@ -318,36 +312,15 @@ impl Persist for ScalableCuckoo {
             hasher,
             hot: HotHasher::new(hasher),
         };
-        let mut rest = raw.payload();
-        for i in 0..count {
-            let Some((len, tail)) = rest.split_first_chunk::<8>() else {
-                return Err(FormatError::Truncated {
-                    what: "table length",
-                    needed: 8,
-                    available: rest.len() as u64,
-                }
-                .into());
-            };
-            let len = u64::from_le_bytes(*len);
-            if len > tail.len() as u64 {
-                return Err(FormatError::Truncated {
-                    what: "table",
-                    needed: len,
-                    available: tail.len() as u64,
-                }
-                .into());
-            }
-            let (this, tail) = tail.split_at(len as usize);
-            rest = tail;
-            let table = Cuckoo::from_bytes(this)?;
+        for (i, bytes) in
+            split_chain(raw.payload(), count, ("table length", "table"))?.into_iter().enumerate()
+        {
+            let table = Cuckoo::from_bytes(bytes)?;
             let (cap, p) = f.schedule(i).map_err(|_| bad("scalable cuckoo: table schedule overflows"))?;
             if table.hasher() != hasher || table.capacity() != cap || table.target_fpr() != p {
                 return Err(bad("scalable cuckoo: a table does not match the growth schedule"));
             }
             f.tables.push(table);
-        }
-        if !rest.is_empty() {
-            return Err(FormatError::TrailingBytes { extra: rest.len() as u64 }.into());
         }
         if f.len() as u64 != items {
             return Err(bad("scalable cuckoo: item count does not match the tables"));

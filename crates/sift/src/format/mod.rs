@@ -21,9 +21,11 @@
 //! place); [`RawFilter::verify`] checks the CRC separately, since it reads every byte. The owning
 //! `from_bytes` constructors of the filters always verify.
 
+mod chain;
 mod params;
 mod stream;
 
+pub(crate) use chain::{encode_chain, split_chain};
 pub use params::{ParamReader, ParamWriter};
 pub(crate) use stream::write_words;
 pub use stream::StreamEncoder;
