@@ -210,7 +210,8 @@ fn scalable_cuckoo(n: f64, p: f64) -> Option<Recommendation> {
         expected_fpr: p / 2.0,
         speed_class: SpeedClass::Fast,
         reason: "deletes and growth: a scalable cuckoo filter removes items and adds cuckoo tables as it \
-                 fills, keeping the compound FPR below p (up to max_growth times the expected count)",
+                 fills, keeping the compound FPR below p; it grows up to a bound set by p (63x the expected \
+                 count at p = 1%)",
     })
 }
 

@@ -48,6 +48,10 @@ use crate::traits::{Filter, Insert, Persist, Remove};
 /// Most tables a filter holds.
 pub const MAX_TABLES: usize = 32;
 
+/// The lowest FPR a table can be built for: `2b/2^16` with 16-bit fingerprints in buckets of
+/// `b = 4`.
+const MIN_TABLE_FPR: f64 = 8.0 / 65536.0;
+
 /// A growing chain of cuckoo tables. See the [module documentation](self).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ScalableCuckoo {
@@ -92,6 +96,16 @@ impl ScalableCuckoo {
         check_fpr(fpr)?;
         check_growth(growth)?;
         check_tightening(tightening)?;
+        // The first table runs at p·(1 - r); 16-bit fingerprints reach 2b/2^16 = 2^-13 at best.
+        if fpr * (1.0 - tightening) < MIN_TABLE_FPR {
+            return Err(Error::param(
+                "fpr",
+                fpr,
+                "at least 2^-13 / (1 - tightening) (2.44e-4 with the default tightening 0.5) for a \
+                 scalable cuckoo filter, whose first table gets p·(1 - tightening); use a Cuckoo \
+                 (down to 1.22e-4) or a ScalableBloom for lower rates",
+            ));
+        }
         let mut f = ScalableCuckoo {
             tables: Vec::new(),
             growth,
