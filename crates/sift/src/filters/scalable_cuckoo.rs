@@ -226,8 +226,13 @@ impl Filter for ScalableCuckoo {
 
     /// Newest table first: recent items are the likeliest queries in most uses (a stream being
     /// de-duplicated), and the newest table is the largest.
+    #[inline]
     fn contains_digest(&self, d: Digest) -> bool {
-        self.tables.iter().rev().any(|t| t.contains_digest(d))
+        match self.tables.as_slice() {
+            // One table (the filter has not grown): its probe alone, inlined.
+            [only] => only.contains_digest(d),
+            tables => tables.iter().rev().any(|t| t.contains_digest(d)),
+        }
     }
 
     #[inline]
