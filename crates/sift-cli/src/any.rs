@@ -213,7 +213,14 @@ impl AnyFilter {
                 if f.contains_digest(d) {
                     false
                 } else {
-                    f.try_insert_digest(d).map_err(|e| anyhow!("{e}"))?
+                    f.try_insert_digest(d).map_err(|e| match e {
+                        sift::Error::Full { len } => anyhow!(
+                            "the scalable cuckoo filter reached its growth limit ({len} items, {} tables); \
+                             give a larger --items or use scalable-bloom (no deletes, no limit)",
+                            f.num_tables()
+                        ),
+                        e => anyhow!("{e}"),
+                    })?
                 }
             }
             AnyFilter::Quotient(f) => {

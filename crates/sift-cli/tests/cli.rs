@@ -153,6 +153,25 @@ fn a_scalable_cuckoo_filter_grows_past_its_items_and_answers() {
     assert!((19_800..=20_000).contains(&items), "{items} items stored");
     // 1000 + 2000 + 4000 + 8000 + 16000 items at ~95% load: five tables.
     assert_eq!(v["tables"], 5, "{info}");
+
+    // Without -n, a file is counted first: one table sized for its keys.
+    let counted = dir.path().join("counted.sift");
+    run(sift().args(["build", "-q", "--family", "scalable-cuckoo", "-o"]).arg(&counted).arg(&keys));
+    let (_, info, _) = run(sift().arg("inspect").arg("--json").arg(&counted));
+    let v: serde_json::Value = serde_json::from_str(&info).unwrap();
+    assert_eq!((v["tables"].as_u64(), v["capacity"].as_u64()), (Some(1), Some(20_000)), "{info}");
+
+    // Past its growth limit (p = 0.1%: three tables, 10 + 20 + 40 items) the build stops with
+    // an error that says so, and writes no file.
+    let stopped = dir.path().join("stopped.sift");
+    let (code, _, err) = run(sift()
+        .args(["build", "-q", "--family", "scalable-cuckoo", "-n", "10", "-p", "0.001", "-o"])
+        .arg(&stopped)
+        .pipe_stdin(&keys)
+        .unwrap());
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("growth limit") && err.contains("3 tables"), "{err}");
+    assert!(!stopped.exists());
 }
 
 #[test]
