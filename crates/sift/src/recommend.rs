@@ -192,12 +192,10 @@ fn cuckoo(p: f64, reason: &'static str) -> Recommendation {
 /// most 16 bits): that table's width, and how far the chain grows (tables `n·2^i` at `p/2^(i+1)`
 /// while 16 bits suffice).
 fn scalable_cuckoo(n: f64, p: f64) -> Option<Recommendation> {
-    use crate::filters::cuckoo::{BUCKET_SLOTS, DESIGN_LOAD, FINGERPRINT_BITS};
-    let width =
-        |q: f64| FINGERPRINT_BITS.into_iter().find(|&f| (2 * BUCKET_SLOTS) as f64 / 2f64.powi(f as i32) <= q);
-    let f = width(p / 2.0)?;
+    use crate::filters::cuckoo::{fp_bits_for, DESIGN_LOAD};
+    let f = fp_bits_for(p / 2.0)?;
     let tables = (0..crate::filters::scalable_cuckoo::MAX_TABLES as i32)
-        .take_while(|&i| width(p / 2f64.powi(i + 1)).is_some())
+        .take_while(|&i| fp_bits_for(p / 2f64.powi(i + 1)).is_some())
         .count() as u32;
     Some(Recommendation {
         family: FilterKind::ScalableCuckoo,

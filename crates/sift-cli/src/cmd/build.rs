@@ -70,12 +70,11 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let from_stdin = sources.iter().any(|s| matches!(s, Source::Stdin));
     let mut family = a.family.unwrap_or(FamilyArg::BlockedBloom);
     let mut items = a.items;
-    if items.is_none() && family == FamilyArg::ScalableCuckoo && !from_stdin {
-        // A scalable cuckoo filter grows only to a bound (63x its first table at 1%): size the
-        // first table for the keys there are, as the fixed-size families do.
-        items = Some(input::count_keys(&sources, split, threads)?.max(1));
-    }
-    if items.is_none() && family.needs_items() {
+    // A scalable cuckoo filter grows only to a bound (63x its first table at 1%): files are
+    // counted for it too, so its first table is sized for the keys there are (stdin cannot be
+    // counted ahead: it gets the default first table).
+    let needs_count = family.needs_items() || (family == FamilyArg::ScalableCuckoo && !from_stdin);
+    if items.is_none() && needs_count {
         if from_stdin {
             if a.family.is_some() {
                 bail!("{family:?} needs --items when reading stdin (or use --family scalable-bloom)");

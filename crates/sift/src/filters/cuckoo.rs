@@ -168,7 +168,7 @@ const fn first_empty(b: u64, f: u32) -> Option<usize> {
 }
 
 /// The smallest width in [`FINGERPRINT_BITS`] whose FPR bound `2b/2^f` is at most `fpr`.
-fn fp_bits_for(fpr: f64) -> Option<u32> {
+pub(crate) fn fp_bits_for(fpr: f64) -> Option<u32> {
     FINGERPRINT_BITS.into_iter().find(|&f| (2 * BUCKET_SLOTS) as f64 / (1u64 << f) as f64 <= fpr)
 }
 

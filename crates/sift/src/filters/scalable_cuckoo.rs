@@ -38,7 +38,7 @@
 //! ```
 
 use crate::error::{check_fpr, check_items, Error, FormatError, Result};
-use crate::filters::cuckoo::Cuckoo;
+use crate::filters::cuckoo::{fp_bits_for, Cuckoo};
 use crate::filters::scalable_bloom::{check_growth, check_tightening, layer_schedule, Schedule};
 use crate::format::{decode_verified, encode_chain, split_chain, FilterKind, ParamWriter};
 use crate::hash::{Digest, HashKind, Hasher, HotHasher};
@@ -47,10 +47,6 @@ use crate::traits::{Filter, Insert, Persist, Remove};
 
 /// Most tables a filter holds.
 pub const MAX_TABLES: usize = 32;
-
-/// The lowest FPR a table can be built for: `2b/2^16` with 16-bit fingerprints in buckets of
-/// `b = 4`.
-const MIN_TABLE_FPR: f64 = 8.0 / 65536.0;
 
 /// A growing chain of cuckoo tables. See the [module documentation](self).
 #[derive(Clone, Debug, PartialEq)]
@@ -97,7 +93,7 @@ impl ScalableCuckoo {
         check_growth(growth)?;
         check_tightening(tightening)?;
         // The first table runs at p·(1 - r); 16-bit fingerprints reach 2b/2^16 = 2^-13 at best.
-        if fpr * (1.0 - tightening) < MIN_TABLE_FPR {
+        if fp_bits_for(fpr * (1.0 - tightening)).is_none() {
             return Err(Error::param(
                 "fpr",
                 fpr,
