@@ -923,6 +923,12 @@ impl Inner {
             }
         }
         self.aof_size.store(aof_size, Ordering::Relaxed);
+        // The keys the snapshot gave, plus those the log created, minus those it deleted: count
+        // the keyspace itself (the snapshot's count alone said `keys=0` after a log-only start).
+        if !m.segments.is_empty() {
+            loaded = 0;
+            keys.for_each_shard(|_, s| loaded += s.iter(now).count());
+        }
         Ok((loaded, last_end))
     }
 }
