@@ -111,13 +111,15 @@ fn run(ctx: &mut Ctx<'_, '_>, argv: &[Bytes], by_sha: bool, read_only: bool) -> 
     flags.running.store(true, Ordering::Relaxed);
     let mut session = Session::new(ctx.session.id, true);
     let keyspace = &mut *ctx.keys;
-    let reply = vm.lua.scope(|scope| {
-        let raw = scope.create_function_mut(|lua, args: Variadic<Value>| {
-            let (kind, frame) = call(server, &mut session, keyspace, &args, read_only, oom, &flags);
-            let v = frame_to_lua(lua, &frame)?;
-            Ok((kind, v))
-        })?;
-        Ok(vm.run(&sha, f, keys, args, raw, limits, &engine.flags))
+    let reply = off_the_runtime(|| {
+        vm.lua.scope(|scope| {
+            let raw = scope.create_function_mut(|lua, args: Variadic<Value>| {
+                let (kind, frame) = call(server, &mut session, keyspace, &args, read_only, oom, &flags);
+                let v = frame_to_lua(lua, &frame)?;
+                Ok((kind, v))
+            })?;
+            Ok(vm.run(&sha, f, keys, args, raw, limits, &engine.flags))
+        })
     });
     flags.running.store(false, Ordering::Relaxed);
     engine.memory.store(vm.lua.used_memory(), Ordering::Relaxed);
@@ -127,6 +129,19 @@ fn run(ctx: &mut Ctx<'_, '_>, argv: &[Bytes], by_sha: bool, read_only: bool) -> 
     match reply {
         Ok(r) => r,
         Err(e) => Frame::error(format!("ERR Error running script {sha}, {}", script::error_text(&e))),
+    }
+}
+
+/// Runs `f`, which may take long (a script runs up to `busy-reply-threshold`), telling a
+/// multi-threaded tokio runtime to move this worker's other tasks and its I/O duties to another
+/// thread meanwhile: otherwise a parked worker may never poll the I/O driver, and `SCRIPT KILL`
+/// from another connection would not be read until the script ends.
+fn off_the_runtime<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
     }
 }
 
