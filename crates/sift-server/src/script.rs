@@ -24,6 +24,10 @@
 //! (always true, as Redis 7), `REDIS_VERSION`, `REDIS_VERSION_NUM`. Not provided: `setresp`
 //! (scripts always see RESP2 replies), `set_repl`, `breakpoint`, `debug`, `acl_check_cmd`.
 //!
+//! A script may start with Redis 7's shebang, `#!lua [flags=...]` ([`parse_shebang`]): it is then a
+//! write script unless it declares `no-writes` (which makes it read-only even under EVAL);
+//! the other flags are accepted without effect.
+//!
 //! # Conversions
 //!
 //! Redis's documented rules ([`frame_to_lua`], [`lua_to_frame`]): a reply becomes a Lua value
@@ -122,7 +126,7 @@ pub struct Vm {
     /// The interpreter.
     pub lua: Lua,
     /// Compiled scripts by SHA-1.
-    scripts: HashMap<String, Function>,
+    scripts: HashMap<String, Script>,
     /// Per-run state the Lua side reads: `raw` (the command dispatcher of this run) and `abort`
     /// (set when the script is being aborted).
     pub slot: Table,
@@ -307,7 +311,7 @@ impl Vm {
     }
 
     /// The compiled script `sha`, if cached.
-    pub fn get(&self, sha: &str) -> Option<Function> {
+    pub fn get(&self, sha: &str) -> Option<Script> {
         self.scripts.get(sha).cloned()
     }
 
@@ -326,22 +330,33 @@ impl Vm {
         self.scripts.is_empty()
     }
 
-    /// Compiles `body` and caches it under its SHA-1; returns the id and the function, or the
-    /// compile error reply.
-    pub fn load(&mut self, body: &[u8]) -> Result<(String, Function), String> {
+    /// Compiles `body` and caches it under its SHA-1; returns the id and the script, or the
+    /// error reply (compile error, bad shebang).
+    pub fn load(&mut self, body: &[u8]) -> Result<(String, Script), String> {
         let sha = sha1_hex(body);
-        if let Some(f) = self.scripts.get(&sha) {
-            return Ok((sha, f.clone()));
+        if let Some(s) = self.scripts.get(&sha) {
+            return Ok((sha, s.clone()));
         }
+        let shebang = parse_shebang(body)?;
+        // The shebang line becomes a comment, so line numbers stay those of the script.
+        let source: std::borrow::Cow<'_, [u8]> = match shebang {
+            Some(_) => {
+                let mut v = body.to_vec();
+                v[..2].copy_from_slice(b"--");
+                v.into()
+            }
+            None => body.into(),
+        };
         let f = self
             .lua
-            .load(body)
+            .load(&source[..])
             .set_name("@user_script")
             .set_mode(ChunkMode::Text)
             .into_function()
             .map_err(|e| format!("ERR Error compiling script (new function): {}", error_text(&e)))?;
-        self.scripts.insert(sha.clone(), f.clone());
-        Ok((sha, f))
+        let script = Script { function: f, shebang };
+        self.scripts.insert(sha.clone(), script.clone());
+        Ok((sha, script))
     }
 
     /// Runs `f` with `KEYS`/`ARGV` set, `raw` as the command dispatcher, a deadline and a
@@ -451,6 +466,46 @@ fn call_error(e: &mlua::Error) -> Option<String> {
         mlua::Error::ExternalError(x) => x.downcast_ref::<CallError>().map(|c| c.0.clone()),
         _ => None,
     }
+}
+
+/// A cached script.
+#[derive(Clone)]
+pub struct Script {
+    /// The compiled body.
+    pub function: Function,
+    /// `Some(no_writes)` when the script starts with a `#!lua` shebang: such a script is a
+    /// write script unless it declares `flags=no-writes` (Redis 7).
+    pub shebang: Option<bool>,
+}
+
+/// Redis 7's script shebang, `#!lua [flags=f1,f2]`: `Ok(None)` without one, `Ok(Some(no_writes))`
+/// with one. The flags other than `no-writes` (`allow-oom`, `allow-stale`, `no-cluster`,
+/// `allow-cross-slot-keys`) are accepted and have no effect here.
+pub fn parse_shebang(body: &[u8]) -> Result<Option<bool>, String> {
+    if !body.starts_with(b"#!") {
+        return Ok(None);
+    }
+    let line = body.split(|&b| b == b'\n').next().unwrap_or(body);
+    let line = String::from_utf8_lossy(line);
+    let mut parts = line.split(' ').filter(|p| !p.is_empty());
+    let engine = parts.next().unwrap_or("#!");
+    if engine != "#!lua" {
+        return Err(format!("ERR Unexpected engine in script shebang: {engine}"));
+    }
+    let mut no_writes = false;
+    for part in parts {
+        let Some(flags) = part.strip_prefix("flags=") else {
+            return Err(format!("ERR Unknown lua shebang option: {part}"));
+        };
+        for flag in flags.split(',').filter(|f| !f.is_empty()) {
+            match flag {
+                "no-writes" => no_writes = true,
+                "allow-oom" | "allow-stale" | "no-cluster" | "allow-cross-slot-keys" => {}
+                other => return Err(format!("ERR Unexpected flag in script shebang: {other}")),
+            }
+        }
+    }
+    Ok(Some(no_writes))
 }
 
 /// What bounds one run.
@@ -643,7 +698,7 @@ mod tests {
 
     fn eval(vm: &mut Vm, body: &str) -> Frame {
         let (sha, f) = match vm.load(body.as_bytes()) {
-            Ok(x) => x,
+            Ok((sha, s)) => (sha, s.function),
             Err(e) => return Frame::Error(e),
         };
         let raw = vm
@@ -810,7 +865,7 @@ mod tests {
             "while true do pcall(function() while true do end end) end",
             "while true do coroutine.resume(coroutine.create(function() while true do end end)) end",
         ] {
-            let (sha, f) = vm.load(body.as_bytes()).unwrap();
+            let (sha, f) = vm.load(body.as_bytes()).map(|(h, s)| (h, s.function)).unwrap();
             let raw = vm.lua.create_function(|_, ()| Ok(0)).unwrap();
             let t = Instant::now();
             let reply = vm.run(&sha, f, &[], &[], raw, limits, &Arc::default());
@@ -830,12 +885,36 @@ mod tests {
         let mut vm = Vm::new().unwrap();
         let (sha, f) = vm
             .load(b"local t = {} for i = 1, 1e8 do t[i] = string.rep('x', 100) .. i end return #t")
+            .map(|(h, s)| (h, s.function))
             .unwrap();
         let raw = vm.lua.create_function(|_, ()| Ok(0)).unwrap();
         let limits = RunLimits { time_limit_ms: 0, memory_limit: 8 * 1024 * 1024 };
         let Frame::Error(e) = vm.run(&sha, f, &[], &[], raw, limits, &Arc::default()) else { panic!() };
         assert!(e.contains("not enough memory"), "{e}");
         assert_eq!(eval(&mut vm, "return 1"), Frame::Integer(1));
+    }
+
+    #[test]
+    fn shebang_flags() {
+        assert_eq!(parse_shebang(b"return 1"), Ok(None));
+        assert_eq!(parse_shebang(b"#!lua\nreturn 1"), Ok(Some(false)));
+        assert_eq!(parse_shebang(b"#!lua flags=no-writes,allow-oom\nreturn 1"), Ok(Some(true)));
+        assert_eq!(parse_shebang(b"#!js\n").unwrap_err(), "ERR Unexpected engine in script shebang: #!js");
+        assert_eq!(parse_shebang(b"#!lua name=x\n").unwrap_err(), "ERR Unknown lua shebang option: name=x");
+        assert_eq!(
+            parse_shebang(b"#!lua flags=bad\n").unwrap_err(),
+            "ERR Unexpected flag in script shebang: bad"
+        );
+        let mut vm = Vm::new().unwrap();
+        // Line numbers are the script's own.
+        let body = "#!lua\nerror('x')";
+        assert_eq!(
+            eval(&mut vm, body),
+            Frame::error(format!(
+                "ERR user_script:2: x script: {}, on @user_script:2.",
+                sha1_hex(body.as_bytes())
+            ))
+        );
     }
 
     #[test]

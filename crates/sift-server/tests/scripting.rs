@@ -281,6 +281,22 @@ fn read_only_scripts_and_refused_commands() {
     assert!(error_text(&e).starts_with("ERR Write commands are not allowed from read-only scripts."));
     let v: String = redis::cmd("GET").arg("k").query(&mut c).unwrap();
     assert_eq!(v, "v", "the refused write did not happen");
+    // Redis 7 shebangs: a `#!lua` script is a write script unless it declares no-writes.
+    let e = redis::cmd("EVAL_RO").arg("#!lua\nreturn 1").arg(0).query::<Value>(&mut c).unwrap_err();
+    assert_eq!(error_text(&e), "ERR Can not execute a script with write flag using *_ro command.");
+    let one: i64 = redis::cmd("EVAL_RO").arg("#!lua flags=no-writes\nreturn 1").arg(0).query(&mut c).unwrap();
+    assert_eq!(one, 1);
+    let body = "#!lua flags=no-writes\nreturn redis.call('SET', 'k', 'w')";
+    let e = eval(&mut c, body, &[], &[]).unwrap_err();
+    assert_eq!(
+        error_text(&e),
+        format!(
+            "ERR Write commands are not allowed from read-only scripts. script: {}, on @user_script:2.",
+            sha1_hex(body)
+        )
+    );
+    let e = eval(&mut c, "#!js\nreturn 1", &[], &[]).unwrap_err();
+    assert_eq!(error_text(&e), "ERR Unexpected engine in script shebang: #!js");
     for cmd in [
         "redis.call('MULTI')",
         "redis.call('EXEC')",

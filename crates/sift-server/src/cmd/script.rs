@@ -29,6 +29,8 @@ pub const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
 pub const TOO_MANY_KEYS: &str = "ERR Number of keys can't be greater than number of args";
 /// Negative numkeys.
 pub const NEGATIVE_KEYS: &str = "ERR Number of keys can't be negative";
+/// EVAL_RO of a script whose shebang does not declare `no-writes`.
+pub const RO_WITH_WRITE_FLAG: &str = "ERR Can not execute a script with write flag using *_ro command.";
 /// SCRIPT FLUSH with a bad option.
 pub const FLUSH_OPTION: &str = "ERR SCRIPT FLUSH only support SYNC|ASYNC option";
 
@@ -83,10 +85,10 @@ fn run(ctx: &mut Ctx<'_, '_>, argv: &[Bytes], by_sha: bool, read_only: bool) -> 
     let server = ctx.server;
     let engine = &server.scripting;
     let mut vm = engine.lock();
-    let (sha, f) = if by_sha {
+    let (sha, script) = if by_sha {
         let sha = String::from_utf8_lossy(&argv[1]).to_ascii_lowercase();
         match vm.get(&sha) {
-            Some(f) => (sha, f),
+            Some(s) => (sha, s),
             None => return Frame::error(NOSCRIPT),
         }
     } else {
@@ -97,6 +99,14 @@ fn run(ctx: &mut Ctx<'_, '_>, argv: &[Bytes], by_sha: bool, read_only: bool) -> 
             Err(e) => return Frame::error(e),
         }
     };
+    // Redis 7: a script with a shebang is a write script unless it says `no-writes`, and the
+    // _RO commands refuse it; `no-writes` makes it read-only under EVAL too.
+    let read_only = match script.shebang {
+        Some(false) if read_only => return Frame::error(RO_WITH_WRITE_FLAG),
+        Some(no_writes) => read_only || no_writes,
+        None => read_only,
+    };
+    let f = script.function;
     let vm = &*vm;
     let limits = {
         let c = server.config.read();
