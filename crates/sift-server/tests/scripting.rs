@@ -547,3 +547,46 @@ fn script_effects_survive_kill_9_and_restart() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn eval_inside_multi_and_command_rows() {
+    let srv = TestServer::start(&[]);
+    let mut c = connect(&srv, false);
+    // EXEC locks every shard for a transaction holding a script.
+    let (a, b): (String, String) = redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg("m")
+        .arg("1")
+        .ignore()
+        .cmd("EVAL")
+        .arg("return redis.call('GET', KEYS[1])")
+        .arg(1)
+        .arg("m")
+        .cmd("GET")
+        .arg("m")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!((a.as_str(), b.as_str()), ("1", "1"));
+    // COMMAND INFO: Redis 7's arity, flags and keynum key spec for the EVAL family.
+    let info: Value =
+        redis::cmd("COMMAND").arg("INFO").arg("EVAL").arg("EVAL_RO").arg("SCRIPT").query(&mut c).unwrap();
+    let Value::Array(rows) = info else { panic!("{info:?}") };
+    let Value::Array(eval) = &rows[0] else { panic!("{rows:?}") };
+    assert_eq!(eval[0], bulk("eval"));
+    assert_eq!(eval[1], Value::Int(-3));
+    let flags = format!("{:?}", eval[2]);
+    for f in ["noscript", "stale", "skip_monitor", "may_replicate", "no_mandatory_keys", "movablekeys"] {
+        assert!(flags.contains(f), "{f} missing in {flags}");
+    }
+    assert_eq!(&eval[3..6], &[Value::Int(0), Value::Int(0), Value::Int(0)]);
+    let specs = format!("{:?}", eval[8]);
+    assert!(specs.contains("keynum") && specs.contains("keynumidx"), "{specs}");
+    let Value::Array(ro) = &rows[1] else { panic!("{rows:?}") };
+    assert!(format!("{:?}", ro[2]).contains("readonly"));
+    let Value::Array(script) = &rows[2] else { panic!("{rows:?}") };
+    let subs = format!("{:?}", script[9]);
+    for s in ["script|load", "script|exists", "script|flush", "script|kill"] {
+        assert!(subs.contains(s), "{s} missing in {subs}");
+    }
+}
