@@ -364,6 +364,30 @@ fn a_runaway_script_is_aborted_and_the_server_keeps_answering() {
 }
 
 #[test]
+fn limits_from_the_command_line() {
+    let srv = TestServer::start(&["--lua-time-limit", "150", "--lua-maxmemory", "4mb"]);
+    let mut c = connect(&srv, false);
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("busy-reply-threshold")
+        .arg("lua-maxmemory")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(got, ["busy-reply-threshold", "150", "lua-maxmemory", "4mb"]);
+    let e = eval(&mut c, "while true do end", &[], &[]).unwrap_err();
+    assert_eq!(error_text(&e), "ERR Script aborted: it ran longer than busy-reply-threshold (150 ms)");
+    let e = eval(
+        &mut c,
+        "local t = {} for i = 1, 1e7 do t[i] = tostring(i) .. 'padding' end return #t",
+        &[],
+        &[],
+    )
+    .unwrap_err();
+    assert!(error_text(&e).contains("not enough memory"), "{e}");
+    assert_eq!(eval(&mut c, "return 2", &[], &[]).unwrap(), Value::Int(2));
+}
+
+#[test]
 fn script_kill_stops_a_script_that_has_not_written() {
     let srv = TestServer::start(&[]);
     let mut c = connect(&srv, false);

@@ -119,6 +119,8 @@ fn run(ctx: &mut Ctx<'_, '_>, argv: &[Bytes], by_sha: bool, read_only: bool) -> 
     flags.kill.store(false, Ordering::Relaxed);
     flags.wrote.store(false, Ordering::Relaxed);
     flags.running.store(true, Ordering::Relaxed);
+    // Cleared however the run ends (a handler's panic unwinds through here too).
+    let _running = Running(&flags);
     let mut session = Session::new(ctx.session.id, true);
     let keyspace = &mut *ctx.keys;
     let reply = off_the_runtime(|| {
@@ -131,7 +133,7 @@ fn run(ctx: &mut Ctx<'_, '_>, argv: &[Bytes], by_sha: bool, read_only: bool) -> 
             Ok(vm.run(&sha, f, keys, args, raw, limits, &engine.flags))
         })
     });
-    flags.running.store(false, Ordering::Relaxed);
+    drop(_running);
     engine.memory.store(vm.lua.used_memory(), Ordering::Relaxed);
     if session.needs_commit {
         ctx.session.needs_commit = true;
@@ -139,6 +141,15 @@ fn run(ctx: &mut Ctx<'_, '_>, argv: &[Bytes], by_sha: bool, read_only: bool) -> 
     match reply {
         Ok(r) => r,
         Err(e) => Frame::error(format!("ERR Error running script {sha}, {}", script::error_text(&e))),
+    }
+}
+
+/// Marks the script as no longer running when dropped.
+struct Running<'a>(&'a script::RunFlags);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.running.store(false, Ordering::Relaxed);
     }
 }
 
@@ -197,6 +208,8 @@ fn call(
     if read_only && writes {
         return (1, Frame::error(SCRIPT_WRITE_IN_RO));
     }
+    // A failed log refuses every write, even after the script's first (Redis lets a script that
+    // has written go on): a write that cannot be made durable is not applied.
     if writes {
         if let Some(why) = server.persistence.write_error() {
             return (1, Frame::error(format!("{}: {why}", err::MISCONF_AOF)));
