@@ -43,9 +43,13 @@
 //! runs longer than `busy-reply-threshold` (alias `lua-time-limit`) is **aborted** with an error
 //! reply. Redis keeps such a script running and answers other clients `BUSY` until `SCRIPT
 //! KILL`; here every other client waits on the shard locks, so a never-ending script must end.
-//! The writes it made before stay applied (and logged), as they would after Redis's `SHUTDOWN
-//! NOSAVE`-less recovery from such a script. `SCRIPT KILL` from another connection stops a
-//! script that has not written yet, as in Redis. The VM's memory is capped at `lua-maxmemory`.
+//! The writes it made before the abort stay applied and logged (Redis has no rollback either:
+//! a script that wrote can only be stopped there by `SHUTDOWN NOSAVE`). A hook error caught by
+//! the script's own `pcall`, `xpcall` or `coroutine.resume` is raised again, so the abort
+//! cannot be swallowed. `SCRIPT KILL` from another connection stops a script that has not
+//! written yet, as in Redis (the script runs in `block_in_place`, so the runtime keeps
+//! serving other connections). The VM's memory is capped at `lua-maxmemory`: an allocation
+//! beyond it fails the script with a `not enough memory` error reply.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

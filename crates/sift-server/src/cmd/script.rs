@@ -2,7 +2,7 @@
 //! FLUSH | KILL`, on the engine of [`crate::script`].
 //!
 //! A script's `redis.call` / `redis.pcall` go through the same command table and handlers as a
-//! client's request ([`super::resolve`], [`super::run_locked`]): arity, the `noscript` flag,
+//! client's request (`resolve`, `run_locked` in [`super`]): arity, the `noscript` flag,
 //! read-only scripts, `maxmemory` and a failed log are checked per call, with Redis's script
 //! error texts. The EVAL rows are registered with [`table::ALL_KEYS`], so the dispatcher (or
 //! EXEC) hands the handler a view holding every shard: the script is atomic.
@@ -10,7 +10,7 @@
 //! # Persistence
 //!
 //! EVAL itself is never logged. Every write command the script runs that changed the keyspace
-//! is recorded by [`super::run_locked`], in order, with its `propagate` rewrite (EXPIRE as
+//! is recorded by `run_locked`, in order, with its `propagate` rewrite (EXPIRE as
 //! PEXPIREAT): Redis 7's effects replication. The caller's session is marked for commit, so
 //! with `appendfsync always` the effects are durable before the EVAL reply is sent.
 
