@@ -21,8 +21,9 @@
 //!
 //! The `redis` table: `call`, `pcall`, `error_reply`, `status_reply`, `sha1hex`, `log` with
 //! `LOG_DEBUG`/`LOG_VERBOSE`/`LOG_NOTICE`/`LOG_WARNING` (to `tracing`), `replicate_commands`
-//! (always true, as Redis 7), `REDIS_VERSION`, `REDIS_VERSION_NUM`. Not provided: `setresp`
-//! (scripts always see RESP2 replies), `set_repl`, `breakpoint`, `debug`, `acl_check_cmd`.
+//! (always true, as Redis 7), `setresp` (2 or 3: the protocol the script's calls are answered
+//! in), `REDIS_VERSION`, `REDIS_VERSION_NUM`. Not provided: `set_repl`, `breakpoint`, `debug`,
+//! `acl_check_cmd`.
 //!
 //! A script may start with Redis 7's shebang, `#!lua [flags=...]` ([`parse_shebang`]): it is then a
 //! write script unless it declares `no-writes` (which makes it read-only even under EVAL);
@@ -31,7 +32,8 @@
 //! # Conversions
 //!
 //! Redis's documented rules ([`frame_to_lua`], [`lua_to_frame`]): a reply becomes a Lua value
-//! as a RESP2 client would see it (integer → number, bulk → string, null → `false`, array →
+//! as a RESP2 client would see it (after `redis.setresp(3)`, RESP3 shapes: map → `{map=...}`,
+//! set → `{set=...}`, double → `{double=n}`, boolean → boolean, null → nil) (integer → number, bulk → string, null → `false`, array →
 //! table, status → `{ok=...}`, error → `{err=...}`; a RESP3 map is a flat array, a double a
 //! string, a boolean 1/0), and the script's return value becomes a reply (number → integer,
 //! truncated; string → bulk; table → array up to its first nil, or status / error when it has
@@ -274,6 +276,25 @@ impl Vm {
         )?;
         redis.set("replicate_commands", lua.create_function(|_, ()| Ok(true))?)?;
         let slot = lua.create_table()?;
+        slot.raw_set("resp", 2)?;
+        let resp_slot = slot.clone();
+        redis.set(
+            "setresp",
+            lua.create_function(move |_, args: Variadic<Value>| {
+                if args.len() != 1 {
+                    return Err(mlua::Error::runtime("redis.setresp() requires one argument."));
+                }
+                let resp = match &args[0] {
+                    Value::Integer(i) => *i,
+                    Value::Number(n) => *n as i64,
+                    _ => 0,
+                };
+                if resp != 2 && resp != 3 {
+                    return Err(mlua::Error::runtime("RESP version must be 2 or 3."));
+                }
+                resp_slot.raw_set("resp", resp)
+            })?,
+        )?;
         // redis.call / redis.pcall are Rust functions (a Lua wrapper would be tail-called by
         // `return redis.call(...)`, and the error would lose the script's line). They call this
         // run's dispatcher, `slot.raw`, which answers (kind, value): 0 ok, 1 a command error
@@ -284,7 +305,8 @@ impl Vm {
                     Value::Function(f) => f,
                     _ => return Err(mlua::Error::runtime("redis.call works only while a script runs")),
                 };
-                let (kind, v): (u8, Value) = raw.call(args)?;
+                let resp = slot.raw_get::<i64>("resp").unwrap_or(2);
+                let (kind, v): (u8, Value) = raw.call((resp, args))?;
                 if kind == 0 || (kind == 1 && pcall) {
                     return Ok(v);
                 }
@@ -393,6 +415,7 @@ impl Vm {
             )?;
             self.slot.raw_set("raw", raw)?;
             self.slot.raw_set("abort", Value::Nil)?;
+            self.slot.raw_set("resp", 2)?;
             Ok(())
         };
         if let Err(e) = setup() {
@@ -436,7 +459,7 @@ impl Vm {
             Frame::error(t.raw_get::<String>("err").unwrap_or_else(|_| "ERR script aborted".into()))
         } else {
             match result {
-                Ok((true, v)) => lua_to_frame(&v, 0),
+                Ok((true, v)) => lua_to_frame(&v, 0, self.slot.raw_get::<i64>("resp").unwrap_or(2) == 3),
                 Ok((false, Value::Table(t))) => script_error_reply(sha, &t),
                 Ok((false, other)) => failure(sha, &value_text(&other), limits.memory_limit),
                 Err(e) => failure(sha, &error_text(&e), limits.memory_limit),
@@ -632,8 +655,9 @@ pub fn value_to_arg(v: &Value) -> Option<Bytes> {
     }
 }
 
-/// A reply as the script sees it (RESP2 shapes; see the module docs).
-pub fn frame_to_lua(lua: &Lua, f: &Frame) -> mlua::Result<Value> {
+/// A reply as the script sees it: RESP2 shapes by default, RESP3 ones after
+/// `redis.setresp(3)` (see the module docs).
+pub fn frame_to_lua(lua: &Lua, f: &Frame, resp3: bool) -> mlua::Result<Value> {
     Ok(match f {
         Frame::Simple(s) => {
             let t = lua.create_table()?;
@@ -642,32 +666,72 @@ pub fn frame_to_lua(lua: &Lua, f: &Frame) -> mlua::Result<Value> {
         }
         Frame::Error(e) => Value::Table(error_table(lua, &reply_error_text(e))?),
         Frame::Integer(i) => Value::Integer(*i),
-        Frame::Bulk(b) | Frame::Verbatim(b) => Value::String(lua.create_string(b)?),
+        Frame::Bulk(b) => Value::String(lua.create_string(b)?),
+        Frame::Verbatim(b) if resp3 => {
+            let inner = lua.create_table()?;
+            inner.raw_set("format", "txt")?;
+            inner.raw_set("string", lua.create_string(b)?)?;
+            let t = lua.create_table()?;
+            t.raw_set("verbatim_string", inner)?;
+            Value::Table(t)
+        }
+        Frame::Verbatim(b) => Value::String(lua.create_string(b)?),
+        Frame::Null | Frame::NullArray if resp3 => Value::Nil,
         Frame::Null | Frame::NullArray => Value::Boolean(false),
+        Frame::Set(items) if resp3 => {
+            let members = lua.create_table()?;
+            for item in items {
+                members.raw_set(frame_to_lua(lua, item, resp3)?, true)?;
+            }
+            let t = lua.create_table()?;
+            t.raw_set("set", members)?;
+            Value::Table(t)
+        }
         Frame::Array(items) | Frame::Set(items) => {
             let t = lua.create_table_with_capacity(items.len(), 0)?;
             for (i, item) in items.iter().enumerate() {
-                t.raw_set(i + 1, frame_to_lua(lua, item)?)?;
+                t.raw_set(i + 1, frame_to_lua(lua, item, resp3)?)?;
             }
+            Value::Table(t)
+        }
+        Frame::Map(pairs) if resp3 => {
+            let fields = lua.create_table()?;
+            for (k, v) in pairs {
+                fields.raw_set(frame_to_lua(lua, k, resp3)?, frame_to_lua(lua, v, resp3)?)?;
+            }
+            let t = lua.create_table()?;
+            t.raw_set("map", fields)?;
             Value::Table(t)
         }
         Frame::Map(pairs) => {
             let t = lua.create_table_with_capacity(2 * pairs.len(), 0)?;
             for (i, (k, v)) in pairs.iter().enumerate() {
-                t.raw_set(2 * i + 1, frame_to_lua(lua, k)?)?;
-                t.raw_set(2 * i + 2, frame_to_lua(lua, v)?)?;
+                t.raw_set(2 * i + 1, frame_to_lua(lua, k, resp3)?)?;
+                t.raw_set(2 * i + 2, frame_to_lua(lua, v, resp3)?)?;
             }
             Value::Table(t)
         }
+        Frame::Double(d) if resp3 => {
+            let t = lua.create_table()?;
+            t.raw_set("double", *d)?;
+            Value::Table(t)
+        }
         Frame::Double(d) => Value::String(lua.create_string(format_double(*d))?),
+        Frame::Boolean(b) if resp3 => Value::Boolean(*b),
         Frame::Boolean(b) => Value::Integer(*b as i64),
     })
 }
 
-/// A script's return value as a reply (see the module docs).
-pub fn lua_to_frame(v: &Value, depth: usize) -> Frame {
+/// A script's return value as a reply (see the module docs). `resp3`: the script called
+/// `redis.setresp(3)`, so a boolean is a boolean reply (else `true` → 1, `false` → null).
+/// Besides `err` and `ok`, a table may carry Redis 7's RESP3 forms, whatever the protocol:
+/// `{double=n}`, `{map={...}}`, `{set={...}}`, `{big_number=s}` (sent as a bulk string),
+/// `{verbatim_string={format=..., string=...}}`; the client's protocol decides their bytes.
+pub fn lua_to_frame(v: &Value, depth: usize, resp3: bool) -> Frame {
     match v {
-        Value::Nil | Value::Boolean(false) => Frame::Null,
+        Value::Nil => Frame::Null,
+        Value::Boolean(b) if resp3 => Frame::Boolean(*b),
+        Value::Boolean(false) => Frame::Null,
         Value::Boolean(true) => Frame::Integer(1),
         Value::Integer(i) => Frame::Integer(*i),
         // C's (long long) cast truncates toward zero; Rust's saturates where C is undefined.
@@ -677,17 +741,49 @@ pub fn lua_to_frame(v: &Value, depth: usize) -> Frame {
             if depth >= MAX_DEPTH {
                 return Frame::error("ERR reached lua stack limit");
             }
-            if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
+            let field = |name: &str| t.raw_get::<Value>(name).unwrap_or(Value::Nil);
+            if let Value::String(e) = field("err") {
                 return Frame::Error(e.to_string_lossy());
             }
-            if let Ok(Value::String(s)) = t.raw_get::<Value>("ok") {
+            if let Value::String(s) = field("ok") {
                 return Frame::Simple(s.to_string_lossy());
+            }
+            match field("double") {
+                Value::Number(n) => return Frame::Double(n),
+                Value::Integer(i) => return Frame::Double(i as f64),
+                _ => {}
+            }
+            if let Value::String(s) = field("big_number") {
+                return Frame::Bulk(Bytes::copy_from_slice(&s.as_bytes()));
+            }
+            if let Value::Table(m) = field("map") {
+                let pairs = m
+                    .pairs::<Value, Value>()
+                    .filter_map(Result::ok)
+                    .map(|(k, v)| (lua_to_frame(&k, depth + 1, resp3), lua_to_frame(&v, depth + 1, resp3)))
+                    .collect();
+                return Frame::Map(pairs);
+            }
+            if let Value::Table(m) = field("set") {
+                let members = m
+                    .pairs::<Value, Value>()
+                    .filter_map(Result::ok)
+                    .map(|(k, _)| lua_to_frame(&k, depth + 1, resp3))
+                    .collect();
+                return Frame::Set(members);
+            }
+            if let Value::Table(v) = field("verbatim_string") {
+                if let (Ok(Value::String(_)), Ok(Value::String(text))) =
+                    (v.raw_get::<Value>("format"), v.raw_get::<Value>("string"))
+                {
+                    return Frame::Verbatim(Bytes::copy_from_slice(&text.as_bytes()));
+                }
             }
             let mut items = Vec::new();
             for i in 1.. {
                 match t.raw_get::<Value>(i) {
                     Ok(Value::Nil) | Err(_) => break,
-                    Ok(item) => items.push(lua_to_frame(&item, depth + 1)),
+                    Ok(item) => items.push(lua_to_frame(&item, depth + 1, resp3)),
                 }
             }
             Frame::Array(items)
@@ -778,7 +874,7 @@ mod tests {
     fn redis_to_lua_conversions() {
         let lua = Lua::new();
         let check = |f: Frame, expect: &str| {
-            let v = frame_to_lua(&lua, &f).unwrap();
+            let v = frame_to_lua(&lua, &f, false).unwrap();
             let show: Function = lua
                 .load(
                     r#"local function show(v)
@@ -896,6 +992,53 @@ mod tests {
         let Frame::Error(e) = vm.run(&sha, f, &[], &[], raw, limits, &Arc::default()) else { panic!() };
         assert!(e.contains("not enough memory"), "{e}");
         assert_eq!(eval(&mut vm, "return 1"), Frame::Integer(1));
+    }
+
+    #[test]
+    fn resp3_conversions() {
+        let mut vm = Vm::new().unwrap();
+        assert_eq!(eval(&mut vm, "return {double=3.5}"), Frame::Double(3.5));
+        assert_eq!(eval(&mut vm, "return {double=3}"), Frame::Double(3.0));
+        assert_eq!(eval(&mut vm, "return {map={a=1}}"), Frame::Map(vec![(bulk("a"), Frame::Integer(1))]));
+        assert_eq!(eval(&mut vm, "return {set={x=true}}"), Frame::Set(vec![bulk("x")]));
+        assert_eq!(
+            eval(&mut vm, "return {big_number='123456789012345678901234567890'}"),
+            bulk("123456789012345678901234567890")
+        );
+        assert_eq!(
+            eval(&mut vm, "return {verbatim_string={format='txt', string='v'}}"),
+            Frame::Verbatim("v".into())
+        );
+        assert_eq!(eval(&mut vm, "redis.setresp(3) return true"), Frame::Boolean(true));
+        assert_eq!(eval(&mut vm, "redis.setresp(3) return false"), Frame::Boolean(false));
+        assert_eq!(eval(&mut vm, "return false"), Frame::Null, "each run starts in RESP2");
+        let Frame::Error(e) = eval(&mut vm, "redis.setresp(4)") else { panic!() };
+        assert!(e.starts_with("ERR RESP version must be 2 or 3."), "{e}");
+        let lua = Lua::new();
+        let show: Function = lua
+            .load(
+                r#"local function show(v)
+                     if type(v) ~= 'table' then return type(v) .. ':' .. tostring(v) end
+                     if v.double then return 'double:' .. v.double end
+                     if v.map then local n = 0 for k, x in pairs(v.map) do n = n + 1 end return 'map:' .. n .. ':' .. show(v.map.k) end
+                     if v.set then return 'set:' .. tostring(v.set.m) end
+                     if v.verbatim_string then return 'verb:' .. v.verbatim_string.string end
+                     return '?'
+                   end
+                   return show"#,
+            )
+            .eval()
+            .unwrap();
+        let check = |f: Frame, expect: &str| {
+            let v = frame_to_lua(&lua, &f, true).unwrap();
+            assert_eq!(show.call::<String>(v).unwrap(), expect);
+        };
+        check(Frame::Double(1.5), "double:1.5");
+        check(Frame::Map(vec![(Frame::bulk("k"), Frame::Integer(2))]), "map:1:number:2");
+        check(Frame::Set(vec![Frame::bulk("m")]), "set:true");
+        check(Frame::Boolean(false), "boolean:false");
+        check(Frame::Null, "nil:nil");
+        check(Frame::Verbatim("t".into()), "verb:t");
     }
 
     #[test]

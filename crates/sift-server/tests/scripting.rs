@@ -614,3 +614,27 @@ fn eval_inside_multi_and_command_rows() {
         assert!(subs.contains(s), "{s} missing in {subs}");
     }
 }
+
+#[test]
+fn setresp_3_and_resp3_return_forms() {
+    let srv = TestServer::start(&[]);
+    let mut c2 = connect(&srv, false);
+    let mut c3 = connect(&srv, true);
+    let _: () = redis::cmd("BF.RESERVE").arg("b").arg(0.01).arg(100).query(&mut c2).unwrap();
+    // RedisBloom's field names are status replies: in the map they are {ok=...} keys.
+    let body = "redis.setresp(3) local info = redis.call('BF.INFO', KEYS[1])
+                local cap = 0
+                for k, v in pairs(info.map) do if k.ok == 'Capacity' then cap = v end end
+                return {cap, redis.call('GET', 'nope') == nil and 1 or 0, info}";
+    let Value::Array(r3) = eval(&mut c3, body, &["b"], &[]).unwrap() else { panic!() };
+    assert_eq!(&r3[..2], &[Value::Int(100), Value::Int(1)]);
+    let Value::Map(fields) = &r3[2] else { panic!("a RESP3 client gets the map back: {:?}", r3[2]) };
+    assert_eq!(fields.len(), 5);
+    let Value::Array(r2) = eval(&mut c2, body, &["b"], &[]).unwrap() else { panic!() };
+    let Value::Array(flat) = &r2[2] else { panic!("a RESP2 client gets a flat array: {:?}", r2[2]) };
+    assert_eq!(flat.len(), 10);
+    assert_eq!(eval(&mut c3, "return {double=3.5}", &[], &[]).unwrap(), Value::Double(3.5));
+    assert_eq!(eval(&mut c2, "return {double=3.5}", &[], &[]).unwrap(), bulk("3.5"));
+    assert_eq!(eval(&mut c3, "redis.setresp(3) return false", &[], &[]).unwrap(), Value::Boolean(false));
+    assert_eq!(eval(&mut c2, "redis.setresp(3) return true", &[], &[]).unwrap(), Value::Int(1));
+}

@@ -125,9 +125,11 @@ fn run(ctx: &mut Ctx<'_, '_>, argv: &[Bytes], by_sha: bool, read_only: bool) -> 
     let keyspace = &mut *ctx.keys;
     let reply = off_the_runtime(|| {
         vm.lua.scope(|scope| {
-            let raw = scope.create_function_mut(|lua, args: Variadic<Value>| {
+            let raw = scope.create_function_mut(|lua, (resp, args): (u8, Variadic<Value>)| {
+                // redis.setresp: the protocol the called commands answer in.
+                session.protocol = resp;
                 let (kind, frame) = call(server, &mut session, keyspace, &args, read_only, oom, &flags);
-                let v = frame_to_lua(lua, &frame)?;
+                let v = frame_to_lua(lua, &frame, resp == 3)?;
                 Ok((kind, v))
             })?;
             Ok(vm.run(&sha, f, keys, args, raw, limits, &engine.flags))
