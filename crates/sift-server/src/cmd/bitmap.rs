@@ -261,7 +261,9 @@ pub fn count_bits(data: &[u8], first: u64, last: u64) -> u64 {
     if fb == lb {
         return (data[fb] & head & tail).count_ones() as u64;
     }
-    (data[fb] & head).count_ones() as u64 + popcount(&data[fb + 1..lb]) + (data[lb] & tail).count_ones() as u64
+    (data[fb] & head).count_ones() as u64
+        + popcount(&data[fb + 1..lb])
+        + (data[lb] & tail).count_ones() as u64
 }
 
 /// The first position in `first..=last` (within `data`) whose bit is `bit`.
@@ -281,7 +283,8 @@ pub fn find_bit(data: &[u8], first: u64, last: u64, bit: bool) -> Option<u64> {
     let mid = &data[fb + 1..lb];
     // Skip whole words holding only the bit not looked for.
     let skip = u64::from_ne_bytes([flip; 8]);
-    let words = mid.chunks_exact(8).take_while(|c| u64::from_ne_bytes((*c).try_into().expect("8 bytes")) == skip);
+    let words =
+        mid.chunks_exact(8).take_while(|c| u64::from_ne_bytes((*c).try_into().expect("8 bytes")) == skip);
     let from = words.count() * 8;
     if let Some(p) = mid[from..].iter().position(|&b| b != flip) {
         let i = fb + 1 + from + p;
@@ -574,7 +577,11 @@ mod tests {
                                 (_, Some(p)) => p as i64,
                                 (_, None) => -1,
                             };
-                            assert_eq!(position(&data, bit, s, Some(e), unit), expect, "{s} {e} {unit:?} {bit}");
+                            assert_eq!(
+                                position(&data, bit, s, Some(e), unit),
+                                expect,
+                                "{s} {e} {unit:?} {bit}"
+                            );
                         }
                     }
                 }
@@ -588,6 +595,221 @@ mod tests {
                 };
                 assert_eq!(position(&data, bit, 0, None, Unit::Byte), expect);
             }
+        }
+    }
+
+    /// The commands through the dispatcher: replies, error texts, what is logged, `maxmemory`.
+    mod commands {
+        use std::sync::{Arc, Mutex};
+
+        use bytes::Bytes;
+
+        use crate::cmd::{execute, replay, Session};
+        use crate::config::Params;
+        use crate::db::Locked;
+        use crate::frame::Frame;
+        use crate::persist::{PersistError, Persistence};
+        use crate::shared::Shared;
+
+        /// Keeps what the dispatcher records.
+        #[derive(Debug, Default)]
+        struct Recorder(Arc<Mutex<Vec<Vec<Bytes>>>>);
+
+        impl Persistence for Recorder {
+            fn name(&self) -> &'static str {
+                "recorder"
+            }
+            fn aof_enabled(&self) -> bool {
+                true
+            }
+            fn load(&self, _keys: &mut Locked<'_>) -> Result<usize, PersistError> {
+                Ok(0)
+            }
+            fn record(&self, argv: &[Bytes]) {
+                self.0.lock().unwrap().push(argv.to_vec());
+            }
+            fn commit(&self) -> Result<(), PersistError> {
+                Ok(())
+            }
+            fn save(&self, _keys: &mut Locked<'_>) -> Result<(), PersistError> {
+                Ok(())
+            }
+            fn bgsave(&self, _keys: &mut Locked<'_>) -> Result<(), PersistError> {
+                Ok(())
+            }
+            fn bgsave_in_progress(&self) -> bool {
+                false
+            }
+            fn last_save_unix(&self) -> u64 {
+                0
+            }
+        }
+
+        struct T {
+            server: Shared,
+            session: Session,
+            log: Arc<Mutex<Vec<Vec<Bytes>>>>,
+        }
+
+        impl T {
+            fn new() -> T {
+                let log = Arc::default();
+                let server = Shared::new(Params::default(), Box::new(Recorder(Arc::clone(&log))));
+                T { server, session: Session::new(1, true), log }
+            }
+            fn run(&mut self, args: &[&str]) -> Frame {
+                let argv = args.iter().map(|a| Bytes::copy_from_slice(a.as_bytes())).collect();
+                execute(&self.server, &mut self.session, argv).expect("non-empty request")
+            }
+            fn int(&mut self, args: &[&str]) -> i64 {
+                match self.run(args) {
+                    Frame::Integer(i) => i,
+                    other => panic!("{args:?}: {other:?}"),
+                }
+            }
+            fn err(&mut self, args: &[&str]) -> String {
+                match self.run(args) {
+                    Frame::Error(e) => e,
+                    other => panic!("{args:?}: {other:?}"),
+                }
+            }
+            /// The commands logged since the last call, space-joined.
+            fn logged(&mut self) -> Vec<String> {
+                let mut log = self.log.lock().unwrap();
+                let out = log
+                    .iter()
+                    .map(|c| {
+                        c.iter()
+                            .map(|a| String::from_utf8_lossy(a).into_owned())
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    })
+                    .collect();
+                log.clear();
+                out
+            }
+        }
+
+        #[test]
+        fn error_replies_are_redis_exact() {
+            let mut t = T::new();
+            for off in ["-1", "4294967296", "x", "1.0", "01", "+1", ""] {
+                assert_eq!(
+                    t.err(&["SETBIT", "k", off, "1"]),
+                    "ERR bit offset is not an integer or out of range"
+                );
+                assert_eq!(t.err(&["GETBIT", "k", off]), "ERR bit offset is not an integer or out of range");
+            }
+            for v in ["2", "-1", "01", "+1", "x", "1.0", ""] {
+                assert_eq!(t.err(&["SETBIT", "k", "0", v]), "ERR bit is not an integer or out of range");
+            }
+            // The offset is checked before the value.
+            assert_eq!(
+                t.err(&["SETBIT", "k", "-1", "2"]),
+                "ERR bit offset is not an integer or out of range"
+            );
+            assert_eq!(t.err(&["BITPOS", "k", "2"]), "ERR The bit argument must be 1 or 0.");
+            assert_eq!(t.err(&["BITPOS", "k", "x"]), "ERR value is not an integer or out of range");
+            assert_eq!(t.err(&["BITPOS", "k", "1", "x"]), "ERR value is not an integer or out of range");
+            assert_eq!(t.err(&["BITPOS", "k", "1", "0", "x"]), "ERR value is not an integer or out of range");
+            // Redis reads the unit before the end.
+            assert_eq!(t.err(&["BITPOS", "k", "1", "0", "x", "WORD"]), "ERR syntax error");
+            assert_eq!(t.err(&["BITPOS", "k", "1", "0", "1", "BIT", "x"]), "ERR syntax error");
+            assert_eq!(t.err(&["BITCOUNT", "k", "0"]), "ERR syntax error");
+            assert_eq!(t.err(&["BITCOUNT", "k", "0", "x"]), "ERR value is not an integer or out of range");
+            assert_eq!(t.err(&["BITCOUNT", "k", "0", "1", "WORD"]), "ERR syntax error");
+            assert_eq!(t.err(&["BITCOUNT", "k", "0", "1", "BIT", "x"]), "ERR syntax error");
+            assert_eq!(t.err(&["SETBIT", "k", "1"]), "ERR wrong number of arguments for 'setbit' command");
+            assert_eq!(t.err(&["GETBIT", "k"]), "ERR wrong number of arguments for 'getbit' command");
+            assert_eq!(t.err(&["BITPOS", "k"]), "ERR wrong number of arguments for 'bitpos' command");
+            assert_eq!(t.err(&["STRLEN", "k", "x"]), "ERR wrong number of arguments for 'strlen' command");
+            // Nothing was created by any of them.
+            assert_eq!(t.int(&["EXISTS", "k"]), 0);
+            assert!(t.logged().is_empty());
+            // Filters are the wrong type for every command, and bitmaps for BF.ADD.
+            assert!(!matches!(t.run(&["BF.ADD", "bf", "x"]), Frame::Error(_)));
+            let wrong = "WRONGTYPE Operation against a key holding the wrong kind of value";
+            for cmd in [
+                &["SETBIT", "bf", "0", "1"][..],
+                &["GETBIT", "bf", "0"],
+                &["BITCOUNT", "bf"],
+                &["BITCOUNT", "bf", "0", "-1"],
+                &["BITPOS", "bf", "1"],
+                &["STRLEN", "bf"],
+            ] {
+                assert_eq!(t.err(cmd), wrong, "{cmd:?}");
+            }
+            assert_eq!(t.int(&["SETBIT", "bm", "7", "1"]), 0);
+            assert_eq!(t.err(&["BF.ADD", "bm", "x"]), wrong);
+            assert_eq!(t.err(&["CF.ADD", "bm", "x"]), wrong);
+        }
+
+        #[test]
+        fn setbit_creates_grows_keeps_ttl_and_logs_only_changes() {
+            let mut t = T::new();
+            assert_eq!(t.int(&["GETBIT", "k", "5"]), 0);
+            assert_eq!(t.int(&["BITCOUNT", "k"]), 0);
+            assert_eq!(t.int(&["BITPOS", "k", "1"]), -1);
+            assert_eq!(t.int(&["BITPOS", "k", "0"]), 0);
+            assert_eq!(t.int(&["STRLEN", "k"]), 0);
+            // Clearing a bit of a missing key creates it, zero-filled.
+            assert_eq!(t.int(&["SETBIT", "k", "9", "0"]), 0);
+            assert_eq!(t.int(&["STRLEN", "k"]), 2);
+            assert_eq!(t.logged(), ["SETBIT k 9 0"]);
+            assert_eq!(t.int(&["SETBIT", "k", "9", "1"]), 0);
+            assert_eq!(t.int(&["SETBIT", "k", "9", "1"]), 1);
+            assert_eq!(t.int(&["SETBIT", "k", "3", "0"]), 0);
+            // Only the first changed the string.
+            assert_eq!(t.logged(), ["SETBIT k 9 1"]);
+            // Clearing past the end grows the string: a change.
+            assert_eq!(t.int(&["SETBIT", "k", "100", "0"]), 0);
+            assert_eq!(t.logged(), ["SETBIT k 100 0"]);
+            assert_eq!(t.int(&["STRLEN", "k"]), 13);
+            assert_eq!(
+                t.run(&["GET", "k"]),
+                Frame::bulk(Bytes::from(vec![0, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]))
+            );
+            assert_eq!(t.int(&["SETBIT", "k", "9", "0"]), 1);
+            assert_eq!(t.int(&["BITCOUNT", "k"]), 0);
+            // A TTL survives SETBIT.
+            assert_eq!(t.run(&["SET", "s", "a", "PX", "100000"]), Frame::ok());
+            assert_eq!(t.int(&["SETBIT", "s", "100", "1"]), 0);
+            assert!(t.int(&["PTTL", "s"]) > 0);
+            assert_eq!(t.int(&["GETBIT", "s", "1"]), 1, "'a' is 0x61");
+            assert_eq!(t.run(&["TYPE", "s"]), Frame::Simple("string".into()));
+        }
+
+        #[test]
+        fn growth_past_maxmemory_is_refused_cleanly() {
+            let mut t = T::new();
+            assert_eq!(t.int(&["SETBIT", "k", "0", "1"]), 0);
+            let used = t.server.db.used_memory();
+            t.server.config.write().maxmemory = used + 1000;
+            t.logged();
+            let oom = "OOM command not allowed when used memory > 'maxmemory'.";
+            // 512 MB more: refused before allocating, nothing changed or logged.
+            assert_eq!(t.err(&["SETBIT", "k", "4294967295", "1"]), oom);
+            assert_eq!(t.err(&["SETBIT", "new", "4294967295", "1"]), oom);
+            assert_eq!(t.int(&["STRLEN", "k"]), 1);
+            assert_eq!(t.int(&["EXISTS", "new"]), 0);
+            assert!(t.logged().is_empty());
+            // Up to the limit exactly: 1001 bytes is 1000 more than `used`; 1002 is refused.
+            assert_eq!(t.int(&["SETBIT", "k", "8007", "1"]), 0);
+            assert_eq!(t.err(&["SETBIT", "k", "8008", "1"]), oom);
+            // Writes that do not grow still run at the limit.
+            assert_eq!(t.int(&["SETBIT", "k", "5", "1"]), 0);
+            assert_eq!(t.logged(), ["SETBIT k 8007 1", "SETBIT k 5 1"]);
+            // Replaying the log is not refused: it was accepted once.
+            let argv: Vec<Bytes> = ["SETBIT", "k", "80000", "1"].iter().map(|a| Bytes::from(*a)).collect();
+            let mut keys = t.server.db.lock_all();
+            assert_eq!(replay(&t.server, &mut keys, &argv).unwrap(), Frame::Integer(0));
+            drop(keys);
+            assert_eq!(t.int(&["STRLEN", "k"]), 10001);
+            // Now over the limit: the dispatcher refuses every SETBIT, even one that does not grow.
+            assert_eq!(t.err(&["SETBIT", "k", "5", "0"]), oom);
+            assert_eq!(t.int(&["GETBIT", "k", "80000"]), 1);
+            assert_eq!(t.int(&["DEL", "k"]), 1);
+            assert_eq!(t.int(&["SETBIT", "k", "5", "1"]), 0);
         }
     }
 }
