@@ -777,6 +777,15 @@ mod tests {
             assert!(t.int(&["PTTL", "s"]) > 0);
             assert_eq!(t.int(&["GETBIT", "s", "1"]), 1, "'a' is 0x61");
             assert_eq!(t.run(&["TYPE", "s"]), Frame::Simple("string".into()));
+            // COPY shares the buffer: a SETBIT on either copies it first, the other is unchanged.
+            assert_eq!(t.int(&["COPY", "s", "c"]), 1);
+            assert_eq!(t.int(&["SETBIT", "c", "0", "1"]), 0);
+            assert_eq!(t.int(&["GETBIT", "s", "0"]), 0);
+            assert_eq!(t.int(&["SETBIT", "s", "7", "0"]), 1);
+            assert_eq!(t.int(&["GETBIT", "c", "7"]), 1);
+            // 'a' is 0x61 (bits 1, 2, 7), plus bit 100.
+            assert_eq!(t.int(&["BITCOUNT", "c"]), 5);
+            assert_eq!(t.int(&["BITCOUNT", "s"]), 3);
         }
 
         #[test]
