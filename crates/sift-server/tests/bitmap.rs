@@ -143,21 +143,32 @@ fn a_huge_offset_on_a_server_at_its_memory_limit_fails_cleanly() {
 
 // ---- The seed-003 application: a Bloom filter in a Redis bitmap, maintained by the client ----
 
-/// Bits of the filter: m = -n ln p / ln² 2 for n = 1000 items at p = 1% (9585.06, rounded up).
-const M: u64 = 9586;
-/// Hash functions: k = m/n ln 2 = 6.64, rounded.
+/// Bits of the filter, as the seed's `BloomFilterHelper.optimalNumOfBits` computes them:
+/// `(int) (-n ln p / ln² 2)` for n = 1000 items at p = 1% (9585.06, truncated).
+const M: u64 = 9585;
+/// Hash functions, as `optimalNumOfHashFunctions`: `max(1, round(m/n ln 2))` = round(6.64).
 const K: u64 = 7;
 /// Items inserted.
 const N: usize = 1000;
 /// Non-members queried.
 const NON: usize = 100_000;
 
-/// The k bit positions of an item: double hashing of two xxh3 values (what Guava does with the
-/// two halves of a murmur3 hash), fixed seeds, so every run uses the same positions.
+/// The k bit positions of an item, exactly as the seed's `BloomFilterHelper.murmurHashOffset`
+/// (seed 003) computes them in Java: `long hash64 = Hashing.murmur3_128().hashObject(value,
+/// stringFunnel).asLong()` (the first 8 bytes of Guava's MurmurHash3_x64_128 of the string's
+/// bytes, seed 0: its `h1`), `int hash1 = (int) hash64, hash2 = (int) (hash64 >>> 32)`, then for
+/// `i = 1..=k`: `next = hash1 + i * hash2` (32-bit wrapping), `~next` if negative, `% bitSize`.
+/// So the offsets sent here are the ones the seed's Java application sends for the same items.
 fn positions(item: &str) -> Vec<u64> {
-    let h1 = xxhash_rust::xxh3::xxh3_64_with_seed(item.as_bytes(), 0x5eed);
-    let h2 = xxhash_rust::xxh3::xxh3_64_with_seed(item.as_bytes(), 0x5eed + 1);
-    (0..K).map(|i| h1.wrapping_add(i.wrapping_mul(h2)) % M).collect()
+    let (h1, _) = sift::hash::murmur3_x64_128(item.as_bytes(), 0);
+    let (hash1, hash2) = (h1 as i32, (h1 >> 32) as i32);
+    (1..=K as i32)
+        .map(|i| {
+            let next = hash1.wrapping_add(i.wrapping_mul(hash2));
+            let next = if next < 0 { !next } else { next };
+            next as u64 % M
+        })
+        .collect()
 }
 
 fn member(i: usize) -> String {
@@ -237,7 +248,7 @@ fn check_filter(o: &Observed, model: &BTreeSet<u64>, non_members: &[String]) {
     // q1 = (1 - 1/m)^T, Var = m q1 + m(m - 1) q2 - m² q1², q2 = (1 - 2/m)^T. By the delta
     // method the designed FPR p = (1 - q1)^k has sd(p) = k (1 - q1)^(k-1) sd(zero bits) / m.
     // The count's variance is NON p (1 - p) (binomial) + NON² Var(p) (fill); 99.9% two-sided
-    // is ± 3.29 sd. With m = 9586, k = 7, n = 1000: p = 0.01003, E[count] = 1003, sd = 50.
+    // is ± 3.29 sd. With m = 9585, k = 7, n = 1000: p = 0.01004, E[count] = 1004, sd = 50.
     let (m, k, t) = (M as f64, K as i32, (K as usize * N) as f64);
     let q1 = (1.0 - 1.0 / m).powf(t);
     let q2 = (1.0 - 2.0 / m).powf(t);
