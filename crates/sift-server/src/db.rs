@@ -63,7 +63,10 @@ pub fn now_ms() -> u64 {
 /// What a key holds.
 #[derive(Debug)]
 pub enum Value {
-    /// A Redis string (SET/GET), kept mainly so tests can create keys of another type.
+    /// A Redis string: SET/GET, and the bitmaps of SETBIT/GETBIT/BITCOUNT/BITPOS (the seeds'
+    /// client-side Bloom filter), which change it in place when it is not shared (see
+    /// `cmd::bitmap`). Charged its length; the spare capacity a growing bitmap keeps (at most
+    /// min(length, 1 MB)) is not.
     String(Bytes),
     /// A RedisBloom scalable Bloom filter (`BF.*`).
     Bloom(Box<BloomChain>),

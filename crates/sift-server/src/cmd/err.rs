@@ -68,6 +68,14 @@ pub fn unknown_subcommand(sub: &[u8], container: &str) -> String {
     )
 }
 
+/// SETBIT / GETBIT: an offset that is not an integer, negative, or at or past 2^32 (Redis's
+/// `proto-max-bulk-len` of 512 MB, in bits).
+pub const BIT_OFFSET: &str = "ERR bit offset is not an integer or out of range";
+/// SETBIT: a value other than `0` or `1`.
+pub const BIT_VALUE: &str = "ERR bit is not an integer or out of range";
+/// BITPOS: a bit argument other than `0` or `1` (an integer, else [`NOT_INTEGER`]).
+pub const BITPOS_BIT: &str = "ERR The bit argument must be 1 or 0.";
+
 /// `expire`-family overflow.
 pub fn invalid_expire(cmd: &str) -> String {
     format!("ERR invalid expire time in '{cmd}' command")

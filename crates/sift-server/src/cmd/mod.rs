@@ -7,10 +7,11 @@
 //! later, a Redis module shim) only moves bytes.
 //!
 //! Handlers have the type [`Handler`]. Command groups: [`keys`] (generic key commands),
-//! [`server`] (connection, server, transactions, config), and [`bf`] / [`cf`] for the
-//! RedisBloom commands.
+//! [`server`] (connection, server, transactions, config), [`bitmap`] (SETBIT, GETBIT, BITCOUNT,
+//! BITPOS, STRLEN on strings), and [`bf`] / [`cf`] for the RedisBloom commands.
 
 pub mod bf;
+pub mod bitmap;
 pub mod cf;
 pub mod err;
 pub mod keys;
@@ -68,6 +69,10 @@ pub struct Session {
     pub after: After,
     /// A write was recorded for persistence since the last flush: commit before replying.
     pub needs_commit: bool,
+    /// The commands come from the log being replayed at start-up (Redis's "must obey" AOF
+    /// client): they were accepted once, so limits that depend on the moment (`maxmemory`) do
+    /// not refuse them again.
+    pub replaying: bool,
 }
 
 impl Session {
@@ -82,6 +87,7 @@ impl Session {
             multi: None,
             after: After::Continue,
             needs_commit: false,
+            replaying: false,
         }
     }
 }
@@ -232,6 +238,7 @@ pub fn replay(server: &Shared, keys: &mut Locked<'_>, argv: &[Bytes]) -> Result<
     let spec = resolve(argv)?;
     let handler = spec.handler.expect("resolve returns only rows with a handler");
     let mut session = Session::new(0, true);
+    session.replaying = true;
     let mut ctx = Ctx { session: &mut session, server, keys, propagate: None };
     Ok(handler(&mut ctx, argv))
 }

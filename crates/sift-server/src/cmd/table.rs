@@ -19,7 +19,7 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 
 use super::Handler;
-use super::{bf, cf, keys, script, server};
+use super::{bf, bitmap, cf, keys, script, server};
 use crate::frame::Frame;
 
 /// Changes data.
@@ -400,6 +400,12 @@ pub static COMMANDS: &[CommandSpec] = &[
     row("flushall", -1, WRITE | ALL_KEYS, NO_KEYS, &["@keyspace", "@write", "@slow", "@dangerous"], Some(keys::flush), "server", "Removes all keys from all databases."),
     row("set", -3, WRITE | DENYOOM, KEY1, &["@write", "@string", "@slow"], Some(keys::set), "string", "Sets the string value of a key."),
     row("get", 2, READONLY | FAST, KEY1, &["@read", "@string", "@fast"], Some(keys::get), "string", "Returns the string value of a key."),
+    row("strlen", 2, READONLY | FAST, KEY1, &["@read", "@string", "@fast"], Some(bitmap::strlen), "string", "Returns the length of a string value."),
+    // --- bitmap (on string values) ---
+    row("setbit", 4, WRITE | DENYOOM, KEY1, &["@write", "@bitmap", "@slow"], Some(bitmap::setbit), "bitmap", "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist."),
+    row("getbit", 3, READONLY | FAST, KEY1, &["@read", "@bitmap", "@fast"], Some(bitmap::getbit), "bitmap", "Returns a bit value by offset."),
+    row("bitcount", -2, READONLY, KEY1, &["@read", "@bitmap", "@slow"], Some(bitmap::bitcount), "bitmap", "Counts the number of set bits (population counting) in a string."),
+    row("bitpos", -3, READONLY, KEY1, &["@read", "@bitmap", "@slow"], Some(bitmap::bitpos), "bitmap", "Finds the first set (1) or clear (0) bit in a string."),
     row("memory", -2, 0, NO_KEYS, &["@slow"], None, "server", "A container for memory diagnostics commands.").with_subcommands(&[
         row("memory|usage", -3, READONLY, (2, 2, 1), &["@read", "@slow"], Some(keys::memory_usage), "server", "Estimates the memory usage of a key."),
     ]),

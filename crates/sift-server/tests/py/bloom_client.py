@@ -100,6 +100,35 @@ def main():
     pipe.cf().count("cf2", "b")
     out = pipe.execute()
     assert bool(out[0]) and out[1] == 1, out
+    # The seeds' bitmap Bloom filter: SETBIT pipelined (not a transaction), GETBIT, BITCOUNT.
+    pipe = r.pipeline(transaction=False)
+    for pos in (3, 17, 17, 1000):
+        pipe.setbit("bm", pos, 1)
+    assert pipe.execute() == [0, 0, 1, 0]
+    pipe = r.pipeline(transaction=False)
+    for pos in (3, 4, 17, 1000, 5000):
+        pipe.getbit("bm", pos)
+    assert pipe.execute() == [1, 0, 1, 1, 0]
+    assert r.bitcount("bm") == 3
+    assert r.bitcount("bm", 0, 0) == 1
+    assert r.bitcount("bm", 3, 17, "BIT") == 2
+    assert r.bitpos("bm", 1) == 3
+    assert r.bitpos("bm", 0) == 0
+    assert r.bitpos("bm", 1, 1) == 17
+    assert r.strlen("bm") == 126
+    assert r.setbit("bm", 3, 0) == 1 and r.getbit("bm", 3) == 0
+    assert r.type("bm") in (b"string", "string")
+    try:
+        r.setbit("bf", 0, 1)
+        raise AssertionError("SETBIT on a Bloom filter")
+    except redis.ResponseError as e:
+        assert str(e).startswith("WRONGTYPE"), e
+    try:
+        r.setbit("bm", 4294967296, 1)
+        raise AssertionError("an offset of 2^32")
+    except redis.ResponseError as e:
+        assert "bit offset is not an integer or out of range" in str(e), e
+    assert r.delete("bm") == 1 and r.getbit("bm", 17) == 0
     # Lua scripts, the seed-002 way: an element's k writes in one script (atomic), its k reads
     # in another; register_script runs EVALSHA and loads the script on NOSCRIPT.
     r.script_flush()
@@ -138,6 +167,20 @@ def main():
     assert r.eval_ro("return redis.call('BF.EXISTS', KEYS[1], 'x')", 1, "lua-bf") == 1
     r.script_flush()
     assert add(keys=["lua-bf"], args=["w"]) == 1
+    # Seed 002 as written: the k SETBITs of an element in one script, the k GETBITs in another.
+    setbits = r.register_script("for i = 1, #ARGV do redis.call('SETBIT', KEYS[1], ARGV[i], 1) end")
+    getbits = r.register_script(
+        "for i = 1, #ARGV do\n"
+        "  if redis.call('GETBIT', KEYS[1], ARGV[i]) == 0 then return false end\n"
+        "end\n"
+        "return true"
+    )
+    positions = [17, 4711, 90210]
+    assert getbits(keys=["lua-bm"], args=positions) is None
+    setbits(keys=["lua-bm"], args=positions)
+    assert getbits(keys=["lua-bm"], args=positions) == 1
+    assert getbits(keys=["lua-bm"], args=[17, 18]) is None
+    assert r.bitcount("lua-bm") == 3
     print("redis-py OK (RESP%d)" % proto)
 
 
