@@ -60,7 +60,14 @@ const PARAMS: &[(&str, Kind)] = &[
     ("maxmemory", Kind::Memory),
     ("maxclients", Kind::Clients),
     ("requirepass", Kind::Text),
+    // Scripts: the run-time limit after which a script is aborted (ms; 0 = none), and the Lua
+    // VM's memory cap (a sift setting, not Redis's).
+    ("busy-reply-threshold", Kind::Int(0, i64::MAX)),
+    ("lua-maxmemory", Kind::Size),
 ];
+
+/// Server-only aliases (the filter parameters' aliases are the command layer's).
+const SERVER_ALIASES: &[(&str, &str)] = &[("lua-time-limit", "busy-reply-threshold")];
 
 /// A rejected value, rendered by [`ConfigError::message`] as Redis does (the command layer's
 /// type: the module's `CONFIG SET` refuses values with the same texts).
@@ -80,6 +87,11 @@ pub struct Params {
     pub maxmemory: u64,
     /// `maxclients`.
     pub maxclients: usize,
+    /// `busy-reply-threshold` (alias `lua-time-limit`): a script running longer is aborted; ms,
+    /// 0 = never.
+    pub busy_reply_threshold: u64,
+    /// `lua-maxmemory`: the Lua VM's allocation cap in bytes; 0 = none.
+    pub lua_maxmemory: usize,
 }
 
 impl Default for Params {
@@ -100,6 +112,8 @@ impl Default for Params {
                     "maxmemory" => "0",
                     "maxclients" => "10000",
                     "requirepass" => "",
+                    "busy-reply-threshold" => "5000",
+                    "lua-maxmemory" => "256mb",
                     // A filter parameter: its string lives in `filters`.
                     _ => "",
                 }
@@ -112,13 +126,20 @@ impl Default for Params {
             requirepass: None,
             maxmemory: 0,
             maxclients: 10000,
+            busy_reply_threshold: 5000,
+            lua_maxmemory: crate::script::DEFAULT_MEMORY_LIMIT,
         }
     }
 }
 
 fn canonical(name: &str) -> Option<(usize, Kind)> {
     let lower = name.to_ascii_lowercase();
-    let lower = ALIASES.iter().find(|(a, _)| *a == lower).map(|(_, c)| c.to_string()).unwrap_or(lower);
+    let lower = ALIASES
+        .iter()
+        .chain(SERVER_ALIASES)
+        .find(|(a, _)| *a == lower)
+        .map(|(_, c)| c.to_string())
+        .unwrap_or(lower);
     PARAMS.iter().position(|(n, _)| *n == lower).map(|i| (i, PARAMS[i].1))
 }
 
@@ -162,14 +183,21 @@ impl Params {
             Kind::Filter => return self.filters.set(name, value),
             // Read by persistence where it is used.
             Kind::Int(lo, hi) => {
-                int_in(lo, hi)?;
+                let v = int_in(lo, hi)?;
+                if canon == "busy-reply-threshold" {
+                    self.busy_reply_threshold = v as u64;
+                }
             }
             Kind::Memory => {
                 self.maxmemory =
                     parse_memory(&text).ok_or_else(|| invalid("argument must be a memory value".into()))?;
             }
             Kind::Size => {
-                parse_memory(&text).ok_or_else(|| invalid("argument must be a memory value".into()))?;
+                let v =
+                    parse_memory(&text).ok_or_else(|| invalid("argument must be a memory value".into()))?;
+                if canon == "lua-maxmemory" {
+                    self.lua_maxmemory = usize::try_from(v).unwrap_or(usize::MAX);
+                }
             }
             Kind::Clients => {
                 let v = int_in(1, 1_000_000)?;
@@ -240,7 +268,7 @@ impl Params {
         }
         for p in patterns {
             let lower = String::from_utf8_lossy(p).to_ascii_lowercase();
-            if let Some((alias, canon)) = ALIASES.iter().find(|(a, _)| *a == lower) {
+            if let Some((alias, canon)) = ALIASES.iter().chain(SERVER_ALIASES).find(|(a, _)| *a == lower) {
                 if !out.iter().any(|(n, _)| n == alias) {
                     out.push((alias.to_string(), self.get(canon).unwrap_or("").to_string()));
                 }

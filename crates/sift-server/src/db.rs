@@ -379,12 +379,15 @@ impl Db {
     }
 
     /// Removes up to `budget` expired keys from each shard; returns how many were removed.
-    /// Each shard is locked on its own and only for its bounded share of work.
+    /// Each shard is locked on its own and only for its bounded share of work. A shard locked
+    /// by someone else is skipped until the next sweep: the sweeper runs on a runtime thread,
+    /// which must not wait behind a long holder of every shard (a script, SAVE) — `SCRIPT KILL`
+    /// needs a free thread to be served.
     pub fn active_expire(&self, budget: usize) -> usize {
         let now = now_ms();
         let mut removed = 0;
         for shard in self.shards.iter() {
-            let mut s = shard.lock();
+            let Some(mut s) = shard.try_lock() else { continue };
             let before = s.mem;
             for _ in 0..budget {
                 let Some((t, key)) = s.deadlines.first().cloned() else { break };

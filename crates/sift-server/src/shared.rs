@@ -61,6 +61,8 @@ pub struct Shared {
     pub dirty_at_save: AtomicU64,
     /// Counters.
     pub stats: Stats,
+    /// The Lua VM and script cache (EVAL, SCRIPT).
+    pub scripting: crate::script::Engine,
     shutdown: tokio::sync::watch::Sender<bool>,
 }
 
@@ -83,6 +85,7 @@ impl Shared {
             port: AtomicU16::new(0),
             dirty_at_save: AtomicU64::new(0),
             stats: Stats::default(),
+            scripting: crate::script::Engine::new(),
             shutdown: tokio::sync::watch::channel(false).0,
         }
     }

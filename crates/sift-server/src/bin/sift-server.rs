@@ -56,6 +56,12 @@ struct Args {
     /// Most simultaneous clients.
     #[arg(long)]
     maxclients: Option<String>,
+    /// A Lua script (EVAL) running longer than this many ms is aborted [default: 5000; 0 = never].
+    #[arg(long = "busy-reply-threshold", alias = "lua-time-limit")]
+    busy_reply_threshold: Option<String>,
+    /// Memory cap of the Lua VM (bytes, or with k/kb/m/mb/g/gb) [default: 256mb; 0 = none].
+    #[arg(long = "lua-maxmemory")]
+    lua_maxmemory: Option<String>,
     /// Default Bloom error rate.
     #[arg(long = "bf-error-rate")]
     bf_error_rate: Option<String>,
@@ -113,7 +119,7 @@ fn build_params(args: &Args) -> anyhow::Result<Params> {
     if let Some(path) = &args.config {
         apply_file(&mut params, path)?;
     }
-    let flags: [(&str, Option<String>); 18] = [
+    let flags: [(&str, Option<String>); 20] = [
         ("auto-aof-rewrite-percentage", args.auto_aof_rewrite_percentage.clone()),
         ("auto-aof-rewrite-min-size", args.auto_aof_rewrite_min_size.clone()),
         ("port", args.port.map(|p| p.to_string())),
@@ -124,6 +130,8 @@ fn build_params(args: &Args) -> anyhow::Result<Params> {
         ("requirepass", args.requirepass.clone()),
         ("maxmemory", args.maxmemory.clone()),
         ("maxclients", args.maxclients.clone()),
+        ("busy-reply-threshold", args.busy_reply_threshold.clone()),
+        ("lua-maxmemory", args.lua_maxmemory.clone()),
         ("bf-error-rate", args.bf_error_rate.clone()),
         ("bf-initial-size", args.bf_initial_size.clone()),
         ("bf-expansion-factor", args.bf_expansion_factor.clone()),

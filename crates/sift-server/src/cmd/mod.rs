@@ -16,6 +16,7 @@ pub mod cf;
 pub mod err;
 pub mod keys;
 pub mod parse;
+pub mod script;
 pub mod server;
 pub mod table;
 
@@ -172,7 +173,7 @@ pub fn execute(server: &Shared, session: &mut Session, argv: Vec<Bytes>) -> Opti
 }
 
 /// Finds the command (and subcommand) and checks arity. Rows without a handler do not exist.
-fn resolve(argv: &[Bytes]) -> Result<&'static CommandSpec, String> {
+pub(crate) fn resolve(argv: &[Bytes]) -> Result<&'static CommandSpec, String> {
     let name = &argv[0];
     let Some(spec) = table::lookup(name) else {
         return Err(err::unknown_command(name, &argv[1..]));
@@ -207,7 +208,7 @@ fn run(server: &Shared, session: &mut Session, spec: &'static CommandSpec, argv:
 
 /// Runs a resolved command with its shards already locked, and records it for persistence if
 /// it changed the keyspace (while the locks are still held, so the log order is the apply order).
-fn run_locked(
+pub(crate) fn run_locked(
     server: &Shared,
     session: &mut Session,
     spec: &'static CommandSpec,

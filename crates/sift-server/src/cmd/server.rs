@@ -365,6 +365,15 @@ fn info_section(ctx: &mut Ctx<'_, '_>, section: &str) -> String {
             line!("maxmemory:{max}");
             line!("maxmemory_human:{}", human_bytes(max));
             line!("maxmemory_policy:noeviction");
+            // Atomics the engine updates after each script: reading them takes no VM lock, so
+            // INFO works inside a script too.
+            let lua = s.scripting.memory.load(std::sync::atomic::Ordering::Relaxed);
+            line!("used_memory_lua:{lua}");
+            line!("used_memory_lua_human:{}", human_bytes(lua as u64));
+            line!(
+                "number_of_cached_scripts:{}",
+                s.scripting.cached.load(std::sync::atomic::Ordering::Relaxed)
+            );
         }
         "persistence" => {
             line!("# Persistence");

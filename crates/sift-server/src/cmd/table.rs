@@ -19,7 +19,7 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 
 use super::Handler;
-use super::{bf, bitmap, cf, keys, server};
+use super::{bf, bitmap, cf, keys, script, server};
 use crate::frame::Frame;
 
 /// Changes data.
@@ -44,6 +44,17 @@ pub const NOSCRIPT: u32 = 1 << 8;
 pub const MODULE: u32 = 1 << 9;
 /// Not allowed inside MULTI.
 pub const NO_MULTI: u32 = 1 << 10;
+/// May cause a replicated write without being a write command (EVAL, SCRIPT LOAD).
+pub const MAY_REPLICATE: u32 = 1 << 11;
+/// May be called without any key (EVAL with numkeys 0).
+pub const NO_MANDATORY_KEYS: u32 = 1 << 12;
+/// Not shown to MONITOR.
+pub const SKIP_MONITOR: u32 = 1 << 13;
+/// The keys' positions depend on the arguments (EVAL's numkeys): `COMMAND` reports a `keynum`
+/// key spec (keys counted by `argv[2]`, starting at `argv[3]`) and first/last/step 0.
+pub const MOVABLE_KEYS: u32 = 1 << 14;
+/// Allowed while a script is running (SCRIPT KILL).
+pub const ALLOW_BUSY: u32 = 1 << 15;
 /// Internal: runs immediately even inside MULTI (MULTI, EXEC, DISCARD, QUIT).
 pub const NO_QUEUE: u32 = 1 << 16;
 /// Internal: needs every shard locked (SAVE, FLUSHALL, DEBUG RELOAD).
@@ -67,6 +78,11 @@ const FLAG_NAMES: &[(u32, &str)] = &[
     (FAST, "fast"),
     (NO_AUTH, "no_auth"),
     (NO_MULTI, "no_multi"),
+    (SKIP_MONITOR, "skip_monitor"),
+    (MAY_REPLICATE, "may_replicate"),
+    (NO_MANDATORY_KEYS, "no_mandatory_keys"),
+    (ALLOW_BUSY, "allow_busy"),
+    (MOVABLE_KEYS, "movablekeys"),
 ];
 
 /// How the dispatcher locks the keyspace for a command.
@@ -217,10 +233,43 @@ impl CommandSpec {
     }
 
     fn key_specs(&self) -> Vec<Frame> {
+        let b = |s: &str| Frame::bulk(s.to_string());
+        if self.flags & MOVABLE_KEYS != 0 {
+            // EVAL-family: numkeys at argv[2], keys from argv[3] (Redis's keynum spec).
+            let flags: &[&str] =
+                if self.flags & READONLY != 0 { &["RO", "ACCESS"] } else { &["RW", "ACCESS", "UPDATE"] };
+            return vec![Frame::Map(vec![
+                (
+                    b("notes"),
+                    b("We cannot tell how the keys will be used so we assume the worst, RW and UPDATE"),
+                ),
+                (b("flags"), Frame::Set(flags.iter().map(|f| Frame::Simple(f.to_string())).collect())),
+                (
+                    b("begin_search"),
+                    Frame::Map(vec![
+                        (b("type"), b("index")),
+                        (b("spec"), Frame::Map(vec![(b("index"), Frame::Integer(2))])),
+                    ]),
+                ),
+                (
+                    b("find_keys"),
+                    Frame::Map(vec![
+                        (b("type"), b("keynum")),
+                        (
+                            b("spec"),
+                            Frame::Map(vec![
+                                (b("keynumidx"), Frame::Integer(0)),
+                                (b("firstkey"), Frame::Integer(1)),
+                                (b("keystep"), Frame::Integer(1)),
+                            ]),
+                        ),
+                    ]),
+                ),
+            ])];
+        }
         if self.first_key <= 0 {
             return vec![];
         }
-        let b = |s: &str| Frame::bulk(s.to_string());
         let flags: &[&str] = if self.flags & WRITE != 0 { &["RW", "UPDATE"] } else { &["RO", "ACCESS"] };
         let lastkey = if self.last_key < 0 { self.last_key } else { self.last_key - self.first_key };
         vec![Frame::Map(vec![
@@ -373,6 +422,20 @@ pub static COMMANDS: &[CommandSpec] = &[
     row("lastsave", 1, LOADING | STALE | FAST, NO_KEYS, &["@admin", "@fast", "@dangerous"], Some(server::lastsave), "server", "Returns the Unix timestamp of the last successful save to disk."),
     row("debug", -2, ADMIN | NOSCRIPT | LOADING | STALE | ALL_KEYS, NO_KEYS, &["@admin", "@slow", "@dangerous"], Some(server::debug), "server", "A container for debugging commands."),
     row("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALL_KEYS, NO_KEYS, &["@admin", "@slow", "@dangerous"], Some(server::shutdown), "server", "Synchronously saves the database(s) to disk and shuts down the Redis server."),
+    // --- scripting (cmd::script) ---
+    // Redis declares the keys with a keynum spec (numkeys at argv[2]); the table's
+    // first/last/step cannot express that, so they are 0 (as Redis reports them too) and
+    // MOVABLE_KEYS makes COMMAND report the keynum spec. ALL_KEYS: a script locks every shard.
+    row("eval", -3, NOSCRIPT | STALE | SKIP_MONITOR | MAY_REPLICATE | NO_MANDATORY_KEYS | MOVABLE_KEYS | ALL_KEYS, NO_KEYS, &["@slow", "@scripting"], Some(script::eval), "scripting", "Executes a server-side Lua script."),
+    row("evalsha", -3, NOSCRIPT | STALE | SKIP_MONITOR | MAY_REPLICATE | NO_MANDATORY_KEYS | MOVABLE_KEYS | ALL_KEYS, NO_KEYS, &["@slow", "@scripting"], Some(script::evalsha), "scripting", "Executes a server-side Lua script by SHA1 digest."),
+    row("eval_ro", -3, NOSCRIPT | STALE | SKIP_MONITOR | NO_MANDATORY_KEYS | READONLY | MOVABLE_KEYS | ALL_KEYS, NO_KEYS, &["@slow", "@scripting"], Some(script::eval_ro), "scripting", "Executes a read-only server-side Lua script."),
+    row("evalsha_ro", -3, NOSCRIPT | STALE | SKIP_MONITOR | NO_MANDATORY_KEYS | READONLY | MOVABLE_KEYS | ALL_KEYS, NO_KEYS, &["@slow", "@scripting"], Some(script::evalsha_ro), "scripting", "Executes a read-only server-side Lua script by SHA1 digest."),
+    row("script", -2, 0, NO_KEYS, &["@slow"], None, "scripting", "A container for Lua scripts management commands.").with_subcommands(&[
+        row("script|load", 3, NOSCRIPT | STALE | MAY_REPLICATE, NO_KEYS, &["@slow", "@scripting"], Some(script::script_load), "scripting", "Loads a server-side Lua script to the script cache."),
+        row("script|exists", -3, NOSCRIPT, NO_KEYS, &["@slow", "@scripting"], Some(script::script_exists), "scripting", "Determines whether server-side Lua scripts exist in the script cache."),
+        row("script|flush", -2, NOSCRIPT | MAY_REPLICATE, NO_KEYS, &["@slow", "@scripting"], Some(script::script_flush), "scripting", "Removes all server-side Lua scripts from the script cache."),
+        row("script|kill", 2, NOSCRIPT | ALLOW_BUSY, NO_KEYS, &["@slow", "@scripting"], Some(script::script_kill), "scripting", "Terminates a server-side Lua script during execution."),
+    ]),
     // --- transactions ---
     row("multi", 1, NOSCRIPT | LOADING | STALE | FAST | NO_MULTI | NO_QUEUE, NO_KEYS, &["@fast", "@transaction"], Some(super::multi), "transactions", "Starts a transaction."),
     row("exec", 1, NOSCRIPT | LOADING | STALE | NO_QUEUE, NO_KEYS, &["@slow", "@transaction"], Some(super::exec_placeholder), "transactions", "Executes all commands in a transaction."),

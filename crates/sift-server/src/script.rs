@@ -1,0 +1,1077 @@
+//! The Lua scripting engine behind `EVAL`, `EVALSHA`, `EVAL_RO`, `EVALSHA_RO` and `SCRIPT`
+//! (the commands are in [`crate::cmd::script`]).
+//!
+//! # One VM
+//!
+//! As Redis, the server has one Lua 5.1 interpreter (`mlua`, built from the C sources), created
+//! at start-up and recreated by `SCRIPT FLUSH`. It lives behind a mutex in [`Engine`]; a script
+//! runs with that mutex and a lock of **every shard** ([`crate::db::Db::lock_all`]) held, so it
+//! is atomic as under Redis's single thread: nothing interleaves with it, and keys it did not
+//! declare are reachable (Redis standalone allows that too). Lock order: shards, then the VM
+//! (`SCRIPT LOAD` takes the VM alone), so the two locks cannot deadlock.
+//!
+//! # Sandbox
+//!
+//! Libraries: base (without `dofile` and `loadfile`; `loadstring` and `load` stay, as in Redis,
+//! and refuse precompiled chunks), `table`, `string`, `math`, and the `coroutine` functions Lua
+//! 5.1's base library brings. No `os`, `io`, `package`, `debug`; Redis's extra `cjson`,
+//! `cmsgpack`, `bit` and `struct` libraries are not provided. As in Redis 7, scripts cannot
+//! create globals (`Attempt to modify a readonly table`) and reading an undefined global is an
+//! error (`Script attempted to access nonexistent global variable 'x'`).
+//!
+//! The `redis` table: `call`, `pcall`, `error_reply`, `status_reply`, `sha1hex`, `log` with
+//! `LOG_DEBUG`/`LOG_VERBOSE`/`LOG_NOTICE`/`LOG_WARNING` (to `tracing`), `replicate_commands`
+//! (always true, as Redis 7), `setresp` (2 or 3: the protocol the script's calls are answered
+//! in), `REDIS_VERSION`, `REDIS_VERSION_NUM`. Not provided: `set_repl`, `breakpoint`, `debug`,
+//! `acl_check_cmd`.
+//!
+//! A script may start with Redis 7's shebang, `#!lua [flags=...]` ([`parse_shebang`]): it is then a
+//! write script unless it declares `no-writes` (which makes it read-only even under EVAL);
+//! the other flags are accepted without effect.
+//!
+//! # Conversions
+//!
+//! Redis's documented rules ([`frame_to_lua`], [`lua_to_frame`]): a reply becomes a Lua value
+//! as a RESP2 client would see it (after `redis.setresp(3)`, RESP3 shapes: map → `{map=...}`,
+//! set → `{set=...}`, double → `{double=n}`, boolean → boolean, null → nil) (integer → number, bulk → string, null → `false`, array →
+//! table, status → `{ok=...}`, error → `{err=...}`; a RESP3 map is a flat array, a double a
+//! string, a boolean 1/0), and the script's return value becomes a reply (number → integer,
+//! truncated; string → bulk; table → array up to its first nil, or status / error when it has
+//! an `ok` / `err` field; `false`/`nil` → null; `true` → 1).
+//!
+//! # Runaway scripts
+//!
+//! An instruction-count hook checks the clock every [`HOOK_EVERY`] instructions: a script that
+//! runs longer than `busy-reply-threshold` (alias `lua-time-limit`) is **aborted** with an error
+//! reply. Redis keeps such a script running and answers other clients `BUSY` until `SCRIPT
+//! KILL`; here every other client waits on the shard locks, so a never-ending script must end.
+//! The writes it made before the abort stay applied and logged (Redis has no rollback either:
+//! a script that wrote can only be stopped there by `SHUTDOWN NOSAVE`). A hook error caught by
+//! the script's own `pcall`, `xpcall` or `coroutine.resume` is raised again, so the abort
+//! cannot be swallowed. `SCRIPT KILL` from another connection stops a script that has not
+//! written yet, as in Redis (the script runs in `block_in_place`, so the runtime keeps
+//! serving other connections). The VM's memory is capped at `lua-maxmemory`: an allocation
+//! beyond it fails the script with a `not enough memory` error reply.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use mlua::{ChunkMode, Function, HookTriggers, Lua, LuaOptions, StdLib, Table, Value, Variadic, VmState};
+use parking_lot::{Mutex, MutexGuard};
+use sha1::{Digest, Sha1};
+
+use crate::frame::{format_double, Frame};
+
+/// Instructions between two clock checks of a running script.
+pub const HOOK_EVERY: u32 = 100_000;
+
+/// Default `lua-maxmemory`: the Lua VM's allocation cap.
+pub const DEFAULT_MEMORY_LIMIT: usize = 256 * 1024 * 1024;
+
+/// Nesting depth at which a returned table is cut (Redis's "reached lua stack limit"): a table
+/// that contains itself must not recurse forever.
+const MAX_DEPTH: usize = 1000;
+
+/// The reply to a script the client killed with `SCRIPT KILL` (Redis's text).
+pub const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
+/// `SCRIPT KILL` with no script running.
+pub const NOTBUSY: &str = "NOTBUSY No scripts in execution right now.";
+/// `SCRIPT KILL` of a script that has written.
+pub const UNKILLABLE: &str = "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.";
+
+/// The lower-case hex SHA-1 of `body`: a script's id.
+pub fn sha1_hex(body: &[u8]) -> String {
+    let digest = Sha1::digest(body);
+    let mut s = String::with_capacity(40);
+    for b in digest {
+        s.push(char::from_digit((b >> 4) as u32, 16).expect("nibble"));
+        s.push(char::from_digit((b & 15) as u32, 16).expect("nibble"));
+    }
+    s
+}
+
+/// State of the running script that `SCRIPT KILL` reads without the VM lock.
+#[derive(Debug, Default)]
+pub struct RunFlags {
+    /// A script is running.
+    pub running: AtomicBool,
+    /// It has run a write command.
+    pub wrote: AtomicBool,
+    /// `SCRIPT KILL` asked it to stop.
+    pub kill: AtomicBool,
+}
+
+/// The server's scripting engine: the VM, the script cache, and counters for `INFO`.
+pub struct Engine {
+    vm: Mutex<Vm>,
+    /// Shared with the VM's hook.
+    pub flags: Arc<RunFlags>,
+    /// Bytes the VM used after the last script (`INFO memory` `used_memory_lua`).
+    pub memory: AtomicUsize,
+    /// Cached scripts (`INFO memory` `number_of_cached_scripts`).
+    pub cached: AtomicUsize,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("cached", &self.cached).finish_non_exhaustive()
+    }
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Engine::new()
+    }
+}
+
+/// The VM and what lives in it.
+pub struct Vm {
+    /// The interpreter.
+    pub lua: Lua,
+    /// Compiled scripts by SHA-1.
+    scripts: HashMap<String, Script>,
+    /// Per-run state the Lua side reads: `raw` (the command dispatcher of this run) and `abort`
+    /// (set when the script is being aborted).
+    pub slot: Table,
+    /// `function(f, h) return xpcall(f, h) end`, with the original `xpcall`.
+    runner: Function,
+}
+
+impl Engine {
+    /// A fresh engine with an empty script cache.
+    pub fn new() -> Engine {
+        let vm = Vm::new().expect("the Lua VM starts");
+        let memory = AtomicUsize::new(vm.lua.used_memory());
+        Engine { vm: Mutex::new(vm), flags: Arc::default(), memory, cached: AtomicUsize::new(0) }
+    }
+
+    /// Locks the VM (for a run, a load or a lookup).
+    pub fn lock(&self) -> MutexGuard<'_, Vm> {
+        self.vm.lock()
+    }
+
+    /// `SCRIPT FLUSH`: a new VM, no cached script.
+    pub fn flush(&self) {
+        let vm = Vm::new().expect("the Lua VM starts");
+        self.memory.store(vm.lua.used_memory(), Ordering::Relaxed);
+        *self.vm.lock() = vm;
+        self.cached.store(0, Ordering::Relaxed);
+    }
+}
+
+/// The Lua side of `redis.call` / `redis.pcall`, the global protection and the `pcall` wrappers
+/// that re-raise an abort. Loaded once per VM with `(slot, redis)` as arguments.
+const PRELUDE: &str = r#"
+local slot = ...
+local error, type = error, type
+-- A failed redis.call raises a Rust error value; a protected call gives the script Redis's
+-- error table instead. An abort (time limit, SCRIPT KILL) must not be swallowed at all.
+local function recheck(ok, ...)
+  if slot.abort then error(slot.abort) end
+  if not ok and type((...)) == 'userdata' then
+    return ok, slot.convert((...)), select(2, ...)
+  end
+  return ok, ...
+end
+local base_pcall, base_xpcall = pcall, xpcall
+pcall = function(...) return recheck(base_pcall(...)) end
+xpcall = function(...) return recheck(base_xpcall(...)) end
+local resume = coroutine.resume
+coroutine.resume = function(...) return recheck(resume(...)) end
+local runner = function(f, h) return base_xpcall(f, h) end
+setmetatable(_G, {
+  __newindex = function(t, k, v) error("Attempt to modify a readonly table", 2) end,
+  __index = function(t, k)
+    error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+  end,
+})
+return runner
+"#;
+
+impl Vm {
+    fn new() -> mlua::Result<Vm> {
+        let lua = Lua::new_with(StdLib::TABLE | StdLib::STRING | StdLib::MATH, LuaOptions::default())?;
+        let g = lua.globals();
+        for name in ["dofile", "loadfile"] {
+            g.raw_set(name, Value::Nil)?;
+        }
+        let redis = lua.create_table()?;
+        redis.set("LOG_DEBUG", 0)?;
+        redis.set("LOG_VERBOSE", 1)?;
+        redis.set("LOG_NOTICE", 2)?;
+        redis.set("LOG_WARNING", 3)?;
+        redis.set("REDIS_VERSION", crate::cmd::server::REDIS_VERSION)?;
+        redis.set("REDIS_VERSION_NUM", version_num(crate::cmd::server::REDIS_VERSION))?;
+        redis.set(
+            "sha1hex",
+            lua.create_function(|_, args: Variadic<Value>| {
+                let [Value::String(s)] = &args[..] else {
+                    if args.len() == 1 {
+                        // A number is hashed as its string form, as Lua coerces it.
+                        if let Value::Integer(_) | Value::Number(_) = &args[0] {
+                            let s = value_to_arg(&args[0]).expect("a number");
+                            return Ok(sha1_hex(&s));
+                        }
+                    }
+                    return Err(mlua::Error::runtime("wrong number of arguments"));
+                };
+                Ok(sha1_hex(&s.as_bytes()))
+            })?,
+        )?;
+        redis.set(
+            "error_reply",
+            lua.create_function(|lua, args: Variadic<Value>| {
+                let [Value::String(s)] = &args[..] else {
+                    return Err(mlua::Error::runtime("wrong number or type of arguments"));
+                };
+                let text = String::from_utf8_lossy(&s.as_bytes()).into_owned();
+                let with_dash = if text.starts_with('-') { text } else { format!("-{text}") };
+                error_table(lua, &reply_error_text(&with_dash[1..]))
+            })?,
+        )?;
+        redis.set(
+            "status_reply",
+            lua.create_function(|lua, args: Variadic<Value>| {
+                let [Value::String(s)] = &args[..] else {
+                    return Err(mlua::Error::runtime("wrong number or type of arguments"));
+                };
+                let t = lua.create_table()?;
+                t.raw_set("ok", s.clone())?;
+                Ok(t)
+            })?,
+        )?;
+        redis.set(
+            "log",
+            lua.create_function(|lua, args: Variadic<Value>| {
+                if args.len() < 2 {
+                    return Err(mlua::Error::runtime("redis.log() requires two arguments or more."));
+                }
+                let level = match &args[0] {
+                    Value::Integer(i) => *i,
+                    Value::Number(n) => *n as i64,
+                    _ => return Err(mlua::Error::runtime("First argument must be a number")),
+                };
+                if !(0..=3).contains(&level) {
+                    return Err(mlua::Error::runtime("Invalid debug level."));
+                }
+                let mut msg = String::new();
+                for a in args[1..].iter() {
+                    if let Some(s) = lua.coerce_string(a.clone())? {
+                        if !msg.is_empty() {
+                            msg.push(' ');
+                        }
+                        msg.push_str(&s.to_string_lossy());
+                    }
+                }
+                match level {
+                    0 | 1 => tracing::debug!(target: "sift_server::script", "{msg}"),
+                    2 => tracing::info!(target: "sift_server::script", "{msg}"),
+                    _ => tracing::warn!(target: "sift_server::script", "{msg}"),
+                }
+                Ok(())
+            })?,
+        )?;
+        redis.set("replicate_commands", lua.create_function(|_, ()| Ok(true))?)?;
+        let slot = lua.create_table()?;
+        slot.raw_set("resp", 2)?;
+        let resp_slot = slot.clone();
+        redis.set(
+            "setresp",
+            lua.create_function(move |_, args: Variadic<Value>| {
+                if args.len() != 1 {
+                    return Err(mlua::Error::runtime("redis.setresp() requires one argument."));
+                }
+                let resp = match &args[0] {
+                    Value::Integer(i) => *i,
+                    Value::Number(n) => *n as i64,
+                    _ => 0,
+                };
+                if resp != 2 && resp != 3 {
+                    return Err(mlua::Error::runtime("RESP version must be 2 or 3."));
+                }
+                resp_slot.raw_set("resp", resp)
+            })?,
+        )?;
+        // redis.call / redis.pcall are Rust functions (a Lua wrapper would be tail-called by
+        // `return redis.call(...)`, and the error would lose the script's line). They call this
+        // run's dispatcher, `slot.raw`, which answers (kind, value): 0 ok, 1 a command error
+        // (`call` raises it, `pcall` returns it), 2 an abort (both raise).
+        let dispatch = |slot: Table, pcall: bool| {
+            move |_: &Lua, args: Variadic<Value>| -> mlua::Result<Value> {
+                let raw: Function = match slot.raw_get::<Value>("raw")? {
+                    Value::Function(f) => f,
+                    _ => return Err(mlua::Error::runtime("redis.call works only while a script runs")),
+                };
+                let resp = slot.raw_get::<i64>("resp").unwrap_or(2);
+                let (kind, v): (u8, Value) = raw.call((resp, args))?;
+                if kind == 0 || (kind == 1 && pcall) {
+                    return Ok(v);
+                }
+                let text = match &v {
+                    Value::Table(t) => {
+                        t.raw_get::<String>("err").unwrap_or_else(|_| "ERR unknown error".into())
+                    }
+                    other => value_text(other),
+                };
+                Err(mlua::Error::external(CallError(text)))
+            }
+        };
+        redis.set("call", lua.create_function(dispatch(slot.clone(), false))?)?;
+        redis.set("pcall", lua.create_function(dispatch(slot.clone(), true))?)?;
+        slot.raw_set(
+            "convert",
+            lua.create_function(|lua, v: Value| match &v {
+                Value::Error(e) => match call_error(e) {
+                    Some(text) => Ok(Value::Table(error_table(lua, &text)?)),
+                    None => Ok(v),
+                },
+                _ => Ok(v),
+            })?,
+        )?;
+        g.raw_set("redis", redis)?;
+        let runner: Function = lua.load(PRELUDE).set_name("=sift").call(slot.clone())?;
+        Ok(Vm { lua, scripts: HashMap::new(), slot, runner })
+    }
+
+    /// The compiled script `sha`, if cached.
+    pub fn get(&self, sha: &str) -> Option<Script> {
+        self.scripts.get(sha).cloned()
+    }
+
+    /// Is `sha` cached?
+    pub fn contains(&self, sha: &str) -> bool {
+        self.scripts.contains_key(sha)
+    }
+
+    /// Number of cached scripts.
+    pub fn len(&self) -> usize {
+        self.scripts.len()
+    }
+
+    /// Is the cache empty?
+    pub fn is_empty(&self) -> bool {
+        self.scripts.is_empty()
+    }
+
+    /// Compiles `body` and caches it under its SHA-1; returns the id and the script, or the
+    /// error reply (compile error, bad shebang).
+    pub fn load(&mut self, body: &[u8]) -> Result<(String, Script), String> {
+        let sha = sha1_hex(body);
+        if let Some(s) = self.scripts.get(&sha) {
+            return Ok((sha, s.clone()));
+        }
+        let shebang = parse_shebang(body)?;
+        // The shebang line becomes a comment, so line numbers stay those of the script.
+        let source: std::borrow::Cow<'_, [u8]> = match shebang {
+            Some(_) => {
+                let mut v = body.to_vec();
+                v[..2].copy_from_slice(b"--");
+                v.into()
+            }
+            None => body.into(),
+        };
+        let f = self
+            .lua
+            .load(&source[..])
+            .set_name("@user_script")
+            .set_mode(ChunkMode::Text)
+            .into_function()
+            .map_err(|e| format!("ERR Error compiling script (new function): {}", error_text(&e)))?;
+        let script = Script { function: f, shebang };
+        self.scripts.insert(sha.clone(), script.clone());
+        Ok((sha, script))
+    }
+
+    /// Runs `f` with `KEYS`/`ARGV` set, `raw` as the command dispatcher, a deadline and a
+    /// memory cap; returns the reply. `flags` is shared with `SCRIPT KILL`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run(
+        &self,
+        sha: &str,
+        f: Function,
+        keys: &[Bytes],
+        args: &[Bytes],
+        raw: Function,
+        limits: RunLimits,
+        flags: &Arc<RunFlags>,
+    ) -> Frame {
+        let lua = &self.lua;
+        let setup = || -> mlua::Result<()> {
+            let g = lua.globals();
+            g.raw_set(
+                "KEYS",
+                lua.create_sequence_from(
+                    keys.iter().map(|k| lua.create_string(k)).collect::<mlua::Result<Vec<_>>>()?,
+                )?,
+            )?;
+            g.raw_set(
+                "ARGV",
+                lua.create_sequence_from(
+                    args.iter().map(|a| lua.create_string(a)).collect::<mlua::Result<Vec<_>>>()?,
+                )?,
+            )?;
+            self.slot.raw_set("raw", raw)?;
+            self.slot.raw_set("abort", Value::Nil)?;
+            self.slot.raw_set("resp", 2)?;
+            Ok(())
+        };
+        if let Err(e) = setup() {
+            return Frame::error(format!("ERR Error running script {sha}, {}", error_text(&e)));
+        }
+        let started = Instant::now();
+        let deadline =
+            (limits.time_limit_ms > 0).then(|| started + Duration::from_millis(limits.time_limit_ms));
+        let slot = self.slot.clone();
+        let hook_flags = flags.clone();
+        let threshold = limits.time_limit_ms;
+        let hook = move |lua: &Lua, _: &mlua::Debug| -> mlua::Result<VmState> {
+            let aborting = slot.raw_get::<Value>("abort")?;
+            if !aborting.is_nil() {
+                return Err(mlua::Error::runtime("script aborted"));
+            }
+            let why = if hook_flags.kill.load(Ordering::Relaxed) {
+                KILLED.to_string()
+            } else if deadline.is_some_and(|d| Instant::now() >= d) {
+                format!("ERR Script aborted: it ran longer than busy-reply-threshold ({threshold} ms)")
+            } else {
+                return Ok(VmState::Continue);
+            };
+            slot.raw_set("abort", error_table(lua, &why)?)?;
+            Err(mlua::Error::runtime("script aborted"))
+        };
+        // Global: coroutines the script creates inherit the hook.
+        let _ = lua.set_global_hook(HookTriggers::new().every_nth_instruction(HOOK_EVERY), hook);
+        let previous_limit = lua.set_memory_limit(limits.memory_limit).unwrap_or(0);
+        let handler = lua.create_function(|lua, err: Value| error_handler(lua, err));
+        let result = match handler {
+            Ok(h) => self.runner.call::<(bool, Value)>((f, h)),
+            Err(e) => Err(e),
+        };
+        lua.remove_global_hook();
+        let _ = lua.set_memory_limit(previous_limit);
+        let abort = self.slot.raw_get::<Value>("abort").unwrap_or(Value::Nil);
+        let _ = self.slot.raw_set("raw", Value::Nil);
+        let _ = self.slot.raw_set("abort", Value::Nil);
+        let reply = if let Value::Table(t) = abort {
+            Frame::error(t.raw_get::<String>("err").unwrap_or_else(|_| "ERR script aborted".into()))
+        } else {
+            match result {
+                Ok((true, v)) => lua_to_frame(&v, 0, self.slot.raw_get::<i64>("resp").unwrap_or(2) == 3),
+                Ok((false, Value::Table(t))) => script_error_reply(sha, &t),
+                Ok((false, other)) => failure(sha, &value_text(&other), limits.memory_limit),
+                Err(e) => failure(sha, &error_text(&e), limits.memory_limit),
+            }
+        };
+        // A memory error can leave garbage behind: collect it now rather than at the next run.
+        if matches!(&reply, Frame::Error(e) if e.contains("not enough memory")) {
+            let _ = lua.gc_collect();
+        }
+        reply
+    }
+}
+
+/// The error a failed `redis.call` raises (its text is the error table's `err`).
+#[derive(Debug)]
+struct CallError(String);
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CallError {}
+
+/// The text of a [`CallError`] inside an mlua error, if it is one.
+fn call_error(e: &mlua::Error) -> Option<String> {
+    match e {
+        mlua::Error::CallbackError { cause, .. } => call_error(cause),
+        mlua::Error::WithContext { cause, .. } => call_error(cause),
+        mlua::Error::ExternalError(x) => x.downcast_ref::<CallError>().map(|c| c.0.clone()),
+        _ => None,
+    }
+}
+
+/// A cached script.
+#[derive(Clone)]
+pub struct Script {
+    /// The compiled body.
+    pub function: Function,
+    /// `Some(no_writes)` when the script starts with a `#!lua` shebang: such a script is a
+    /// write script unless it declares `flags=no-writes` (Redis 7).
+    pub shebang: Option<bool>,
+}
+
+/// Redis 7's script shebang, `#!lua [flags=f1,f2]`: `Ok(None)` without one, `Ok(Some(no_writes))`
+/// with one. The flags other than `no-writes` (`allow-oom`, `allow-stale`, `no-cluster`,
+/// `allow-cross-slot-keys`) are accepted and have no effect here.
+pub fn parse_shebang(body: &[u8]) -> Result<Option<bool>, String> {
+    if !body.starts_with(b"#!") {
+        return Ok(None);
+    }
+    let line = body.split(|&b| b == b'\n').next().unwrap_or(body);
+    let line = String::from_utf8_lossy(line);
+    let mut parts = line.split(' ').filter(|p| !p.is_empty());
+    let engine = parts.next().unwrap_or("#!");
+    if engine != "#!lua" {
+        return Err(format!("ERR Unexpected engine in script shebang: {engine}"));
+    }
+    let mut no_writes = false;
+    for part in parts {
+        let Some(flags) = part.strip_prefix("flags=") else {
+            return Err(format!("ERR Unknown lua shebang option: {part}"));
+        };
+        for flag in flags.split(',').filter(|f| !f.is_empty()) {
+            match flag {
+                "no-writes" => no_writes = true,
+                "allow-oom" | "allow-stale" | "no-cluster" | "allow-cross-slot-keys" => {}
+                other => return Err(format!("ERR Unexpected flag in script shebang: {other}")),
+            }
+        }
+    }
+    Ok(Some(no_writes))
+}
+
+/// What bounds one run.
+#[derive(Debug, Clone, Copy)]
+pub struct RunLimits {
+    /// `busy-reply-threshold` in ms; 0 = none.
+    pub time_limit_ms: u64,
+    /// `lua-maxmemory` in bytes; 0 = none.
+    pub memory_limit: usize,
+}
+
+/// An error that is not an error table (Lua does not call the message handler for memory
+/// errors): Redis's "Error running script" form.
+fn failure(sha: &str, msg: &str, limit: usize) -> Frame {
+    if msg.contains("not enough memory") || msg.contains("memory limit") {
+        return Frame::error(format!(
+            "ERR Error running script {sha}, not enough memory: the Lua VM reached lua-maxmemory ({limit} bytes)"
+        ));
+    }
+    Frame::error(format!("ERR Error running script {sha}, {msg}"))
+}
+
+/// The reply for an error table that ended the script: Redis 7's `<err> script: <sha>, on
+/// <source>:<line>.`.
+fn script_error_reply(sha: &str, t: &Table) -> Frame {
+    let msg = t.raw_get::<Option<String>>("err").ok().flatten().unwrap_or_else(|| "ERR unknown error".into());
+    let source = t.raw_get::<Option<String>>("source").ok().flatten();
+    let line = t.raw_get::<Option<i64>>("line").ok().flatten();
+    match (source, line) {
+        (Some(s), Some(l)) => Frame::error(format!("{msg} script: {sha}, on {s}:{l}.")),
+        _ => Frame::error(msg),
+    }
+}
+
+/// The message handler of a script's protected call, as Redis 7's: a non-table error becomes
+/// `{err='ERR ' .. tostring(err)}`, and the table gets the script's `source` and `line`.
+fn error_handler(lua: &Lua, err: Value) -> mlua::Result<Value> {
+    let t = match err {
+        Value::Table(t) if t.raw_get::<Value>("err").is_ok_and(|v| v.is_string()) => t,
+        Value::Error(e) if call_error(&e).is_some() => error_table(lua, &call_error(&e).expect("checked"))?,
+        other => error_table(lua, &format!("ERR {}", value_text(&other)))?,
+    };
+    // The innermost frame of the user's script: the raising function may be a C function
+    // (`error`), the `redis.call` wrapper, or a Rust callback.
+    for level in 1..64 {
+        let Some(found) = lua.inspect_stack(level, |d| {
+            let src = d.source();
+            (src.source.as_deref() == Some("@user_script")).then(|| d.current_line())
+        }) else {
+            break;
+        };
+        if let Some(line) = found {
+            t.raw_set("source", "@user_script")?;
+            t.raw_set("line", line.map(|l| l as i64).unwrap_or(0))?;
+            break;
+        }
+    }
+    Ok(Value::Table(t))
+}
+
+/// `{err = text}`.
+pub fn error_table(lua: &Lua, text: &str) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.raw_set("err", text)?;
+    Ok(t)
+}
+
+/// Redis's normalisation of an error reply for Lua (`luaPushErrorBuff`): trailing newlines cut,
+/// and `ERR ` in front of a message without an error code (a single word).
+pub fn reply_error_text(text: &str) -> String {
+    let text = text.trim_end_matches(['\r', '\n']);
+    if text.contains(' ') {
+        text.to_string()
+    } else {
+        format!("ERR {text}")
+    }
+}
+
+/// A Lua error value as text.
+fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.to_string_lossy(),
+        Value::Error(e) => error_text(e),
+        Value::Nil => "nil".into(),
+        Value::Boolean(b) => b.to_string(),
+        Value::Integer(i) => i.to_string(),
+        Value::Number(n) => n.to_string(),
+        other => other.type_name().to_string(),
+    }
+}
+
+/// The message of an mlua error, without the callback wrapping and traceback mlua adds.
+pub fn error_text(e: &mlua::Error) -> String {
+    match e {
+        mlua::Error::CallbackError { cause, .. } => error_text(cause),
+        mlua::Error::RuntimeError(s) => s.clone(),
+        mlua::Error::SyntaxError { message, .. } => message.clone(),
+        mlua::Error::MemoryError(_) => "not enough memory".into(),
+        mlua::Error::WithContext { cause, .. } => error_text(cause),
+        other => other.to_string(),
+    }
+}
+
+/// "8.0.0" → 0x080000.
+fn version_num(v: &str) -> i64 {
+    let mut parts = v.split('.').map(|p| p.parse::<i64>().unwrap_or(0));
+    let (a, b, c) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (a << 16) | (b << 8) | c
+}
+
+/// A `redis.call` argument: a string, or a number as Redis 7 writes it (the shortest text that
+/// reads back exactly, integers without a fraction: not Lua's lossy `%.14g`); `None` for any
+/// other type.
+pub fn value_to_arg(v: &Value) -> Option<Bytes> {
+    match v {
+        Value::String(s) => Some(Bytes::copy_from_slice(&s.as_bytes())),
+        Value::Integer(i) => Some(Bytes::from(i.to_string())),
+        Value::Number(n) => Some(Bytes::from(format_double(*n))),
+        _ => None,
+    }
+}
+
+/// A reply as the script sees it: RESP2 shapes by default, RESP3 ones after
+/// `redis.setresp(3)` (see the module docs).
+pub fn frame_to_lua(lua: &Lua, f: &Frame, resp3: bool) -> mlua::Result<Value> {
+    Ok(match f {
+        Frame::Simple(s) => {
+            let t = lua.create_table()?;
+            t.raw_set("ok", s.as_str())?;
+            Value::Table(t)
+        }
+        Frame::Error(e) => Value::Table(error_table(lua, &reply_error_text(e))?),
+        Frame::Integer(i) => Value::Integer(*i),
+        Frame::Bulk(b) => Value::String(lua.create_string(b)?),
+        Frame::Verbatim(b) if resp3 => {
+            let inner = lua.create_table()?;
+            inner.raw_set("format", "txt")?;
+            inner.raw_set("string", lua.create_string(b)?)?;
+            let t = lua.create_table()?;
+            t.raw_set("verbatim_string", inner)?;
+            Value::Table(t)
+        }
+        Frame::Verbatim(b) => Value::String(lua.create_string(b)?),
+        Frame::Null | Frame::NullArray if resp3 => Value::Nil,
+        Frame::Null | Frame::NullArray => Value::Boolean(false),
+        Frame::Set(items) if resp3 => {
+            let members = lua.create_table()?;
+            for item in items {
+                members.raw_set(frame_to_lua(lua, item, resp3)?, true)?;
+            }
+            let t = lua.create_table()?;
+            t.raw_set("set", members)?;
+            Value::Table(t)
+        }
+        Frame::Array(items) | Frame::Set(items) => {
+            let t = lua.create_table_with_capacity(items.len(), 0)?;
+            for (i, item) in items.iter().enumerate() {
+                t.raw_set(i + 1, frame_to_lua(lua, item, resp3)?)?;
+            }
+            Value::Table(t)
+        }
+        Frame::Map(pairs) if resp3 => {
+            let fields = lua.create_table()?;
+            for (k, v) in pairs {
+                fields.raw_set(frame_to_lua(lua, k, resp3)?, frame_to_lua(lua, v, resp3)?)?;
+            }
+            let t = lua.create_table()?;
+            t.raw_set("map", fields)?;
+            Value::Table(t)
+        }
+        Frame::Map(pairs) => {
+            let t = lua.create_table_with_capacity(2 * pairs.len(), 0)?;
+            for (i, (k, v)) in pairs.iter().enumerate() {
+                t.raw_set(2 * i + 1, frame_to_lua(lua, k, resp3)?)?;
+                t.raw_set(2 * i + 2, frame_to_lua(lua, v, resp3)?)?;
+            }
+            Value::Table(t)
+        }
+        Frame::Double(d) if resp3 => {
+            let t = lua.create_table()?;
+            t.raw_set("double", *d)?;
+            Value::Table(t)
+        }
+        Frame::Double(d) => Value::String(lua.create_string(format_double(*d))?),
+        Frame::Boolean(b) if resp3 => Value::Boolean(*b),
+        Frame::Boolean(b) => Value::Integer(*b as i64),
+    })
+}
+
+/// A script's return value as a reply (see the module docs). `resp3`: the script called
+/// `redis.setresp(3)`, so a boolean is a boolean reply (else `true` → 1, `false` → null).
+/// Besides `err` and `ok`, a table may carry Redis 7's RESP3 forms, whatever the protocol:
+/// `{double=n}`, `{map={...}}`, `{set={...}}`, `{big_number=s}` (sent as a bulk string),
+/// `{verbatim_string={format=..., string=...}}`; the client's protocol decides their bytes.
+pub fn lua_to_frame(v: &Value, depth: usize, resp3: bool) -> Frame {
+    match v {
+        Value::Nil => Frame::Null,
+        Value::Boolean(b) if resp3 => Frame::Boolean(*b),
+        Value::Boolean(false) => Frame::Null,
+        Value::Boolean(true) => Frame::Integer(1),
+        Value::Integer(i) => Frame::Integer(*i),
+        // C's (long long) cast truncates toward zero; Rust's saturates where C is undefined.
+        Value::Number(n) => Frame::Integer(*n as i64),
+        Value::String(s) => Frame::Bulk(Bytes::copy_from_slice(&s.as_bytes())),
+        Value::Table(t) => {
+            if depth >= MAX_DEPTH {
+                return Frame::error("ERR reached lua stack limit");
+            }
+            let field = |name: &str| t.raw_get::<Value>(name).unwrap_or(Value::Nil);
+            if let Value::String(e) = field("err") {
+                return Frame::Error(e.to_string_lossy());
+            }
+            if let Value::String(s) = field("ok") {
+                return Frame::Simple(s.to_string_lossy());
+            }
+            match field("double") {
+                Value::Number(n) => return Frame::Double(n),
+                Value::Integer(i) => return Frame::Double(i as f64),
+                _ => {}
+            }
+            if let Value::String(s) = field("big_number") {
+                return Frame::Bulk(Bytes::copy_from_slice(&s.as_bytes()));
+            }
+            if let Value::Table(m) = field("map") {
+                let pairs = m
+                    .pairs::<Value, Value>()
+                    .filter_map(Result::ok)
+                    .map(|(k, v)| (lua_to_frame(&k, depth + 1, resp3), lua_to_frame(&v, depth + 1, resp3)))
+                    .collect();
+                return Frame::Map(pairs);
+            }
+            if let Value::Table(m) = field("set") {
+                let members = m
+                    .pairs::<Value, Value>()
+                    .filter_map(Result::ok)
+                    .map(|(k, _)| lua_to_frame(&k, depth + 1, resp3))
+                    .collect();
+                return Frame::Set(members);
+            }
+            if let Value::Table(v) = field("verbatim_string") {
+                if let (Ok(Value::String(_)), Ok(Value::String(text))) =
+                    (v.raw_get::<Value>("format"), v.raw_get::<Value>("string"))
+                {
+                    return Frame::Verbatim(Bytes::copy_from_slice(&text.as_bytes()));
+                }
+            }
+            let mut items = Vec::new();
+            for i in 1.. {
+                match t.raw_get::<Value>(i) {
+                    Ok(Value::Nil) | Err(_) => break,
+                    Ok(item) => items.push(lua_to_frame(&item, depth + 1, resp3)),
+                }
+            }
+            Frame::Array(items)
+        }
+        _ => Frame::Null,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eval(vm: &mut Vm, body: &str) -> Frame {
+        let (sha, f) = match vm.load(body.as_bytes()) {
+            Ok((sha, s)) => (sha, s.function),
+            Err(e) => return Frame::Error(e),
+        };
+        let raw = vm
+            .lua
+            .create_function(|lua, _: Variadic<Value>| Ok((1, error_table(lua, "ERR no keyspace")?)))
+            .unwrap();
+        let limits = RunLimits { time_limit_ms: 1000, memory_limit: DEFAULT_MEMORY_LIMIT };
+        vm.run(
+            &sha,
+            f,
+            &[Bytes::from("k")],
+            &[Bytes::from("a"), Bytes::from("b")],
+            raw,
+            limits,
+            &Arc::default(),
+        )
+    }
+
+    fn bulk(s: &str) -> Frame {
+        Frame::bulk(s.to_string())
+    }
+
+    #[test]
+    fn sha1_of_known_strings() {
+        assert_eq!(sha1_hex(b""), "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+        assert_eq!(sha1_hex(b"return 1"), "e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
+    }
+
+    #[test]
+    fn lua_to_redis_conversions() {
+        let mut vm = Vm::new().unwrap();
+        assert_eq!(eval(&mut vm, "return 1"), Frame::Integer(1));
+        assert_eq!(eval(&mut vm, "return 3.99"), Frame::Integer(3));
+        assert_eq!(eval(&mut vm, "return -3.99"), Frame::Integer(-3));
+        assert_eq!(eval(&mut vm, "return 'x'"), bulk("x"));
+        assert_eq!(eval(&mut vm, "return true"), Frame::Integer(1));
+        assert_eq!(eval(&mut vm, "return false"), Frame::Null);
+        assert_eq!(eval(&mut vm, "return nil"), Frame::Null);
+        assert_eq!(eval(&mut vm, "return"), Frame::Null);
+        assert_eq!(
+            eval(&mut vm, "return {1, 'a', {2.5, false}, nil, 7}"),
+            Frame::Array(vec![
+                Frame::Integer(1),
+                bulk("a"),
+                Frame::Array(vec![Frame::Integer(2), Frame::Null]),
+            ])
+        );
+        assert_eq!(eval(&mut vm, "return {ok='FINE'}"), Frame::Simple("FINE".into()));
+        assert_eq!(eval(&mut vm, "return {err='MY bad'}"), Frame::error("MY bad"));
+        assert_eq!(eval(&mut vm, "return redis.status_reply('PONG')"), Frame::Simple("PONG".into()));
+        assert_eq!(eval(&mut vm, "return redis.error_reply('My Error')"), Frame::error("My Error"));
+        assert_eq!(eval(&mut vm, "return redis.error_reply('boom')"), Frame::error("ERR boom"));
+        assert_eq!(eval(&mut vm, "return redis.error_reply('-WRONG x')"), Frame::error("WRONG x"));
+        assert_eq!(
+            eval(&mut vm, "return {KEYS[1], ARGV[1], ARGV[2], #ARGV}"),
+            Frame::Array(vec![bulk("k"), bulk("a"), bulk("b"), Frame::Integer(2)])
+        );
+        assert_eq!(
+            eval(&mut vm, "return redis.sha1hex('')"),
+            bulk("da39a3ee5e6b4b0d3255bfef95601890afd80709")
+        );
+        // A table that contains itself is cut, not followed forever.
+        let Frame::Array(mut a) = eval(&mut vm, "local t = {}; t[1] = t; return t") else { panic!() };
+        let mut depth = 1;
+        while let Some(Frame::Array(inner)) = a.pop() {
+            a = inner;
+            depth += 1;
+        }
+        assert!(depth >= MAX_DEPTH);
+    }
+
+    #[test]
+    fn redis_to_lua_conversions() {
+        let lua = Lua::new();
+        let check = |f: Frame, expect: &str| {
+            let v = frame_to_lua(&lua, &f, false).unwrap();
+            let show: Function = lua
+                .load(
+                    r#"local function show(v)
+                         if type(v) ~= 'table' then return type(v) .. ':' .. tostring(v) end
+                         if v.ok then return 'ok:' .. v.ok end
+                         if v.err then return 'err:' .. v.err end
+                         local out = {}
+                         for i = 1, #v do out[i] = show(v[i]) end
+                         return '[' .. table.concat(out, ',') .. ']'
+                       end
+                       return show"#,
+                )
+                .eval()
+                .unwrap();
+            assert_eq!(show.call::<String>(v).unwrap(), expect);
+        };
+        check(Frame::Integer(5), "number:5");
+        check(Frame::bulk("x"), "string:x");
+        check(Frame::Null, "boolean:false");
+        check(Frame::NullArray, "boolean:false");
+        check(Frame::ok(), "ok:OK");
+        check(Frame::error("WRONGTYPE Operation against a key"), "err:WRONGTYPE Operation against a key");
+        check(Frame::error("oops"), "err:ERR oops");
+        check(
+            Frame::Array(vec![Frame::Integer(1), Frame::Array(vec![Frame::bulk("a")])]),
+            "[number:1,[string:a]]",
+        );
+        check(Frame::Map(vec![(Frame::bulk("k"), Frame::Integer(2))]), "[string:k,number:2]");
+        check(Frame::Double(1.5), "string:1.5");
+        check(Frame::Boolean(true), "number:1");
+        check(Frame::Set(vec![Frame::bulk("m")]), "[string:m]");
+    }
+
+    #[test]
+    fn errors_compile_runtime_and_sandbox() {
+        let mut vm = Vm::new().unwrap();
+        let Frame::Error(e) = eval(&mut vm, "return (") else { panic!() };
+        assert!(e.starts_with("ERR Error compiling script (new function): user_script:1:"), "{e}");
+        let sha = sha1_hex(b"error('boom')");
+        assert_eq!(
+            eval(&mut vm, "error('boom')"),
+            Frame::error(format!("ERR user_script:1: boom script: {sha}, on @user_script:1."))
+        );
+        let body = "\nreturn redis.call('GET', 'x')";
+        assert_eq!(
+            eval(&mut vm, body),
+            Frame::error(format!(
+                "ERR no keyspace script: {}, on @user_script:2.",
+                sha1_hex(body.as_bytes())
+            ))
+        );
+        // redis.pcall returns the error table instead of raising it.
+        assert_eq!(eval(&mut vm, "return redis.pcall('GET', 'x')"), Frame::error("ERR no keyspace"));
+        // Lua's pcall around redis.call gives the script Redis's error table.
+        assert_eq!(
+            eval(&mut vm, "local ok, e = pcall(redis.call, 'GET', 'x'); return {ok and 1 or 0, e.err}"),
+            Frame::Array(vec![Frame::Integer(0), bulk("ERR no keyspace")])
+        );
+        let Frame::Error(e) = eval(&mut vm, "x = 1") else { panic!() };
+        assert!(e.starts_with("ERR user_script:1: Attempt to modify a readonly table"), "{e}");
+        let Frame::Error(e) = eval(&mut vm, "return undefined_thing") else { panic!() };
+        assert!(
+            e.contains("Script attempted to access nonexistent global variable 'undefined_thing'"),
+            "{e}"
+        );
+        for lib in ["os", "io", "package", "debug", "dofile", "loadfile"] {
+            let Frame::Error(e) = eval(&mut vm, &format!("return {lib}")) else { panic!("{lib} exists") };
+            assert!(e.contains("nonexistent global"), "{e}");
+        }
+        assert_eq!(eval(&mut vm, "return loadstring('return 2')()"), Frame::Integer(2));
+        assert_eq!(
+            eval(&mut vm, "return string.rep('a', 3) .. table.concat({1,2}) .. math.floor(2.5)"),
+            bulk("aaa122")
+        );
+        // Bytecode is refused.
+        let Frame::Error(_) = eval(&mut vm, "return loadstring(string.dump(function() end))") else {
+            // string.dump exists in 5.1's string library; loading its output must fail.
+            return;
+        };
+    }
+
+    #[test]
+    fn runaway_scripts_are_aborted_even_through_pcall() {
+        let mut vm = Vm::new().unwrap();
+        let limits = RunLimits { time_limit_ms: 50, memory_limit: DEFAULT_MEMORY_LIMIT };
+        for body in [
+            "while true do end",
+            "while true do pcall(function() while true do end end) end",
+            "while true do coroutine.resume(coroutine.create(function() while true do end end)) end",
+        ] {
+            let (sha, f) = vm.load(body.as_bytes()).map(|(h, s)| (h, s.function)).unwrap();
+            let raw = vm.lua.create_function(|_, ()| Ok(0)).unwrap();
+            let t = Instant::now();
+            let reply = vm.run(&sha, f, &[], &[], raw, limits, &Arc::default());
+            assert_eq!(
+                reply,
+                Frame::error("ERR Script aborted: it ran longer than busy-reply-threshold (50 ms)"),
+                "{body}"
+            );
+            assert!(t.elapsed() < Duration::from_secs(5), "{body}");
+        }
+        // The VM still works afterwards.
+        assert_eq!(eval(&mut vm, "return 1"), Frame::Integer(1));
+    }
+
+    #[test]
+    fn memory_limit_gives_a_clean_error() {
+        let mut vm = Vm::new().unwrap();
+        let (sha, f) = vm
+            .load(b"local t = {} for i = 1, 1e8 do t[i] = string.rep('x', 100) .. i end return #t")
+            .map(|(h, s)| (h, s.function))
+            .unwrap();
+        let raw = vm.lua.create_function(|_, ()| Ok(0)).unwrap();
+        let limits = RunLimits { time_limit_ms: 0, memory_limit: 8 * 1024 * 1024 };
+        let Frame::Error(e) = vm.run(&sha, f, &[], &[], raw, limits, &Arc::default()) else { panic!() };
+        assert!(e.contains("not enough memory"), "{e}");
+        assert_eq!(eval(&mut vm, "return 1"), Frame::Integer(1));
+    }
+
+    #[test]
+    fn resp3_conversions() {
+        let mut vm = Vm::new().unwrap();
+        assert_eq!(eval(&mut vm, "return {double=3.5}"), Frame::Double(3.5));
+        assert_eq!(eval(&mut vm, "return {double=3}"), Frame::Double(3.0));
+        assert_eq!(eval(&mut vm, "return {map={a=1}}"), Frame::Map(vec![(bulk("a"), Frame::Integer(1))]));
+        assert_eq!(eval(&mut vm, "return {set={x=true}}"), Frame::Set(vec![bulk("x")]));
+        assert_eq!(
+            eval(&mut vm, "return {big_number='123456789012345678901234567890'}"),
+            bulk("123456789012345678901234567890")
+        );
+        assert_eq!(
+            eval(&mut vm, "return {verbatim_string={format='txt', string='v'}}"),
+            Frame::Verbatim("v".into())
+        );
+        assert_eq!(eval(&mut vm, "redis.setresp(3) return true"), Frame::Boolean(true));
+        assert_eq!(eval(&mut vm, "redis.setresp(3) return false"), Frame::Boolean(false));
+        assert_eq!(eval(&mut vm, "return false"), Frame::Null, "each run starts in RESP2");
+        let Frame::Error(e) = eval(&mut vm, "redis.setresp(4)") else { panic!() };
+        assert!(e.starts_with("ERR RESP version must be 2 or 3."), "{e}");
+        let lua = Lua::new();
+        let show: Function = lua
+            .load(
+                r#"local function show(v)
+                     if type(v) ~= 'table' then return type(v) .. ':' .. tostring(v) end
+                     if v.double then return 'double:' .. v.double end
+                     if v.map then local n = 0 for k, x in pairs(v.map) do n = n + 1 end return 'map:' .. n .. ':' .. show(v.map.k) end
+                     if v.set then return 'set:' .. tostring(v.set.m) end
+                     if v.verbatim_string then return 'verb:' .. v.verbatim_string.string end
+                     return '?'
+                   end
+                   return show"#,
+            )
+            .eval()
+            .unwrap();
+        let check = |f: Frame, expect: &str| {
+            let v = frame_to_lua(&lua, &f, true).unwrap();
+            assert_eq!(show.call::<String>(v).unwrap(), expect);
+        };
+        check(Frame::Double(1.5), "double:1.5");
+        check(Frame::Map(vec![(Frame::bulk("k"), Frame::Integer(2))]), "map:1:number:2");
+        check(Frame::Set(vec![Frame::bulk("m")]), "set:true");
+        check(Frame::Boolean(false), "boolean:false");
+        check(Frame::Null, "nil:nil");
+        check(Frame::Verbatim("t".into()), "verb:t");
+    }
+
+    #[test]
+    fn shebang_flags() {
+        assert_eq!(parse_shebang(b"return 1"), Ok(None));
+        assert_eq!(parse_shebang(b"#!lua\nreturn 1"), Ok(Some(false)));
+        assert_eq!(parse_shebang(b"#!lua flags=no-writes,allow-oom\nreturn 1"), Ok(Some(true)));
+        assert_eq!(parse_shebang(b"#!js\n").unwrap_err(), "ERR Unexpected engine in script shebang: #!js");
+        assert_eq!(parse_shebang(b"#!lua name=x\n").unwrap_err(), "ERR Unknown lua shebang option: name=x");
+        assert_eq!(
+            parse_shebang(b"#!lua flags=bad\n").unwrap_err(),
+            "ERR Unexpected flag in script shebang: bad"
+        );
+        let mut vm = Vm::new().unwrap();
+        // Line numbers are the script's own.
+        let body = "#!lua\nerror('x')";
+        assert_eq!(
+            eval(&mut vm, body),
+            Frame::error(format!(
+                "ERR user_script:2: x script: {}, on @user_script:2.",
+                sha1_hex(body.as_bytes())
+            ))
+        );
+    }
+
+    #[test]
+    fn numbers_as_command_arguments() {
+        let arg = |v: Value| value_to_arg(&v).map(|b| String::from_utf8(b.to_vec()).unwrap());
+        assert_eq!(arg(Value::Number(0.1)).as_deref(), Some("0.1"));
+        assert_eq!(arg(Value::Number(3.0)).as_deref(), Some("3"));
+        assert_eq!(arg(Value::Integer(-7)).as_deref(), Some("-7"));
+        assert_eq!(arg(Value::Number(1e14)).as_deref(), Some("100000000000000"));
+        assert_eq!(arg(Value::Boolean(true)), None);
+        assert_eq!(arg(Value::Nil), None);
+    }
+}
