@@ -514,31 +514,47 @@ impl Cuckoo {
             return true;
         }
         // Level 2: node `t` is the other bucket of slot `t % 4` of level-1 node `parent[t]`
-        // (valid ones only, in order); it must not be that node or its root.
+        // (valid ones only, in order); it must not be that node or its root. Generated two
+        // parents (8 nodes) at a time and checked one batch behind, so that a batch's loads are
+        // under way while the one before is checked, and the search stops at the first batch
+        // with a hit (most level-2 searches; the rest of the level is then never computed).
+        let mut parents = [0u8; 2 * S];
+        let mut np = 0;
+        for m in (0..n1).filter(|&m| valid >> m & 1 != 0) {
+            parents[np] = m as u8;
+            np += 1;
+        }
         let mut c2 = [0u64; 4 * S * S];
         let mut parent = [0u8; 4 * S * S];
         let mut valid2 = 0u64;
-        let mut n2 = 0;
-        for m in (0..n1).filter(|&m| valid >> m & 1 != 0) {
-            for j in 0..S {
-                let g = self.alt(c1[m], slot(w1[m], j));
-                c2[n2] = g;
-                parent[n2] = m as u8;
-                if g != c1[m] && g != roots[m / S] {
+        let (mut next, mut done, mut n2) = (0, 0, 0);
+        let hit = loop {
+            let before = n2;
+            let stop = (next + 2).min(np);
+            for &m in &parents[next..stop] {
+                let m = m as usize;
+                for j in 0..S {
+                    let g = self.alt(c1[m], slot(w1[m], j));
+                    c2[n2] = g;
+                    parent[n2] = m as u8;
                     prefetch(self.table.as_ptr().wrapping_add((g * (bb / 8)) as usize));
-                    valid2 |= 1 << n2;
+                    valid2 |= ((g != c1[m] && g != roots[m / S]) as u64) << n2;
+                    n2 += 1;
                 }
-                n2 += 1;
             }
-        }
-        let mut room2 = 0u64;
-        for (t, &g) in c2.iter().enumerate().take(n2) {
-            room2 |= ((empty_fields(self.bucket_at(g, bb), F) != 0) as u64) << t;
-        }
-        let hit = room2 & valid2;
-        if hit == 0 {
-            return false;
-        }
+            next = stop;
+            let mut room2 = 0u64;
+            for (t, &g) in c2.iter().enumerate().take(before).skip(done) {
+                room2 |= ((empty_fields(self.bucket_at(g, bb), F) != 0) as u64) << t;
+            }
+            done = before;
+            if room2 & valid2 != 0 {
+                break room2 & valid2;
+            }
+            if next == np && done == n2 {
+                return false;
+            }
+        };
         let t = hit.trailing_zeros() as usize;
         let m = parent[t] as usize;
         let (r, j1, c, j2, g) = (roots[m / S], m % S, c1[m], t % S, c2[t]);
@@ -731,54 +747,69 @@ impl Cuckoo {
         let mut level = 0..len;
         for _ in 0..BFS_DEPTH {
             // Children of this level: every fingerprint's other bucket, skipping buckets already
-            // on the node's own path (a chain must not move a fingerprint twice).
+            // on the node's own path (a chain must not move a fingerprint twice). Generated two
+            // parents at a time and checked one batch behind: a batch's loads are under way
+            // while the one before is checked, and a hit ends the search without generating the
+            // rest of the level (at the third level, up to 128 buckets). The same nodes in the
+            // same order as generating the whole level first.
             let first_child = len;
-            'nodes: for k in level.clone() {
-                for j in 0..BUCKET_SLOTS {
-                    if len == BFS_NODES {
-                        break 'nodes;
-                    }
-                    let c = self.alt(at[k], slot(word[k], j));
-                    let mut a = k;
-                    let on_path = loop {
-                        if at[a] == c {
-                            break true;
+            let (mut k, mut done) = (level.start, first_child);
+            loop {
+                let before = len;
+                let stop = (k + 2).min(level.end);
+                'nodes: for k in k..stop {
+                    for j in 0..BUCKET_SLOTS {
+                        if len == BFS_NODES {
+                            break 'nodes;
                         }
-                        if from[a] == NONE {
-                            break false;
+                        let c = self.alt(at[k], slot(word[k], j));
+                        let mut a = k;
+                        let on_path = loop {
+                            if at[a] == c {
+                                break true;
+                            }
+                            if from[a] == NONE {
+                                break false;
+                            }
+                            a = from[a] as usize;
+                        };
+                        if on_path {
+                            continue;
                         }
-                        a = from[a] as usize;
-                    };
-                    if on_path {
-                        continue;
-                    }
-                    prefetch(&self.table[(c * (bb / 8)) as usize]);
-                    at[len] = c;
-                    from[len] = k as u8;
-                    via[len] = j as u8;
-                    len += 1;
-                }
-            }
-            for c in first_child..len {
-                let b = self.bucket_at(at[c], bb);
-                if let Some(e) = first_empty(b, F) {
-                    // Apply the chain from its end: each fingerprint moves one step down it,
-                    // and `fp` takes the slot freed in a root.
-                    let (mut node, mut js, mut dst, mut dst_slot) = (from[c] as usize, via[c] as usize, c, e);
-                    loop {
-                        let v = slot(self.bucket_at(at[node], bb), js);
-                        let d = with(self.bucket_at(at[dst], bb), dst_slot, v);
-                        self.put_at(at[dst], bb, d);
-                        if from[node] == NONE {
-                            let r = with(self.bucket_at(at[node], bb), js, fp);
-                            self.put_at(at[node], bb, r);
-                            return true;
-                        }
-                        (dst, dst_slot) = (node, js);
-                        (node, js) = (from[node] as usize, via[node] as usize);
+                        prefetch(self.table.as_ptr().wrapping_add((c * (bb / 8)) as usize));
+                        at[len] = c;
+                        from[len] = k as u8;
+                        via[len] = j as u8;
+                        len += 1;
                     }
                 }
-                word[c] = b;
+                k = stop;
+                for c in done..before {
+                    let b = self.bucket_at(at[c], bb);
+                    if let Some(e) = first_empty(b, F) {
+                        // Apply the chain from its end: each fingerprint moves one step down it,
+                        // and `fp` takes the slot freed in a root.
+                        let (mut node, mut js, mut dst, mut dst_slot) =
+                            (from[c] as usize, via[c] as usize, c, e);
+                        loop {
+                            let v = slot(self.bucket_at(at[node], bb), js);
+                            let d = with(self.bucket_at(at[dst], bb), dst_slot, v);
+                            self.put_at(at[dst], bb, d);
+                            if from[node] == NONE {
+                                let r = with(self.bucket_at(at[node], bb), js, fp);
+                                self.put_at(at[node], bb, r);
+                                return true;
+                            }
+                            (dst, dst_slot) = (node, js);
+                            (node, js) = (from[node] as usize, via[node] as usize);
+                        }
+                    }
+                    word[c] = b;
+                }
+                done = before;
+                if k == level.end && done == len {
+                    break;
+                }
             }
             level = first_child..len;
             if level.is_empty() {
@@ -1149,6 +1180,97 @@ mod tests {
         }
     }
 
+    /// The breadth-first search as it was before its levels were checked in batches (branch
+    /// `cuckoo4`): every child of a level generated, then checked in order.
+    fn place_bfs_reference<const F: u32>(
+        f: &mut Cuckoo,
+        i1: u64,
+        i2: u64,
+        b1: u64,
+        b2: u64,
+        fp: u16,
+    ) -> bool {
+        // Node `k`: bucket `at[k]` (full), contents `word[k]`, reached from node `from[k]` by
+        // moving the fingerprint in slot `via[k]` of that node (roots: `from = NONE`).
+        const NONE: u8 = u8::MAX;
+        let mut at = [0u64; BFS_NODES];
+        let mut word = [0u64; BFS_NODES];
+        let mut from = [NONE; BFS_NODES];
+        let mut via = [0u8; BFS_NODES];
+        at[0] = i1;
+        word[0] = b1;
+        let mut len = 1;
+        if i2 != i1 {
+            at[1] = i2;
+            word[1] = b2;
+            len = 2;
+        }
+        // Widths are constants here (`F`), so slot extraction and the slot index of an empty
+        // field need no run-time shift amounts or division.
+        let bb = BUCKET_SLOTS as u64 * F as u64;
+        let mask = (1u64 << F) - 1;
+        let slot = |b: u64, j: usize| ((b >> (j as u32 * F)) & mask) as u16;
+        let with = |b: u64, j: usize, v: u16| (b & !(mask << (j as u32 * F))) | (v as u64) << (j as u32 * F);
+        let mut level = 0..len;
+        for _ in 0..BFS_DEPTH {
+            // Children of this level: every fingerprint's other bucket, skipping buckets already
+            // on the node's own path (a chain must not move a fingerprint twice).
+            let first_child = len;
+            'nodes: for k in level.clone() {
+                for j in 0..BUCKET_SLOTS {
+                    if len == BFS_NODES {
+                        break 'nodes;
+                    }
+                    let c = f.alt(at[k], slot(word[k], j));
+                    let mut a = k;
+                    let on_path = loop {
+                        if at[a] == c {
+                            break true;
+                        }
+                        if from[a] == NONE {
+                            break false;
+                        }
+                        a = from[a] as usize;
+                    };
+                    if on_path {
+                        continue;
+                    }
+                    prefetch(&f.table[(c * (bb / 8)) as usize]);
+                    at[len] = c;
+                    from[len] = k as u8;
+                    via[len] = j as u8;
+                    len += 1;
+                }
+            }
+            for c in first_child..len {
+                let b = f.bucket_at(at[c], bb);
+                if let Some(e) = first_empty(b, F) {
+                    // Apply the chain from its end: each fingerprint moves one step down it,
+                    // and `fp` takes the slot freed in a root.
+                    let (mut node, mut js, mut dst, mut dst_slot) = (from[c] as usize, via[c] as usize, c, e);
+                    loop {
+                        let v = slot(f.bucket_at(at[node], bb), js);
+                        let d = with(f.bucket_at(at[dst], bb), dst_slot, v);
+                        f.put_at(at[dst], bb, d);
+                        if from[node] == NONE {
+                            let r = with(f.bucket_at(at[node], bb), js, fp);
+                            f.put_at(at[node], bb, r);
+                            return true;
+                        }
+                        (dst, dst_slot) = (node, js);
+                        (node, js) = (from[node] as usize, via[node] as usize);
+                    }
+                }
+                word[c] = b;
+            }
+            level = first_child..len;
+            if level.is_empty() {
+                break;
+            }
+        }
+        false
+    }
+
     /// The insert as it was specified before the fast paths (branch `cuckoo4`): the bucket with
     /// more empty slots (the primary on a tie) by a slot-by-slot count, its lowest empty slot;
     /// both full: the general breadth-first search, then the walk. Written plainly, as the
@@ -1162,9 +1284,9 @@ mod tests {
         let (n1, n2) = (empty(b1), empty(b2));
         if n1 + n2 == 0 {
             let found = match f.fp_bits {
-                8 => f.place_bfs::<8>(i1, i2, b1, b2, fp),
-                12 => f.place_bfs::<12>(i1, i2, b1, b2, fp),
-                _ => f.place_bfs::<16>(i1, i2, b1, b2, fp),
+                8 => place_bfs_reference::<8>(f, i1, i2, b1, b2, fp),
+                12 => place_bfs_reference::<12>(f, i1, i2, b1, b2, fp),
+                _ => place_bfs_reference::<16>(f, i1, i2, b1, b2, fp),
             };
             if !found {
                 f.place(i1, fp, d.h1 ^ d.h2.rotate_left(17))?;
