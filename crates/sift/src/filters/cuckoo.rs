@@ -403,6 +403,21 @@ impl Cuckoo {
                 return Ok(!(present || self.stashed(i1, i2, fp)));
             }
         }
+        self.insert_scalar::<F>(d)
+    }
+
+    /// [`Cuckoo::insert_width`] in scalar code: on x86-64 only for the rare inserts whose two
+    /// words overlap or whose buckets are both full (out of line, so that the common path keeps
+    /// few registers live), elsewhere every insert.
+    #[cfg_attr(target_arch = "x86_64", cold, inline(never))]
+    #[cfg_attr(not(target_arch = "x86_64"), inline(always))]
+    fn insert_scalar<const F: u32>(&mut self, d: Digest) -> Result<bool> {
+        let i1 = fastrange(d.h1, self.buckets);
+        let fp = (fastrange(d.h2, (1u64 << F) - 1) + 1) as u16;
+        let i2 = self.alt(i1, fp);
+        let step = (BUCKET_SLOTS as u64 * F as u64 / 8) as usize;
+        let (at1, at2) = (i1 as usize * step, i2 as usize * step);
+        let (w1, w2) = (self.word(at1), self.word(at2));
         let was_present = (bucket_has(w1, fp, F) | bucket_has(w2, fp, F)) || self.stashed(i1, i2, fp);
         let (e1, e2) = (empty_fields(w1, F), empty_fields(w2, F));
         if e1 | e2 == 0 {
