@@ -1328,23 +1328,35 @@ mod tests {
                 let mut f = Cuckoo::with_params(nb, bits, Hasher::new(HashKind::Xxh3_64, nb)).unwrap();
                 f.layout = layout;
                 let mut g = f.clone();
+                // The scalar insert (every insert on other targets) on its own.
+                let mut h = f.clone();
                 let mut k = 0u64;
                 let mut fails = 0;
                 while fails < 3 {
                     let d = Digest::from_u64(mix64(k ^ (bits as u64) << 40));
                     let (a, b) = (f.try_insert_digest(d), insert_reference(&mut g, d));
+                    let c = match bits {
+                        8 => h.insert_scalar::<8>(d),
+                        12 => h.insert_scalar::<12>(d),
+                        _ => h.insert_scalar::<16>(d),
+                    };
                     assert_eq!(a, b, "bits {bits} nb {nb} layout {layout} key {k}");
+                    assert_eq!(c, b, "bits {bits} nb {nb} layout {layout} key {k}");
                     if nb <= 1000 || k % 1024 == 0 {
                         assert_eq!(f, g, "bits {bits} nb {nb} layout {layout} key {k}");
+                        assert_eq!(h, g, "bits {bits} nb {nb} layout {layout} key {k}");
                     }
                     fails += a.is_err() as u32;
                     if k % 7 == 3 {
                         let r = Digest::from_u64(mix64((k / 2) ^ (bits as u64) << 40));
-                        assert_eq!(f.remove_digest(r), g.remove_digest(r));
+                        let removed = g.remove_digest(r);
+                        assert_eq!(f.remove_digest(r), removed);
+                        assert_eq!(h.remove_digest(r), removed);
                     }
                     k += 1;
                 }
                 assert_eq!(f, g, "bits {bits} nb {nb} layout {layout}");
+                assert_eq!(h, g, "bits {bits} nb {nb} layout {layout}");
                 deep += (f.stash_len() > 0) as u32;
             }
         }
