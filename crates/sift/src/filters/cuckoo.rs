@@ -356,6 +356,7 @@ impl Cuckoo {
 
     /// Inserts `item`; `Ok(true)` if it was not reported present before, `Ok(false)` if another
     /// copy was stored, [`Error::Full`] if it could not be placed (the filter is then unchanged).
+    #[inline(always)]
     pub fn try_insert<T: AsRef<[u8]>>(&mut self, item: T) -> Result<bool> {
         self.try_insert_digest(self.hot_digest(item.as_ref()))
     }
@@ -366,7 +367,7 @@ impl Cuckoo {
     }
 
     /// [`Cuckoo::try_insert`] for a digest.
-    #[inline]
+    #[inline(always)]
     pub fn try_insert_digest(&mut self, d: Digest) -> Result<bool> {
         // One predictable branch on the width, then constant-folded masks and shifts.
         match self.fp_bits {
