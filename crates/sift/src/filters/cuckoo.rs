@@ -69,6 +69,11 @@ pub const BFS_DEPTH: usize = 3;
 const BFS_NODES: usize = 2 + 8 + 32 + 128;
 /// Buckets the search checks at a time (after generating and prefetching them).
 const SEARCH_BATCH: usize = 8;
+/// Buckets of a search level generated and prefetched ahead of the ones being checked (two
+/// batches): their loads are under way while a batch is checked, and the rest of the level is
+/// never computed once a bucket has room. (At n = 10M, generating the whole level first instead
+/// made no measurable difference.)
+const SEARCH_AHEAD: usize = 2 * SEARCH_BATCH;
 /// Fingerprints the victim stash holds.
 pub const STASH_SLOTS: usize = 4;
 /// Load the constructor sizes for: `nb = ⌈n / (4 · DESIGN_LOAD)⌉`.
@@ -451,21 +456,6 @@ impl Cuckoo {
         Ok(!was_present)
     }
 
-    /// How many buckets of a search level may be generated and prefetched ahead of the ones being
-    /// checked: 16 (two batches) for a table under 4 MiB, whose loads take ~15 ns (n = 1M,
-    /// 1.6 MB), so that computing the rest of the level is skipped when a batch has room; the
-    /// whole level (up to 128) for a larger one, whose loads take ~100 ns and are best all in
-    /// flight at once (at n = 10M, checking two batches ahead made the last tenth of the fill
-    /// ~20% slower than generating the level first).
-    #[inline(always)]
-    fn search_ahead(&self) -> usize {
-        if self.table.len() < 4 << 20 {
-            2 * SEARCH_BATCH
-        } else {
-            BFS_NODES
-        }
-    }
-
     /// The 8 bytes at byte `at` of the table, little-endian.
     #[inline(always)]
     fn word(&self, at: usize) -> u64 {
@@ -551,10 +541,10 @@ impl Cuckoo {
             return true;
         }
         // Level 2: node `t` is the other bucket of slot `t % 4` of level-1 node `parent[t]`
-        // (valid ones only, in order); it must not be that node or its root. Generated two
-        // parents (8 nodes) at a time and checked one batch behind, so that a batch's loads are
-        // under way while the one before is checked, and the search stops at the first batch
-        // with a hit (most level-2 searches; the rest of the level is then never computed).
+        // (valid ones only, in order); it must not be that node or its root. Generated (and
+        // prefetched) up to [`SEARCH_AHEAD`] nodes ahead of the ones checked, checked in order
+        // up to the first with room (most level-2 searches end early: the rest of the level is
+        // then never computed).
         let mut parents = [0u8; 2 * S];
         let mut np = 0;
         for m in (0..n1).filter(|&m| valid >> m & 1 != 0) {
@@ -564,10 +554,9 @@ impl Cuckoo {
         let mut c2 = [0u64; 4 * S * S];
         let mut parent = [0u8; 4 * S * S];
         let mut valid2 = 0u64;
-        let ahead = self.search_ahead();
         let (mut next, mut done, mut n2) = (0, 0, 0);
         let hit = loop {
-            while next < np && n2 - done < ahead {
+            while next < np && n2 - done < SEARCH_AHEAD {
                 let m = parents[next] as usize;
                 for j in 0..S {
                     let g = self.alt(c1[m], slot(w1[m], j));
@@ -782,16 +771,15 @@ impl Cuckoo {
         let mut level = 0..len;
         for _ in 0..BFS_DEPTH {
             // Children of this level: every fingerprint's other bucket, skipping buckets already
-            // on the node's own path (a chain must not move a fingerprint twice). Generated two
-            // parents at a time and checked one batch behind: a batch's loads are under way
-            // while the one before is checked, and a hit ends the search without generating the
-            // rest of the level (at the third level, up to 128 buckets). The same nodes in the
-            // same order as generating the whole level first.
+            // on the node's own path (a chain must not move a fingerprint twice). Generated (and
+            // prefetched) up to [`SEARCH_AHEAD`] nodes ahead of the ones checked, a batch at a
+            // time: a hit ends the search without generating the rest of the level (at the third
+            // level, up to 128 buckets). The same nodes in the same order as generating the whole
+            // level first.
             let first_child = len;
             let (mut k, mut done) = (level.start, first_child);
-            let ahead = self.search_ahead();
             loop {
-                'nodes: while k < level.end && len - done < ahead {
+                'nodes: while k < level.end && len - done < SEARCH_AHEAD {
                     for j in 0..BUCKET_SLOTS {
                         if len == BFS_NODES {
                             break 'nodes;
