@@ -8,10 +8,17 @@
 //!   needs the fingerprint (partial-key cuckoo hashing), and so on.
 //! * **Insert**: the fingerprint goes to whichever of its two buckets has more empty slots (the
 //!   primary on a tie; two-choice balanced allocation keeps full pairs rare until high load).
-//!   When both are full, a breadth-first search over up to [`BFS_DEPTH`] moves finds the shortest
-//!   chain of kicks ending in a bucket with an empty slot (each level's buckets are fetched
-//!   together, so a chain costs about one cache miss per level, not one per move); only if that
-//!   fails does a random walk of up to [`MAX_KICKS`] moves run.
+//!   Both 8-byte words are written back (the unchosen one unchanged), so the stores' addresses
+//!   come from the hash and not from the loaded buckets, and on x86-64 the field arithmetic on
+//!   the two words runs in SSE2 registers: the work that waits for the two cache misses stays
+//!   small, and consecutive inserts overlap (n = 1M: 12 ns per insert up to 70% load, was 18; a
+//!   query takes ~10). When both are full, a breadth-first search over up to [`BFS_DEPTH`] moves
+//!   finds the shortest chain of kicks ending in a bucket with an empty slot (each level's
+//!   buckets are prefetched ahead of their checks, so a chain costs about one cache miss per
+//!   level, not one per move; its first two levels, which end ~97% of searches, are a specialised
+//!   routine); only if that fails does a random walk of up to [`MAX_KICKS`] moves run. The last
+//!   tenth of a fill to 95% load (half of its inserts find both buckets full) still costs ~5× the
+//!   first tenths (`examples/cuckoo_probe.rs`).
 //! * **FPR**: `p = 1 - (1 - 1/(2^f - 1))^(2·b·load)` ([`crate::math::cuckoo_fpr`]), at most about
 //!   `2b/2^f`: 0.19% with 12-bit fingerprints at 95% load, 3.0% with 8 bits, 0.012% with 16 bits.
 //! * **Space**: `f / load` bits per key: 12.6 bits/key for 12-bit fingerprints at 95% load.
@@ -386,8 +393,10 @@ impl Cuckoo {
 
     /// The insert for a fingerprint width known at compile time. Both buckets are loaded at
     /// once; the fingerprint goes to the one with more empty slots (the primary on a tie), in its
-    /// lowest empty slot, chosen and written without a data-dependent branch. Only when both
-    /// buckets are full does it branch, to the breadth-first search and, rarely, the random walk.
+    /// lowest empty slot, chosen and written without a data-dependent branch: both words are
+    /// stored, at addresses known from the hash. Only when both buckets are full (or their 8-byte
+    /// words overlap) does it branch, to [`Cuckoo::insert_scalar`] and from there to the
+    /// breadth-first search and, rarely, the random walk.
     ///
     /// The less-loaded choice (two-choice balanced allocation) keeps the share of inserts that
     /// find both buckets full far below what "primary first" gives near 95% load.
@@ -440,8 +449,8 @@ impl Cuckoo {
         if at1.abs_diff(at2) >= 8 {
             // Both words are written, the unchosen one unchanged: the store addresses then come
             // from the hash alone, not from the loaded buckets. A store whose address waits for
-            // a cache miss held back the next inserts' loads (the 1M fill took 18 ns per insert
-            // at low load instead of 12-13; `examples/cuckoo_probe.rs`).
+            // a cache miss held back the next inserts (n = 1M, to 70% load: 18 -> 16.5 ns per
+            // insert in `examples/cuckoo_probe.rs`; ~26 -> ~15 ns in a stand-alone model).
             let m2 = (second as u64).wrapping_neg();
             let v1 = w1 | ((fp as u64) << sh1) & !m2;
             let v2 = w2 | ((fp as u64) << sh2) & m2;
@@ -490,13 +499,13 @@ impl Cuckoo {
     /// fingerprints in the full buckets `i1` and `i2` (contents `b1`, `b2`), all prefetched
     /// before any is read; level 2: the same from each of those, 32 buckets. Within a level
     /// the first bucket in the search's order with an empty slot ends it, and the chain is
-    /// applied from its end, exactly as the general search does: same moves, same bytes.
-    /// Returns `false`, having changed nothing, when neither level has room.
+    /// applied from its end, exactly as the general search does: same moves, same bytes
+    /// (`insert_matches_the_reference_bit_for_bit`). Returns `false`, having changed nothing,
+    /// when neither level has room.
     ///
     /// Faster than the general search for the same result: small fixed arrays (the general
-    /// search's node arrays alone are ~3 KB to initialise), the path test of a level-2 node is
-    /// two compares, and a level's hits are collected into a bit mask first (one branch on the
-    /// first hit instead of one per bucket).
+    /// search's node arrays alone are ~3 KB to initialise), and the path test of a level-2 node
+    /// is two compares.
     fn kick<const F: u32>(&mut self, i1: u64, i2: u64, b1: u64, b2: u64, fp: u16) -> bool {
         const S: usize = BUCKET_SLOTS;
         let bb = S as u64 * F as u64;
