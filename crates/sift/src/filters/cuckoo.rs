@@ -402,22 +402,24 @@ impl Cuckoo {
     /// find both buckets full far below what "primary first" gives near 95% load.
     #[inline(always)]
     fn insert_width<const F: u32>(&mut self, d: Digest) -> Result<bool> {
-        let i1 = fastrange(d.h1, self.buckets);
-        let fp = (fastrange(d.h2, (1u64 << F) - 1) + 1) as u16;
-        let i2 = self.alt(i1, fp);
-        let step = (BUCKET_SLOTS as u64 * F as u64 / 8) as usize;
-        let (at1, at2) = (i1 as usize * step, i2 as usize * step);
-        // The 8 bytes at each bucket's first byte, unmasked: the bits past the bucket (the next
-        // bucket's, or guard bytes) change none of the field tests below, and the word is
-        // written back whole, so they are stored unchanged (nothing else is written between).
-        let (w1, w2) = (self.word(at1), self.word(at2));
         #[cfg(target_arch = "x86_64")]
-        if at1.abs_diff(at2) >= 8 {
-            if let Some((v1, v2, present)) = sse2::insert_words::<F>(w1, w2, fp) {
-                self.table[at1..at1 + 8].copy_from_slice(&v1.to_le_bytes());
-                self.table[at2..at2 + 8].copy_from_slice(&v2.to_le_bytes());
-                self.items += 1;
-                return Ok(!(present || self.stashed(i1, i2, fp)));
+        {
+            let i1 = fastrange(d.h1, self.buckets);
+            let fp = (fastrange(d.h2, (1u64 << F) - 1) + 1) as u16;
+            let i2 = self.alt(i1, fp);
+            let step = (BUCKET_SLOTS as u64 * F as u64 / 8) as usize;
+            let (at1, at2) = (i1 as usize * step, i2 as usize * step);
+            // The 8 bytes at each bucket's first byte, unmasked: the bits past the bucket (the
+            // next bucket's, or guard bytes) change none of the field tests, and the word is
+            // written back whole, so they are stored unchanged (nothing else is written between).
+            let (w1, w2) = (self.word(at1), self.word(at2));
+            if at1.abs_diff(at2) >= 8 {
+                if let Some((v1, v2, present)) = sse2::insert_words::<F>(w1, w2, fp) {
+                    self.table[at1..at1 + 8].copy_from_slice(&v1.to_le_bytes());
+                    self.table[at2..at2 + 8].copy_from_slice(&v2.to_le_bytes());
+                    self.items += 1;
+                    return Ok(!(present || self.stashed(i1, i2, fp)));
+                }
             }
         }
         self.insert_scalar::<F>(d)
