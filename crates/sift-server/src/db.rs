@@ -429,9 +429,7 @@ pub struct Locked<'a> {
 
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
-        for key in std::mem::take(&mut self.changed_in_place) {
-            self.with_accounting(&key, |s| s.recharge(&key));
-        }
+        self.settle();
     }
 }
 
@@ -444,6 +442,17 @@ impl Locked<'_> {
     /// How many changes this view made (the dispatcher logs a write command only when > 0).
     pub fn mutations(&self) -> u64 {
         self.mutations
+    }
+
+    /// Re-measures the entries handed out by [`Locked::get_mut`] since the last call, so that
+    /// [`Db::used_memory`] includes their in-place changes. Dropping the view does it too; the
+    /// dispatcher calls it after each command, because a script, an EXEC and the log replay run
+    /// many commands under one view (the next command's `maxmemory` checks must see the earlier
+    /// ones' growth, and the list of keys to re-measure must not grow with the whole load).
+    pub fn settle(&mut self) {
+        for key in std::mem::take(&mut self.changed_in_place) {
+            self.with_accounting(&key, |s| s.recharge(&key));
+        }
     }
 
     /// Does this view hold every shard?

@@ -820,5 +820,40 @@ mod tests {
             assert_eq!(t.int(&["DEL", "k"]), 1);
             assert_eq!(t.int(&["SETBIT", "k", "5", "1"]), 0);
         }
+
+        /// A string grown in place is charged as soon as its command ends, not when the view of
+        /// the keyspace is dropped: a script, an EXEC and the log replay run many commands
+        /// under one view, and the growth check of the next SETBIT must see the earlier ones.
+        #[test]
+        fn growth_is_charged_per_command_in_scripts_exec_and_replay() {
+            let mut t = T::new();
+            assert_eq!(t.int(&["SETBIT", "k", "0", "1"]), 0);
+            let used = t.server.db.used_memory();
+            t.server.config.write().maxmemory = used + 1000;
+            let oom = "OOM command not allowed when used memory > 'maxmemory'.";
+            // Two growths of 600 bytes: the second would take the keyspace past the limit.
+            let script = "redis.call('SETBIT', KEYS[1], 8 * 600, 1) return redis.pcall('SETBIT', KEYS[1], 8 * 1200, 1)";
+            assert_eq!(t.run(&["EVAL", script, "1", "k"]), Frame::error(oom));
+            assert_eq!(t.int(&["STRLEN", "k"]), 601);
+            assert_eq!(t.server.db.used_memory(), used + 600);
+            assert_eq!(t.int(&["DEL", "k"]), 1);
+            assert_eq!(t.int(&["SETBIT", "k", "0", "1"]), 0);
+            assert_eq!(t.server.db.used_memory(), used);
+            assert_eq!(t.run(&["MULTI"]), Frame::ok());
+            t.run(&["SETBIT", "k", "4800", "1"]);
+            t.run(&["SETBIT", "k", "9600", "1"]);
+            assert_eq!(t.run(&["EXEC"]), Frame::Array(vec![Frame::Integer(0), Frame::error(oom)]));
+            assert_eq!(t.int(&["STRLEN", "k"]), 601);
+            assert_eq!(t.server.db.used_memory(), used + 600);
+            // The log replay holds every shard for the whole load: still charged per command.
+            let mut keys = t.server.db.lock_all();
+            for off in ["80000", "160000"] {
+                let argv: Vec<Bytes> = ["SETBIT", "k", off, "1"].iter().map(|a| Bytes::from(*a)).collect();
+                assert_eq!(replay(&t.server, &mut keys, &argv).unwrap(), Frame::Integer(0));
+            }
+            assert_eq!(t.server.db.used_memory(), used + 20000);
+            drop(keys);
+            assert_eq!(t.server.db.used_memory(), used + 20000);
+        }
     }
 }

@@ -220,6 +220,7 @@ pub(crate) fn run_locked(
     let mut ctx = Ctx { session, server, keys, propagate: None };
     let reply = handler(&mut ctx, argv);
     let propagate = ctx.propagate.take();
+    keys.settle();
     if spec.flags & (table::WRITE | table::PROPAGATE) != 0 && keys.mutations() > before {
         match propagate {
             Some(cmds) => cmds.iter().for_each(|c| server.persistence.record(c)),
@@ -240,7 +241,9 @@ pub fn replay(server: &Shared, keys: &mut Locked<'_>, argv: &[Bytes]) -> Result<
     let mut session = Session::new(0, true);
     session.replaying = true;
     let mut ctx = Ctx { session: &mut session, server, keys, propagate: None };
-    Ok(handler(&mut ctx, argv))
+    let reply = handler(&mut ctx, argv);
+    keys.settle();
+    Ok(reply)
 }
 
 /// EXEC: runs the queued commands under one lock of the union of their shards, so no other
