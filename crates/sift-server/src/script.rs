@@ -75,6 +75,16 @@ pub const DEFAULT_MEMORY_LIMIT: usize = 256 * 1024 * 1024;
 /// that contains itself must not recurse forever.
 const MAX_DEPTH: usize = 1000;
 
+/// The reply to a script whose return value, flattened into a reply, would exceed
+/// [`MAX_REPLY_BYTES`].
+pub const REPLY_TOO_LARGE: &str =
+    "ERR Script's return value too large: over 512 MB as a reply (tables or strings repeated?)";
+
+/// The most a script's return value may weigh as a reply: the sum of its strings and of a
+/// [`Frame`] per element. Lua shares tables and strings, so a value of a few bytes inside the VM
+/// (`t[1] = t; t[2] = t`, one string repeated) can flatten into an exponential or huge reply.
+pub const MAX_REPLY_BYTES: usize = 512 * 1024 * 1024;
+
 /// The reply to a script the client killed with `SCRIPT KILL` (Redis's text).
 pub const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
 /// `SCRIPT KILL` with no script running.
@@ -728,7 +738,20 @@ pub fn frame_to_lua(lua: &Lua, f: &Frame, resp3: bool) -> mlua::Result<Value> {
 /// `{double=n}`, `{map={...}}`, `{set={...}}`, `{big_number=s}` (sent as a bulk string),
 /// `{verbatim_string={format=..., string=...}}`; the client's protocol decides their bytes.
 pub fn lua_to_frame(v: &Value, depth: usize, resp3: bool) -> Frame {
-    match v {
+    let mut budget = MAX_REPLY_BYTES;
+    convert(v, depth, resp3, &mut budget).unwrap_or_else(|| Frame::error(REPLY_TOO_LARGE))
+}
+
+/// [`lua_to_frame`], charging each element (a [`Frame`] plus its bytes) to `budget`: `None` once
+/// the reply would outweigh it.
+fn convert(v: &Value, depth: usize, resp3: bool, budget: &mut usize) -> Option<Frame> {
+    let weight = std::mem::size_of::<Frame>()
+        + match v {
+            Value::String(s) => s.as_bytes().len(),
+            _ => 0,
+        };
+    *budget = budget.checked_sub(weight)?;
+    Some(match v {
         Value::Nil => Frame::Null,
         Value::Boolean(b) if resp3 => Frame::Boolean(*b),
         Value::Boolean(false) => Frame::Null,
@@ -739,57 +762,58 @@ pub fn lua_to_frame(v: &Value, depth: usize, resp3: bool) -> Frame {
         Value::String(s) => Frame::Bulk(Bytes::copy_from_slice(&s.as_bytes())),
         Value::Table(t) => {
             if depth >= MAX_DEPTH {
-                return Frame::error("ERR reached lua stack limit");
+                return Some(Frame::error("ERR reached lua stack limit"));
             }
             let field = |name: &str| t.raw_get::<Value>(name).unwrap_or(Value::Nil);
             if let Value::String(e) = field("err") {
-                return Frame::Error(e.to_string_lossy());
+                return Some(Frame::Error(e.to_string_lossy()));
             }
             if let Value::String(s) = field("ok") {
-                return Frame::Simple(s.to_string_lossy());
+                return Some(Frame::Simple(s.to_string_lossy()));
             }
             match field("double") {
-                Value::Number(n) => return Frame::Double(n),
-                Value::Integer(i) => return Frame::Double(i as f64),
+                Value::Number(n) => return Some(Frame::Double(n)),
+                Value::Integer(i) => return Some(Frame::Double(i as f64)),
                 _ => {}
             }
             if let Value::String(s) = field("big_number") {
-                return Frame::Bulk(Bytes::copy_from_slice(&s.as_bytes()));
+                return Some(Frame::Bulk(Bytes::copy_from_slice(&s.as_bytes())));
             }
             if let Value::Table(m) = field("map") {
-                let pairs = m
-                    .pairs::<Value, Value>()
-                    .filter_map(Result::ok)
-                    .map(|(k, v)| (lua_to_frame(&k, depth + 1, resp3), lua_to_frame(&v, depth + 1, resp3)))
-                    .collect();
-                return Frame::Map(pairs);
+                let mut pairs = Vec::new();
+                for (k, v) in m.pairs::<Value, Value>().filter_map(Result::ok) {
+                    pairs.push((
+                        convert(&k, depth + 1, resp3, budget)?,
+                        convert(&v, depth + 1, resp3, budget)?,
+                    ));
+                }
+                return Some(Frame::Map(pairs));
             }
             if let Value::Table(m) = field("set") {
-                let members = m
-                    .pairs::<Value, Value>()
-                    .filter_map(Result::ok)
-                    .map(|(k, _)| lua_to_frame(&k, depth + 1, resp3))
-                    .collect();
-                return Frame::Set(members);
+                let mut members = Vec::new();
+                for (k, _) in m.pairs::<Value, Value>().filter_map(Result::ok) {
+                    members.push(convert(&k, depth + 1, resp3, budget)?);
+                }
+                return Some(Frame::Set(members));
             }
             if let Value::Table(v) = field("verbatim_string") {
                 if let (Ok(Value::String(_)), Ok(Value::String(text))) =
                     (v.raw_get::<Value>("format"), v.raw_get::<Value>("string"))
                 {
-                    return Frame::Verbatim(Bytes::copy_from_slice(&text.as_bytes()));
+                    return Some(Frame::Verbatim(Bytes::copy_from_slice(&text.as_bytes())));
                 }
             }
             let mut items = Vec::new();
             for i in 1.. {
                 match t.raw_get::<Value>(i) {
                     Ok(Value::Nil) | Err(_) => break,
-                    Ok(item) => items.push(lua_to_frame(&item, depth + 1, resp3)),
+                    Ok(item) => items.push(convert(&item, depth + 1, resp3, budget)?),
                 }
             }
             Frame::Array(items)
         }
         _ => Frame::Null,
-    }
+    })
 }
 
 #[cfg(test)]
@@ -868,6 +892,39 @@ mod tests {
             depth += 1;
         }
         assert!(depth >= MAX_DEPTH);
+    }
+
+    /// A return value whose tables share sub-tables (a cycle, or a DAG doubling at each level)
+    /// is a tree of exponential size when flattened into a reply; so is one string repeated a
+    /// million times. Converting it must end with an error, not run (with every shard locked)
+    /// until the server runs out of time or memory.
+    #[test]
+    fn shared_tables_cannot_blow_up_the_reply() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut vm = Vm::new().unwrap();
+            for body in [
+                "local t = {} t[1] = t t[2] = t return t",
+                "local a = {1} for i = 1, 64 do a = {a, a} end return a",
+                "local s = string.rep('x', 1024 * 1024) local t = {} for i = 1, 4096 do t[i] = s end return t",
+            ] {
+                let t = Instant::now();
+                let r = eval(&mut vm, body);
+                tx.send((body, r, t.elapsed())).unwrap();
+            }
+        });
+        for _ in 0..3 {
+            let (body, r, took) = rx.recv_timeout(Duration::from_secs(60)).expect("the conversion ends");
+            assert_eq!(r, Frame::error(REPLY_TOO_LARGE), "{body}");
+            assert!(took < Duration::from_secs(30), "{body}: {took:?}");
+        }
+        // Large replies that fit are still whole.
+        let mut vm = Vm::new().unwrap();
+        let Frame::Array(a) = eval(&mut vm, "local t = {} for i = 1, 100000 do t[i] = {i, 'x'} end return t")
+        else {
+            panic!()
+        };
+        assert_eq!(a.len(), 100000);
     }
 
     #[test]
