@@ -17,7 +17,13 @@
 //! 5.1's base library brings. No `os`, `io`, `package`, `debug`; Redis's extra `cjson`,
 //! `cmsgpack`, `bit` and `struct` libraries are not provided. As in Redis 7, scripts cannot
 //! create globals (`Attempt to modify a readonly table`) and reading an undefined global is an
-//! error (`Script attempted to access nonexistent global variable 'x'`).
+//! error (`Script attempted to access nonexistent global variable 'x'`). `rawset`, `setmetatable`
+//! and `setfenv` get past that guard (Redis 7 patches Lua for truly read-only tables), so after
+//! every script the VM puts back what scripts share — the globals table, `_G`, `redis`, the
+//! libraries, the metatables of `_G` and of strings, the script's own environment — as it was
+//! when the VM was created ([`Baseline`]): no script can change what the next one sees (e.g.
+//! replace `redis.call` for every client). `loadstring` and `load` refuse precompiled chunks:
+//! Lua 5.1 would load them, and crafted bytecode escapes the sandbox (Redis's CVE-2015-4335).
 //!
 //! The `redis` table: `call`, `pcall`, `error_reply`, `status_reply`, `sha1hex`, `log` with
 //! `LOG_DEBUG`/`LOG_VERBOSE`/`LOG_NOTICE`/`LOG_WARNING` (to `tracing`), `replicate_commands`
@@ -148,6 +154,94 @@ pub struct Vm {
     pub slot: Table,
     /// `function(f, h) return xpcall(f, h) end`, with the original `xpcall`.
     runner: Function,
+    /// What every script starts from (see [`Vm::restore`]).
+    baseline: Baseline,
+}
+
+/// The shared state of a fresh VM that scripts can reach and change: the globals table, and
+/// for each table a script can get at (`_G`, `redis`, the libraries, the metatables of `_G`
+/// and of strings) its entries and metatable.
+struct Baseline {
+    globals: Table,
+    tables: Vec<(Table, Vec<(Value, Value)>, Option<Table>)>,
+    /// A Lua function telling whether any of `tables` differs from its baseline (entries or
+    /// metatable): the check after every script, ~100 raw reads inside the VM; the restore
+    /// itself runs only when something changed.
+    changed: Function,
+}
+
+/// The body of [`Baseline::changed`], given `{{table, entries, count, metatable}, ...}`. Only
+/// locals: the script cannot reach or alter it.
+const CHANGED: &str = r#"
+local list = ...
+local next, rawequal, getmetatable = next, rawequal, getmetatable
+return function()
+  -- Which metatables the tables have, then (the list starts with them) the metatables'
+  -- contents: once they are known unchanged, no value compared below has an __eq the script
+  -- could have planted (it would run here, without the time limit), so `~=` is safe.
+  for i = 1, #list do
+    local e = list[i]
+    if not rawequal(getmetatable(e[1]), e[4]) then return true end
+  end
+  for i = 1, #list do
+    local e = list[i]
+    local t, base = e[1], e[2]
+    local n = 0
+    for k, v in next, t do
+      if base[k] ~= v then return true end
+      n = n + 1
+    end
+    if n ~= e[3] then return true end
+  end
+  return false
+end
+"#;
+
+impl Baseline {
+    fn take(lua: &Lua) -> mlua::Result<Baseline> {
+        let globals = lua.globals();
+        // The metatables first: [`CHANGED`] relies on it.
+        let mut list: Vec<Table> = globals.metatable().into_iter().collect();
+        if let Value::Table(t) = lua.load("return getmetatable('')").set_name("=sift").eval::<Value>()? {
+            list.push(t);
+        }
+        list.push(globals.clone());
+        globals.for_each(|_: Value, v: Value| {
+            if let Value::Table(t) = v {
+                list.push(t);
+            }
+            Ok(())
+        })?;
+        let mut tables: Vec<(Table, Vec<(Value, Value)>, Option<Table>)> = Vec::new();
+        for t in list {
+            if tables.iter().any(|(u, _, _)| u.to_pointer() == t.to_pointer()) {
+                continue;
+            }
+            let mut entries = Vec::new();
+            t.for_each(|k: Value, v: Value| {
+                entries.push((k, v));
+                Ok(())
+            })?;
+            let mt = t.metatable();
+            tables.push((t, entries, mt));
+        }
+        let list = lua.create_table()?;
+        for (i, (t, entries, mt)) in tables.iter().enumerate() {
+            let base = lua.create_table()?;
+            for (k, v) in entries {
+                base.raw_set(k.clone(), v.clone())?;
+            }
+            let e = lua.create_sequence_from([
+                Value::Table(t.clone()),
+                Value::Table(base),
+                Value::Integer(entries.len() as i64),
+                mt.clone().map_or(Value::Nil, Value::Table),
+            ])?;
+            list.raw_set(i + 1, e)?;
+        }
+        let changed = lua.load(CHANGED).set_name("=sift").call::<Function>(list)?;
+        Ok(Baseline { globals, tables, changed })
+    }
 }
 
 impl Engine {
@@ -192,6 +286,27 @@ xpcall = function(...) return recheck(base_xpcall(...)) end
 local resume = coroutine.resume
 coroutine.resume = function(...) return recheck(resume(...)) end
 local runner = function(f, h) return base_xpcall(f, h) end
+-- Lua 5.1 loads precompiled chunks, and malformed bytecode escapes the sandbox (Redis's
+-- CVE-2015-4335): source text only.
+local base_loadstring, sbyte, concat = loadstring, string.byte, table.concat
+local function text_only(s, name)
+  if type(s) == 'string' and sbyte(s, 1) == 27 then
+    return nil, 'loading binary chunks is not allowed'
+  end
+  return base_loadstring(s, name)
+end
+loadstring = text_only
+load = function(f, name)
+  if type(f) ~= 'function' then return text_only(f, name) end
+  local parts = {}
+  while true do
+    local piece = f()
+    if piece == nil or piece == '' then break end
+    if type(piece) ~= 'string' then return nil, 'reader function must return a string' end
+    parts[#parts + 1] = piece
+  end
+  return text_only(concat(parts), name)
+end
 setmetatable(_G, {
   __newindex = function(t, k, v) error("Attempt to modify a readonly table", 2) end,
   __index = function(t, k)
@@ -343,7 +458,8 @@ impl Vm {
         )?;
         g.raw_set("redis", redis)?;
         let runner: Function = lua.load(PRELUDE).set_name("=sift").call(slot.clone())?;
-        Ok(Vm { lua, scripts: HashMap::new(), slot, runner })
+        let baseline = Baseline::take(&lua)?;
+        Ok(Vm { lua, scripts: HashMap::new(), slot, runner, baseline })
     }
 
     /// The compiled script `sha`, if cached.
@@ -456,11 +572,14 @@ impl Vm {
         let _ = lua.set_global_hook(HookTriggers::new().every_nth_instruction(HOOK_EVERY), hook);
         let previous_limit = lua.set_memory_limit(limits.memory_limit).unwrap_or(0);
         let handler = lua.create_function(|lua, err: Value| error_handler(lua, err));
+        // The cached function's environment, which `setfenv(1, t)` in the script would change.
+        let f_env = f.clone();
         let result = match handler {
             Ok(h) => self.runner.call::<(bool, Value)>((f, h)),
             Err(e) => Err(e),
         };
         lua.remove_global_hook();
+        let _ = f_env.set_environment(self.baseline.globals.clone());
         let _ = lua.set_memory_limit(previous_limit);
         let abort = self.slot.raw_get::<Value>("abort").unwrap_or(Value::Nil);
         let _ = self.slot.raw_set("raw", Value::Nil);
@@ -479,7 +598,42 @@ impl Vm {
         if matches!(&reply, Frame::Error(e) if e.contains("not enough memory")) {
             let _ = lua.gc_collect();
         }
+        // Nothing this script changed in the shared tables reaches the next one. `rawset`,
+        // `setmetatable` and `setfenv` get past the read-only `_G`, so the tables are put back
+        // as they were rather than guarded (Redis 7 patches Lua for read-only tables).
+        if let Err(e) = self.restore() {
+            tracing::error!("restoring the Lua globals after a script: {e}");
+        }
         reply
+    }
+
+    /// Puts the globals table and every table of the [`Baseline`] back as they were.
+    fn restore(&self) -> mlua::Result<()> {
+        self.lua.set_globals(self.baseline.globals.clone())?;
+        let g = &self.baseline.globals;
+        g.raw_set("KEYS", Value::Nil)?;
+        g.raw_set("ARGV", Value::Nil)?;
+        if !self.baseline.changed.call::<bool>(())? {
+            return Ok(());
+        }
+        for (t, entries, mt) in &self.baseline.tables {
+            t.set_metatable(None)?;
+            // Not `Table::clear`: mlua 0.11 leaves the table on the Lua stack (one slot per
+            // call, a stack overflow after a few thousand scripts).
+            let mut keys = Vec::new();
+            t.for_each(|k: Value, _: Value| {
+                keys.push(k);
+                Ok(())
+            })?;
+            for k in keys {
+                t.raw_set(k, Value::Nil)?;
+            }
+            for (k, v) in entries {
+                t.raw_set(k.clone(), v.clone())?;
+            }
+            t.set_metatable(mt.clone())?;
+        }
+        Ok(())
     }
 }
 
@@ -925,6 +1079,64 @@ mod tests {
             panic!()
         };
         assert_eq!(a.len(), 100000);
+    }
+
+    /// One VM serves every client: nothing a script does to the shared tables (`redis`, the
+    /// libraries, `_G`, their metatables, the globals table itself) may reach the next script,
+    /// or one client could forge `redis.call`'s answers for all others.
+    #[test]
+    fn scripts_cannot_change_what_later_scripts_see() {
+        let mut vm = Vm::new().unwrap();
+        for body in [
+            "redis.call = function() return 'forged' end",
+            "rawset(redis, 'pcall', function() return 'forged' end)",
+            "rawset(_G, 'leak', 1)",
+            "rawset(_G, 'redis', {pcall = function() return 'forged' end})",
+            "string.len = function() return 7 end",
+            "getmetatable('').__index = {len = function() return 7 end}",
+            "getmetatable(_G).__index = nil getmetatable(_G).__newindex = nil",
+            "setmetatable(_G, nil)",
+            "setfenv(0, {redis = {pcall = function() return 'forged' end}})",
+            "math.floor = nil table.concat = nil coroutine.resume = nil",
+            // An __eq planted on a shared metatable must not run (unbounded) in the check.
+            "local loop = function() while true do end end getmetatable(_G).__eq = loop \
+             rawset(_G, '_G', setmetatable({}, {__eq = loop}))",
+            "getmetatable('').__eq = function() while true do end end \
+             rawset(_G, 'string', setmetatable({}, getmetatable('')))",
+        ] {
+            let _ = eval(&mut vm, body);
+        }
+        assert_eq!(eval(&mut vm, "return redis.pcall('GET', 'x')"), Frame::error("ERR no keyspace"));
+        let Frame::Error(e) = eval(&mut vm, "return redis.call('GET', 'x')") else { panic!() };
+        assert!(e.starts_with("ERR no keyspace"), "{e}");
+        assert_eq!(
+            eval(&mut vm, "return {('abc'):len(), string.len('abcd')}"),
+            Frame::Array(vec![Frame::Integer(3), Frame::Integer(4)])
+        );
+        assert_eq!(eval(&mut vm, "return math.floor(2.5) .. table.concat({1, 2})"), bulk("212"));
+        let Frame::Error(e) = eval(&mut vm, "return leak") else { panic!("a global leaked") };
+        assert!(e.contains("nonexistent global variable 'leak'"), "{e}");
+        let Frame::Error(e) = eval(&mut vm, "x = 1") else { panic!("globals became writable") };
+        assert!(e.contains("Attempt to modify a readonly table"), "{e}");
+        // The same script run twice: its own environment is not kept either.
+        let body = "local n = (rawget(getfenv(1), 'n') or 0) + 1 setfenv(1, {n = n}) return n";
+        assert_eq!(eval(&mut vm, body), Frame::Integer(1));
+        assert_eq!(eval(&mut vm, body), Frame::Integer(1));
+    }
+
+    /// Lua 5.1 loads precompiled chunks given to `loadstring` / `load`, and malformed bytecode
+    /// reads and writes memory at will (Redis's CVE-2015-4335): text only.
+    #[test]
+    fn bytecode_is_refused() {
+        let mut vm = Vm::new().unwrap();
+        for loader in [
+            "loadstring(string.dump(function() return 1 end))",
+            "load((function() local s, i = string.dump(function() return 1 end), 0 \
+             return function() i = i + 1 if i == 1 then return s end end end)())",
+        ] {
+            assert_eq!(eval(&mut vm, &format!("return type(({loader}))")), bulk("nil"), "{loader}");
+        }
+        assert_eq!(eval(&mut vm, "return loadstring('return 2')()"), Frame::Integer(2));
     }
 
     #[test]
