@@ -324,6 +324,14 @@ pub fn key_hash(key: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(key)
 }
 
+/// The shards of `keys`, ascending, each once: the argument of [`Db::lock_shards`].
+pub fn shards_of<'k>(keys: impl IntoIterator<Item = &'k [u8]>) -> Vec<usize> {
+    let mut idx: Vec<usize> = keys.into_iter().map(shard_of).collect();
+    idx.sort_unstable();
+    idx.dedup();
+    idx
+}
+
 /// The shard of `key`: the top bits of [`key_hash`] (the low ones also pick the std HashMap's
 /// buckets, through its own hash, so this is only a precaution against correlated placement).
 /// So the shards split the hash order into consecutive ranges.
@@ -354,10 +362,18 @@ impl Db {
 
     /// Locks the shards of `keys` (ascending shard order, each once).
     pub fn lock_keys<'a, 'k>(&'a self, keys: impl IntoIterator<Item = &'k [u8]>) -> Locked<'a> {
-        let mut idx: Vec<usize> = keys.into_iter().map(shard_of).collect();
-        idx.sort_unstable();
-        idx.dedup();
-        self.lock_shards(idx)
+        self.lock_shards(shards_of(keys))
+    }
+
+    /// Locks the given shard indexes (sorted and distinct) if none is held by someone else;
+    /// `None` (holding nothing) otherwise.
+    pub fn try_lock_shards(&self, idx: Vec<usize>) -> Option<Locked<'_>> {
+        debug_assert!(idx.windows(2).all(|w| w[0] < w[1]));
+        let mut guards = Vec::with_capacity(idx.len());
+        for i in idx {
+            guards.push((i, self.shards[i].try_lock()?));
+        }
+        Some(Locked { db: self, guards, now: now_ms(), mutations: 0, changed_in_place: Vec::new() })
     }
 
     /// Locks the given shard indexes, which must be sorted and distinct.

@@ -129,6 +129,10 @@ pub struct Engine {
     pub memory: AtomicUsize,
     /// Cached scripts (`INFO memory` `number_of_cached_scripts`).
     pub cached: AtomicUsize,
+    /// Script commands (or EXECs holding one) waiting for every shard or running: while
+    /// non-zero, a command that cannot take its shards at once waits off the runtime's worker
+    /// threads (see `cmd::locking`).
+    pub pending: AtomicUsize,
 }
 
 impl std::fmt::Debug for Engine {
@@ -249,7 +253,13 @@ impl Engine {
     pub fn new() -> Engine {
         let vm = Vm::new().expect("the Lua VM starts");
         let memory = AtomicUsize::new(vm.lua.used_memory());
-        Engine { vm: Mutex::new(vm), flags: Arc::default(), memory, cached: AtomicUsize::new(0) }
+        Engine {
+            vm: Mutex::new(vm),
+            flags: Arc::default(),
+            memory,
+            cached: AtomicUsize::new(0),
+            pending: AtomicUsize::new(0),
+        }
     }
 
     /// Locks the VM (for a run, a load or a lookup).

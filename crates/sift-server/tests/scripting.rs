@@ -415,6 +415,56 @@ fn script_kill_stops_a_script_that_has_not_written() {
     assert!(took < Duration::from_secs(10), "{took:?}");
 }
 
+/// Clients sending ordinary commands while a script runs wait for its locks; they must not
+/// park the runtime's worker threads, or SCRIPT KILL (and every other connection) is not read
+/// until the script ends by itself. 16 waiting clients: more than the workers of a machine.
+#[test]
+fn script_kill_is_served_while_other_clients_wait_for_the_script() {
+    let srv = TestServer::start(&[]);
+    let mut c = connect(&srv, false);
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("lua-time-limit").arg(30_000).query(&mut c).unwrap();
+    let url = srv.url(false);
+    let runner = std::thread::spawn(move || {
+        let mut o = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let t = Instant::now();
+        let e = redis::cmd("EVAL").arg("while true do end").arg(0).query::<Value>(&mut o).unwrap_err();
+        (error_text(&e), t.elapsed())
+    });
+    // The script starts at once; give it time to take every shard.
+    std::thread::sleep(Duration::from_millis(300));
+    // Clients whose commands wait for the script: keyed, whole-keyspace, another script.
+    let waiting: Vec<_> = (0..16)
+        .map(|i| {
+            let url = srv.url(false);
+            std::thread::spawn(move || {
+                let mut o = redis::Client::open(url).unwrap().get_connection().unwrap();
+                match i % 4 {
+                    0 => redis::cmd("GET").arg(format!("k{i}")).query::<Value>(&mut o),
+                    1 => redis::cmd("SETBIT").arg(format!("b{i}")).arg(7).arg(1).query::<Value>(&mut o),
+                    2 => redis::cmd("DBSIZE").query::<Value>(&mut o),
+                    _ => redis::cmd("EVAL").arg("return 1").arg(0).query::<Value>(&mut o),
+                }
+                .unwrap()
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    // A fresh connection, and SCRIPT KILL on it, are served within seconds.
+    let t = Instant::now();
+    let k = redis::Client::open(srv.url(false)).unwrap().get_connection_with_timeout(Duration::from_secs(5));
+    let mut k = k.unwrap_or_else(|e| panic!("a new connection is not served: {e} after {:?}", t.elapsed()));
+    k.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let t = Instant::now();
+    let killed: redis::RedisResult<Value> = redis::cmd("SCRIPT").arg("KILL").query(&mut k);
+    assert!(killed.is_ok(), "SCRIPT KILL not served: {killed:?} after {:?}", t.elapsed());
+    let (text, took) = runner.join().unwrap();
+    assert!(text.starts_with("ERR Script killed by user with SCRIPT KILL..."), "{text}");
+    assert!(took < Duration::from_secs(20), "{took:?}");
+    for w in waiting {
+        w.join().unwrap();
+    }
+}
+
 #[test]
 fn maxmemory_applies_to_calls_from_scripts() {
     let srv = TestServer::start(&["--maxmemory", "10kb"]);
