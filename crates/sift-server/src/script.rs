@@ -167,12 +167,15 @@ pub struct Vm {
 /// and of strings) its entries and metatable.
 struct Baseline {
     globals: Table,
-    tables: Vec<(Table, Vec<(Value, Value)>, Option<Table>)>,
+    tables: Vec<SharedTable>,
     /// A Lua function telling whether any of `tables` differs from its baseline (entries or
     /// metatable): the check after every script, ~100 raw reads inside the VM; the restore
     /// itself runs only when something changed.
     changed: Function,
 }
+
+/// A table scripts share: the table, its entries and its metatable as the VM was created.
+type SharedTable = (Table, Vec<(Value, Value)>, Option<Table>);
 
 /// The body of [`Baseline::changed`], given `{{table, entries, count, metatable}, ...}`. Only
 /// locals: the script cannot reach or alter it.
@@ -216,7 +219,7 @@ impl Baseline {
             }
             Ok(())
         })?;
-        let mut tables: Vec<(Table, Vec<(Value, Value)>, Option<Table>)> = Vec::new();
+        let mut tables: Vec<SharedTable> = Vec::new();
         for t in list {
             if tables.iter().any(|(u, _, _)| u.to_pointer() == t.to_pointer()) {
                 continue;
