@@ -432,16 +432,18 @@ fn script_kill_is_served_while_other_clients_wait_for_the_script() {
     });
     // The script starts at once; give it time to take every shard.
     std::thread::sleep(Duration::from_millis(300));
-    // Clients whose commands wait for the script: keyed, whole-keyspace, another script.
-    let waiting: Vec<_> = (0..16)
+    // Clients whose commands wait for the script: keyed, whole-keyspace, the script cache (the
+    // VM's lock), another script.
+    let waiting: Vec<_> = (0..20)
         .map(|i| {
             let url = srv.url(false);
             std::thread::spawn(move || {
                 let mut o = redis::Client::open(url).unwrap().get_connection().unwrap();
-                match i % 4 {
+                match i % 5 {
                     0 => redis::cmd("GET").arg(format!("k{i}")).query::<Value>(&mut o),
                     1 => redis::cmd("SETBIT").arg(format!("b{i}")).arg(7).arg(1).query::<Value>(&mut o),
                     2 => redis::cmd("DBSIZE").query::<Value>(&mut o),
+                    3 => redis::cmd("SCRIPT").arg("LOAD").arg(format!("return {i}")).query::<Value>(&mut o),
                     _ => redis::cmd("EVAL").arg("return 1").arg(0).query::<Value>(&mut o),
                 }
                 .unwrap()

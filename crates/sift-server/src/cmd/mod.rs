@@ -254,10 +254,20 @@ fn locking<'d, R>(
     }
 }
 
+/// Does `spec` take the Lua VM's lock, which a running script holds (SCRIPT LOAD, EXISTS,
+/// FLUSH; not KILL)?
+fn takes_vm(spec: &CommandSpec) -> bool {
+    matches!(spec.name, "script|load" | "script|exists" | "script|flush")
+}
+
 fn run(server: &Shared, session: &mut Session, spec: &'static CommandSpec, argv: &[Bytes]) -> Frame {
     if spec.lock_plan() == LockPlan::None {
-        let mut keys = server.db.unlocked();
-        return run_locked(server, session, spec, argv, &mut keys);
+        let mut run = || run_locked(server, session, spec, argv, &mut server.db.unlocked());
+        // The VM is busy while a script runs: wait for it as for the shards (see `locking`).
+        if takes_vm(spec) && server.scripting.pending.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            return script::off_the_runtime(run);
+        }
+        return run();
     }
     let _pending = is_script(spec).then(|| Pending::new(server));
     locking(
