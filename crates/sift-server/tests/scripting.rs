@@ -467,6 +467,31 @@ fn script_kill_is_served_while_other_clients_wait_for_the_script() {
     }
 }
 
+/// A deeply nested return value (a table containing itself is cut at the depth limit; maps in
+/// RESP3) is converted, encoded and freed on a runtime worker thread: the server must not
+/// overflow that thread's stack (a debug build did, with the default 2 MiB).
+#[test]
+fn deeply_nested_return_values_do_not_overflow_the_stack() {
+    let srv = TestServer::start(&[]);
+    let mut raw = srv.raw();
+    for body in [
+        "local t = {} t[1] = t return t",
+        "local t = {} local c = t for i = 1, 5000 do c[1] = {} c = c[1] end return t",
+        "local t = {} t.map = {x = t} return t",
+    ] {
+        for proto in ["2", "3"] {
+            raw.cmd(&["HELLO", proto]);
+            let reply = raw.cmd(&["EVAL", body, "0"]);
+            assert!(
+                reply.len() > 1000,
+                "{body}: {}",
+                String::from_utf8_lossy(&reply[..reply.len().min(200)])
+            );
+        }
+    }
+    assert_eq!(raw.cmd(&["PING"]), b"+PONG\r\n");
+}
+
 #[test]
 fn maxmemory_applies_to_calls_from_scripts() {
     let srv = TestServer::start(&["--maxmemory", "10kb"]);
