@@ -324,6 +324,14 @@ pub fn key_hash(key: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(key)
 }
 
+/// The shards of `keys`, ascending, each once: the argument of [`Db::lock_shards`].
+pub fn shards_of<'k>(keys: impl IntoIterator<Item = &'k [u8]>) -> Vec<usize> {
+    let mut idx: Vec<usize> = keys.into_iter().map(shard_of).collect();
+    idx.sort_unstable();
+    idx.dedup();
+    idx
+}
+
 /// The shard of `key`: the top bits of [`key_hash`] (the low ones also pick the std HashMap's
 /// buckets, through its own hash, so this is only a precaution against correlated placement).
 /// So the shards split the hash order into consecutive ranges.
@@ -354,10 +362,18 @@ impl Db {
 
     /// Locks the shards of `keys` (ascending shard order, each once).
     pub fn lock_keys<'a, 'k>(&'a self, keys: impl IntoIterator<Item = &'k [u8]>) -> Locked<'a> {
-        let mut idx: Vec<usize> = keys.into_iter().map(shard_of).collect();
-        idx.sort_unstable();
-        idx.dedup();
-        self.lock_shards(idx)
+        self.lock_shards(shards_of(keys))
+    }
+
+    /// Locks the given shard indexes (sorted and distinct) if none is held by someone else;
+    /// `None` (holding nothing) otherwise.
+    pub fn try_lock_shards(&self, idx: Vec<usize>) -> Option<Locked<'_>> {
+        debug_assert!(idx.windows(2).all(|w| w[0] < w[1]));
+        let mut guards = Vec::with_capacity(idx.len());
+        for i in idx {
+            guards.push((i, self.shards[i].try_lock()?));
+        }
+        Some(Locked { db: self, guards, now: now_ms(), mutations: 0, changed_in_place: Vec::new() })
     }
 
     /// Locks the given shard indexes, which must be sorted and distinct.
@@ -429,9 +445,7 @@ pub struct Locked<'a> {
 
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
-        for key in std::mem::take(&mut self.changed_in_place) {
-            self.with_accounting(&key, |s| s.recharge(&key));
-        }
+        self.settle();
     }
 }
 
@@ -444,6 +458,17 @@ impl Locked<'_> {
     /// How many changes this view made (the dispatcher logs a write command only when > 0).
     pub fn mutations(&self) -> u64 {
         self.mutations
+    }
+
+    /// Re-measures the entries handed out by [`Locked::get_mut`] since the last call, so that
+    /// [`Db::used_memory`] includes their in-place changes. Dropping the view does it too; the
+    /// dispatcher calls it after each command, because a script, an EXEC and the log replay run
+    /// many commands under one view (the next command's `maxmemory` checks must see the earlier
+    /// ones' growth, and the list of keys to re-measure must not grow with the whole load).
+    pub fn settle(&mut self) {
+        for key in std::mem::take(&mut self.changed_in_place) {
+            self.with_accounting(&key, |s| s.recharge(&key));
+        }
     }
 
     /// Does this view hold every shard?

@@ -17,7 +17,13 @@
 //! 5.1's base library brings. No `os`, `io`, `package`, `debug`; Redis's extra `cjson`,
 //! `cmsgpack`, `bit` and `struct` libraries are not provided. As in Redis 7, scripts cannot
 //! create globals (`Attempt to modify a readonly table`) and reading an undefined global is an
-//! error (`Script attempted to access nonexistent global variable 'x'`).
+//! error (`Script attempted to access nonexistent global variable 'x'`). `rawset`, `setmetatable`
+//! and `setfenv` get past that guard (Redis 7 patches Lua for truly read-only tables), so after
+//! every script the VM puts back what scripts share — the globals table, `_G`, `redis`, the
+//! libraries, the metatables of `_G` and of strings, the script's own environment — as it was
+//! when the VM was created ([`Baseline`]): no script can change what the next one sees (e.g.
+//! replace `redis.call` for every client). `loadstring` and `load` refuse precompiled chunks:
+//! Lua 5.1 would load them, and crafted bytecode escapes the sandbox (Redis's CVE-2015-4335).
 //!
 //! The `redis` table: `call`, `pcall`, `error_reply`, `status_reply`, `sha1hex`, `log` with
 //! `LOG_DEBUG`/`LOG_VERBOSE`/`LOG_NOTICE`/`LOG_WARNING` (to `tracing`), `replicate_commands`
@@ -65,8 +71,12 @@ use sha1::{Digest, Sha1};
 
 use crate::frame::{format_double, Frame};
 
-/// Instructions between two clock checks of a running script.
-pub const HOOK_EVERY: u32 = 100_000;
+/// Instructions between two clock checks of a running script. Redis uses 100 000, but library
+/// calls cost far more than an instruction (`string.rep` of megabytes, ~1 ms), and a loop of
+/// them went ~100 000 / 4 calls past the limit and past SCRIPT KILL. A check every 1 000 costs
+/// nothing measurable (3M-iteration loops with and without a library call: within 3 %).
+/// A single C call is still not interrupted (a pathological `string.find` pattern).
+pub const HOOK_EVERY: u32 = 1_000;
 
 /// Default `lua-maxmemory`: the Lua VM's allocation cap.
 pub const DEFAULT_MEMORY_LIMIT: usize = 256 * 1024 * 1024;
@@ -74,6 +84,16 @@ pub const DEFAULT_MEMORY_LIMIT: usize = 256 * 1024 * 1024;
 /// Nesting depth at which a returned table is cut (Redis's "reached lua stack limit"): a table
 /// that contains itself must not recurse forever.
 const MAX_DEPTH: usize = 1000;
+
+/// The reply to a script whose return value, flattened into a reply, would exceed
+/// [`MAX_REPLY_BYTES`].
+pub const REPLY_TOO_LARGE: &str =
+    "ERR Script's return value too large: over 512 MB as a reply (tables or strings repeated?)";
+
+/// The most a script's return value may weigh as a reply: the sum of its strings and of a
+/// [`Frame`] per element. Lua shares tables and strings, so a value of a few bytes inside the VM
+/// (`t[1] = t; t[2] = t`, one string repeated) can flatten into an exponential or huge reply.
+pub const MAX_REPLY_BYTES: usize = 512 * 1024 * 1024;
 
 /// The reply to a script the client killed with `SCRIPT KILL` (Redis's text).
 pub const KILLED: &str = "ERR Script killed by user with SCRIPT KILL...";
@@ -113,6 +133,10 @@ pub struct Engine {
     pub memory: AtomicUsize,
     /// Cached scripts (`INFO memory` `number_of_cached_scripts`).
     pub cached: AtomicUsize,
+    /// Script commands (or EXECs holding one) waiting for every shard or running: while
+    /// non-zero, a command that cannot take its shards at once waits off the runtime's worker
+    /// threads (see `cmd::locking`).
+    pub pending: AtomicUsize,
 }
 
 impl std::fmt::Debug for Engine {
@@ -138,6 +162,97 @@ pub struct Vm {
     pub slot: Table,
     /// `function(f, h) return xpcall(f, h) end`, with the original `xpcall`.
     runner: Function,
+    /// What every script starts from (see [`Vm::restore`]).
+    baseline: Baseline,
+}
+
+/// The shared state of a fresh VM that scripts can reach and change: the globals table, and
+/// for each table a script can get at (`_G`, `redis`, the libraries, the metatables of `_G`
+/// and of strings) its entries and metatable.
+struct Baseline {
+    globals: Table,
+    tables: Vec<SharedTable>,
+    /// A Lua function telling whether any of `tables` differs from its baseline (entries or
+    /// metatable): the check after every script, ~100 raw reads inside the VM; the restore
+    /// itself runs only when something changed.
+    changed: Function,
+}
+
+/// A table scripts share: the table, its entries and its metatable as the VM was created.
+type SharedTable = (Table, Vec<(Value, Value)>, Option<Table>);
+
+/// The body of [`Baseline::changed`], given `{{table, entries, count, metatable}, ...}`. Only
+/// locals: the script cannot reach or alter it.
+const CHANGED: &str = r#"
+local list = ...
+local next, rawequal, getmetatable = next, rawequal, getmetatable
+return function()
+  -- Which metatables the tables have, then (the list starts with them) the metatables'
+  -- contents: once they are known unchanged, no value compared below has an __eq the script
+  -- could have planted (it would run here, without the time limit), so `~=` is safe.
+  for i = 1, #list do
+    local e = list[i]
+    if not rawequal(getmetatable(e[1]), e[4]) then return true end
+  end
+  for i = 1, #list do
+    local e = list[i]
+    local t, base = e[1], e[2]
+    local n = 0
+    for k, v in next, t do
+      if base[k] ~= v then return true end
+      n = n + 1
+    end
+    if n ~= e[3] then return true end
+  end
+  return false
+end
+"#;
+
+impl Baseline {
+    fn take(lua: &Lua) -> mlua::Result<Baseline> {
+        let globals = lua.globals();
+        // The metatables first: [`CHANGED`] relies on it.
+        let mut list: Vec<Table> = globals.metatable().into_iter().collect();
+        if let Value::Table(t) = lua.load("return getmetatable('')").set_name("=sift").eval::<Value>()? {
+            list.push(t);
+        }
+        list.push(globals.clone());
+        globals.for_each(|_: Value, v: Value| {
+            if let Value::Table(t) = v {
+                list.push(t);
+            }
+            Ok(())
+        })?;
+        let mut tables: Vec<SharedTable> = Vec::new();
+        for t in list {
+            if tables.iter().any(|(u, _, _)| u.to_pointer() == t.to_pointer()) {
+                continue;
+            }
+            let mut entries = Vec::new();
+            t.for_each(|k: Value, v: Value| {
+                entries.push((k, v));
+                Ok(())
+            })?;
+            let mt = t.metatable();
+            tables.push((t, entries, mt));
+        }
+        let list = lua.create_table()?;
+        for (i, (t, entries, mt)) in tables.iter().enumerate() {
+            let base = lua.create_table()?;
+            for (k, v) in entries {
+                base.raw_set(k.clone(), v.clone())?;
+            }
+            let e = lua.create_sequence_from([
+                Value::Table(t.clone()),
+                Value::Table(base),
+                Value::Integer(entries.len() as i64),
+                mt.clone().map_or(Value::Nil, Value::Table),
+            ])?;
+            list.raw_set(i + 1, e)?;
+        }
+        let changed = lua.load(CHANGED).set_name("=sift").call::<Function>(list)?;
+        Ok(Baseline { globals, tables, changed })
+    }
 }
 
 impl Engine {
@@ -145,7 +260,13 @@ impl Engine {
     pub fn new() -> Engine {
         let vm = Vm::new().expect("the Lua VM starts");
         let memory = AtomicUsize::new(vm.lua.used_memory());
-        Engine { vm: Mutex::new(vm), flags: Arc::default(), memory, cached: AtomicUsize::new(0) }
+        Engine {
+            vm: Mutex::new(vm),
+            flags: Arc::default(),
+            memory,
+            cached: AtomicUsize::new(0),
+            pending: AtomicUsize::new(0),
+        }
     }
 
     /// Locks the VM (for a run, a load or a lookup).
@@ -182,6 +303,27 @@ xpcall = function(...) return recheck(base_xpcall(...)) end
 local resume = coroutine.resume
 coroutine.resume = function(...) return recheck(resume(...)) end
 local runner = function(f, h) return base_xpcall(f, h) end
+-- Lua 5.1 loads precompiled chunks, and malformed bytecode escapes the sandbox (Redis's
+-- CVE-2015-4335): source text only.
+local base_loadstring, sbyte, concat = loadstring, string.byte, table.concat
+local function text_only(s, name)
+  if type(s) == 'string' and sbyte(s, 1) == 27 then
+    return nil, 'loading binary chunks is not allowed'
+  end
+  return base_loadstring(s, name)
+end
+loadstring = text_only
+load = function(f, name)
+  if type(f) ~= 'function' then return text_only(f, name) end
+  local parts = {}
+  while true do
+    local piece = f()
+    if piece == nil or piece == '' then break end
+    if type(piece) ~= 'string' then return nil, 'reader function must return a string' end
+    parts[#parts + 1] = piece
+  end
+  return text_only(concat(parts), name)
+end
 setmetatable(_G, {
   __newindex = function(t, k, v) error("Attempt to modify a readonly table", 2) end,
   __index = function(t, k)
@@ -333,7 +475,8 @@ impl Vm {
         )?;
         g.raw_set("redis", redis)?;
         let runner: Function = lua.load(PRELUDE).set_name("=sift").call(slot.clone())?;
-        Ok(Vm { lua, scripts: HashMap::new(), slot, runner })
+        let baseline = Baseline::take(&lua)?;
+        Ok(Vm { lua, scripts: HashMap::new(), slot, runner, baseline })
     }
 
     /// The compiled script `sha`, if cached.
@@ -427,9 +570,10 @@ impl Vm {
         let slot = self.slot.clone();
         let hook_flags = flags.clone();
         let threshold = limits.time_limit_ms;
+        // Cheap checks first: it runs every HOOK_EVERY instructions.
+        let hook_aborted = AtomicBool::new(false);
         let hook = move |lua: &Lua, _: &mlua::Debug| -> mlua::Result<VmState> {
-            let aborting = slot.raw_get::<Value>("abort")?;
-            if !aborting.is_nil() {
+            if hook_aborted.load(Ordering::Relaxed) {
                 return Err(mlua::Error::runtime("script aborted"));
             }
             let why = if hook_flags.kill.load(Ordering::Relaxed) {
@@ -439,6 +583,7 @@ impl Vm {
             } else {
                 return Ok(VmState::Continue);
             };
+            hook_aborted.store(true, Ordering::Relaxed);
             slot.raw_set("abort", error_table(lua, &why)?)?;
             Err(mlua::Error::runtime("script aborted"))
         };
@@ -446,11 +591,14 @@ impl Vm {
         let _ = lua.set_global_hook(HookTriggers::new().every_nth_instruction(HOOK_EVERY), hook);
         let previous_limit = lua.set_memory_limit(limits.memory_limit).unwrap_or(0);
         let handler = lua.create_function(|lua, err: Value| error_handler(lua, err));
+        // The cached function's environment, which `setfenv(1, t)` in the script would change.
+        let f_env = f.clone();
         let result = match handler {
             Ok(h) => self.runner.call::<(bool, Value)>((f, h)),
             Err(e) => Err(e),
         };
         lua.remove_global_hook();
+        let _ = f_env.set_environment(self.baseline.globals.clone());
         let _ = lua.set_memory_limit(previous_limit);
         let abort = self.slot.raw_get::<Value>("abort").unwrap_or(Value::Nil);
         let _ = self.slot.raw_set("raw", Value::Nil);
@@ -469,7 +617,42 @@ impl Vm {
         if matches!(&reply, Frame::Error(e) if e.contains("not enough memory")) {
             let _ = lua.gc_collect();
         }
+        // Nothing this script changed in the shared tables reaches the next one. `rawset`,
+        // `setmetatable` and `setfenv` get past the read-only `_G`, so the tables are put back
+        // as they were rather than guarded (Redis 7 patches Lua for read-only tables).
+        if let Err(e) = self.restore() {
+            tracing::error!("restoring the Lua globals after a script: {e}");
+        }
         reply
+    }
+
+    /// Puts the globals table and every table of the [`Baseline`] back as they were.
+    fn restore(&self) -> mlua::Result<()> {
+        self.lua.set_globals(self.baseline.globals.clone())?;
+        let g = &self.baseline.globals;
+        g.raw_set("KEYS", Value::Nil)?;
+        g.raw_set("ARGV", Value::Nil)?;
+        if !self.baseline.changed.call::<bool>(())? {
+            return Ok(());
+        }
+        for (t, entries, mt) in &self.baseline.tables {
+            t.set_metatable(None)?;
+            // Not `Table::clear`: mlua 0.11 leaves the table on the Lua stack (one slot per
+            // call, a stack overflow after a few thousand scripts).
+            let mut keys = Vec::new();
+            t.for_each(|k: Value, _: Value| {
+                keys.push(k);
+                Ok(())
+            })?;
+            for k in keys {
+                t.raw_set(k, Value::Nil)?;
+            }
+            for (k, v) in entries {
+                t.raw_set(k.clone(), v.clone())?;
+            }
+            t.set_metatable(mt.clone())?;
+        }
+        Ok(())
     }
 }
 
@@ -728,7 +911,20 @@ pub fn frame_to_lua(lua: &Lua, f: &Frame, resp3: bool) -> mlua::Result<Value> {
 /// `{double=n}`, `{map={...}}`, `{set={...}}`, `{big_number=s}` (sent as a bulk string),
 /// `{verbatim_string={format=..., string=...}}`; the client's protocol decides their bytes.
 pub fn lua_to_frame(v: &Value, depth: usize, resp3: bool) -> Frame {
-    match v {
+    let mut budget = MAX_REPLY_BYTES;
+    convert(v, depth, resp3, &mut budget).unwrap_or_else(|| Frame::error(REPLY_TOO_LARGE))
+}
+
+/// [`lua_to_frame`], charging each element (a [`Frame`] plus its bytes) to `budget`: `None` once
+/// the reply would outweigh it.
+fn convert(v: &Value, depth: usize, resp3: bool, budget: &mut usize) -> Option<Frame> {
+    let weight = std::mem::size_of::<Frame>()
+        + match v {
+            Value::String(s) => s.as_bytes().len(),
+            _ => 0,
+        };
+    *budget = budget.checked_sub(weight)?;
+    Some(match v {
         Value::Nil => Frame::Null,
         Value::Boolean(b) if resp3 => Frame::Boolean(*b),
         Value::Boolean(false) => Frame::Null,
@@ -739,57 +935,58 @@ pub fn lua_to_frame(v: &Value, depth: usize, resp3: bool) -> Frame {
         Value::String(s) => Frame::Bulk(Bytes::copy_from_slice(&s.as_bytes())),
         Value::Table(t) => {
             if depth >= MAX_DEPTH {
-                return Frame::error("ERR reached lua stack limit");
+                return Some(Frame::error("ERR reached lua stack limit"));
             }
             let field = |name: &str| t.raw_get::<Value>(name).unwrap_or(Value::Nil);
             if let Value::String(e) = field("err") {
-                return Frame::Error(e.to_string_lossy());
+                return Some(Frame::Error(e.to_string_lossy()));
             }
             if let Value::String(s) = field("ok") {
-                return Frame::Simple(s.to_string_lossy());
+                return Some(Frame::Simple(s.to_string_lossy()));
             }
             match field("double") {
-                Value::Number(n) => return Frame::Double(n),
-                Value::Integer(i) => return Frame::Double(i as f64),
+                Value::Number(n) => return Some(Frame::Double(n)),
+                Value::Integer(i) => return Some(Frame::Double(i as f64)),
                 _ => {}
             }
             if let Value::String(s) = field("big_number") {
-                return Frame::Bulk(Bytes::copy_from_slice(&s.as_bytes()));
+                return Some(Frame::Bulk(Bytes::copy_from_slice(&s.as_bytes())));
             }
             if let Value::Table(m) = field("map") {
-                let pairs = m
-                    .pairs::<Value, Value>()
-                    .filter_map(Result::ok)
-                    .map(|(k, v)| (lua_to_frame(&k, depth + 1, resp3), lua_to_frame(&v, depth + 1, resp3)))
-                    .collect();
-                return Frame::Map(pairs);
+                let mut pairs = Vec::new();
+                for (k, v) in m.pairs::<Value, Value>().filter_map(Result::ok) {
+                    pairs.push((
+                        convert(&k, depth + 1, resp3, budget)?,
+                        convert(&v, depth + 1, resp3, budget)?,
+                    ));
+                }
+                return Some(Frame::Map(pairs));
             }
             if let Value::Table(m) = field("set") {
-                let members = m
-                    .pairs::<Value, Value>()
-                    .filter_map(Result::ok)
-                    .map(|(k, _)| lua_to_frame(&k, depth + 1, resp3))
-                    .collect();
-                return Frame::Set(members);
+                let mut members = Vec::new();
+                for (k, _) in m.pairs::<Value, Value>().filter_map(Result::ok) {
+                    members.push(convert(&k, depth + 1, resp3, budget)?);
+                }
+                return Some(Frame::Set(members));
             }
             if let Value::Table(v) = field("verbatim_string") {
                 if let (Ok(Value::String(_)), Ok(Value::String(text))) =
                     (v.raw_get::<Value>("format"), v.raw_get::<Value>("string"))
                 {
-                    return Frame::Verbatim(Bytes::copy_from_slice(&text.as_bytes()));
+                    return Some(Frame::Verbatim(Bytes::copy_from_slice(&text.as_bytes())));
                 }
             }
             let mut items = Vec::new();
             for i in 1.. {
                 match t.raw_get::<Value>(i) {
                     Ok(Value::Nil) | Err(_) => break,
-                    Ok(item) => items.push(lua_to_frame(&item, depth + 1, resp3)),
+                    Ok(item) => items.push(convert(&item, depth + 1, resp3, budget)?),
                 }
             }
             Frame::Array(items)
         }
         _ => Frame::Null,
-    }
+    })
 }
 
 #[cfg(test)]
@@ -868,6 +1065,97 @@ mod tests {
             depth += 1;
         }
         assert!(depth >= MAX_DEPTH);
+    }
+
+    /// A return value whose tables share sub-tables (a cycle, or a DAG doubling at each level)
+    /// is a tree of exponential size when flattened into a reply; so is one string repeated a
+    /// million times. Converting it must end with an error, not run (with every shard locked)
+    /// until the server runs out of time or memory.
+    #[test]
+    fn shared_tables_cannot_blow_up_the_reply() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut vm = Vm::new().unwrap();
+            for body in [
+                "local t = {} t[1] = t t[2] = t return t",
+                "local a = {1} for i = 1, 64 do a = {a, a} end return a",
+                "local s = string.rep('x', 1024 * 1024) local t = {} for i = 1, 4096 do t[i] = s end return t",
+            ] {
+                let t = Instant::now();
+                let r = eval(&mut vm, body);
+                tx.send((body, r, t.elapsed())).unwrap();
+            }
+        });
+        for _ in 0..3 {
+            let (body, r, took) = rx.recv_timeout(Duration::from_secs(60)).expect("the conversion ends");
+            assert_eq!(r, Frame::error(REPLY_TOO_LARGE), "{body}");
+            assert!(took < Duration::from_secs(30), "{body}: {took:?}");
+        }
+        // Large replies that fit are still whole.
+        let mut vm = Vm::new().unwrap();
+        let Frame::Array(a) = eval(&mut vm, "local t = {} for i = 1, 100000 do t[i] = {i, 'x'} end return t")
+        else {
+            panic!()
+        };
+        assert_eq!(a.len(), 100000);
+    }
+
+    /// One VM serves every client: nothing a script does to the shared tables (`redis`, the
+    /// libraries, `_G`, their metatables, the globals table itself) may reach the next script,
+    /// or one client could forge `redis.call`'s answers for all others.
+    #[test]
+    fn scripts_cannot_change_what_later_scripts_see() {
+        let mut vm = Vm::new().unwrap();
+        for body in [
+            "redis.call = function() return 'forged' end",
+            "rawset(redis, 'pcall', function() return 'forged' end)",
+            "rawset(_G, 'leak', 1)",
+            "rawset(_G, 'redis', {pcall = function() return 'forged' end})",
+            "string.len = function() return 7 end",
+            "getmetatable('').__index = {len = function() return 7 end}",
+            "getmetatable(_G).__index = nil getmetatable(_G).__newindex = nil",
+            "setmetatable(_G, nil)",
+            "setfenv(0, {redis = {pcall = function() return 'forged' end}})",
+            "math.floor = nil table.concat = nil coroutine.resume = nil",
+            // An __eq planted on a shared metatable must not run (unbounded) in the check.
+            "local loop = function() while true do end end getmetatable(_G).__eq = loop \
+             rawset(_G, '_G', setmetatable({}, {__eq = loop}))",
+            "getmetatable('').__eq = function() while true do end end \
+             rawset(_G, 'string', setmetatable({}, getmetatable('')))",
+        ] {
+            let _ = eval(&mut vm, body);
+        }
+        assert_eq!(eval(&mut vm, "return redis.pcall('GET', 'x')"), Frame::error("ERR no keyspace"));
+        let Frame::Error(e) = eval(&mut vm, "return redis.call('GET', 'x')") else { panic!() };
+        assert!(e.starts_with("ERR no keyspace"), "{e}");
+        assert_eq!(
+            eval(&mut vm, "return {('abc'):len(), string.len('abcd')}"),
+            Frame::Array(vec![Frame::Integer(3), Frame::Integer(4)])
+        );
+        assert_eq!(eval(&mut vm, "return math.floor(2.5) .. table.concat({1, 2})"), bulk("212"));
+        let Frame::Error(e) = eval(&mut vm, "return leak") else { panic!("a global leaked") };
+        assert!(e.contains("nonexistent global variable 'leak'"), "{e}");
+        let Frame::Error(e) = eval(&mut vm, "x = 1") else { panic!("globals became writable") };
+        assert!(e.contains("Attempt to modify a readonly table"), "{e}");
+        // The same script run twice: its own environment is not kept either.
+        let body = "local n = (rawget(getfenv(1), 'n') or 0) + 1 setfenv(1, {n = n}) return n";
+        assert_eq!(eval(&mut vm, body), Frame::Integer(1));
+        assert_eq!(eval(&mut vm, body), Frame::Integer(1));
+    }
+
+    /// Lua 5.1 loads precompiled chunks given to `loadstring` / `load`, and malformed bytecode
+    /// reads and writes memory at will (Redis's CVE-2015-4335): text only.
+    #[test]
+    fn bytecode_is_refused() {
+        let mut vm = Vm::new().unwrap();
+        for loader in [
+            "loadstring(string.dump(function() return 1 end))",
+            "load((function() local s, i = string.dump(function() return 1 end), 0 \
+             return function() i = i + 1 if i == 1 then return s end end end)())",
+        ] {
+            assert_eq!(eval(&mut vm, &format!("return type(({loader}))")), bulk("nil"), "{loader}");
+        }
+        assert_eq!(eval(&mut vm, "return loadstring('return 2')()"), Frame::Integer(2));
     }
 
     #[test]
@@ -978,6 +1266,30 @@ mod tests {
         }
         // The VM still works afterwards.
         assert_eq!(eval(&mut vm, "return 1"), Frame::Integer(1));
+    }
+
+    /// A loop of slow library calls runs few instructions per call: with the clock checked
+    /// every 100 000 instructions (Redis's count), `string.rep` of 4 MB (~1 ms) in a loop saw the
+    /// limit every ~25 s; every 1 000 it is ~0.25 s.
+    #[test]
+    fn slow_library_calls_do_not_outrun_the_time_limit() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut vm = Vm::new().unwrap();
+            let body = b"for i = 1, 1e9 do local s = string.rep('x', 4 * 1024 * 1024) end";
+            let (sha, f) = vm.load(body).map(|(h, s)| (h, s.function)).unwrap();
+            let raw = vm.lua.create_function(|_, ()| Ok(0)).unwrap();
+            let limits = RunLimits { time_limit_ms: 100, memory_limit: DEFAULT_MEMORY_LIMIT };
+            let t = Instant::now();
+            let reply = vm.run(&sha, f, &[], &[], raw, limits, &Arc::default());
+            tx.send((reply, t.elapsed())).unwrap();
+        });
+        let (reply, took) = rx.recv_timeout(Duration::from_secs(10)).expect("the script is aborted in time");
+        assert_eq!(
+            reply,
+            Frame::error("ERR Script aborted: it ran longer than busy-reply-threshold (100 ms)")
+        );
+        assert!(took < Duration::from_secs(5), "{took:?}");
     }
 
     #[test]

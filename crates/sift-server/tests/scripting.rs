@@ -415,6 +415,83 @@ fn script_kill_stops_a_script_that_has_not_written() {
     assert!(took < Duration::from_secs(10), "{took:?}");
 }
 
+/// Clients sending ordinary commands while a script runs wait for its locks; they must not
+/// park the runtime's worker threads, or SCRIPT KILL (and every other connection) is not read
+/// until the script ends by itself. 16 waiting clients: more than the workers of a machine.
+#[test]
+fn script_kill_is_served_while_other_clients_wait_for_the_script() {
+    let srv = TestServer::start(&[]);
+    let mut c = connect(&srv, false);
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("lua-time-limit").arg(30_000).query(&mut c).unwrap();
+    let url = srv.url(false);
+    let runner = std::thread::spawn(move || {
+        let mut o = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let t = Instant::now();
+        let e = redis::cmd("EVAL").arg("while true do end").arg(0).query::<Value>(&mut o).unwrap_err();
+        (error_text(&e), t.elapsed())
+    });
+    // The script starts at once; give it time to take every shard.
+    std::thread::sleep(Duration::from_millis(300));
+    // Clients whose commands wait for the script: keyed, whole-keyspace, the script cache (the
+    // VM's lock), another script.
+    let waiting: Vec<_> = (0..20)
+        .map(|i| {
+            let url = srv.url(false);
+            std::thread::spawn(move || {
+                let mut o = redis::Client::open(url).unwrap().get_connection().unwrap();
+                match i % 5 {
+                    0 => redis::cmd("GET").arg(format!("k{i}")).query::<Value>(&mut o),
+                    1 => redis::cmd("SETBIT").arg(format!("b{i}")).arg(7).arg(1).query::<Value>(&mut o),
+                    2 => redis::cmd("DBSIZE").query::<Value>(&mut o),
+                    3 => redis::cmd("SCRIPT").arg("LOAD").arg(format!("return {i}")).query::<Value>(&mut o),
+                    _ => redis::cmd("EVAL").arg("return 1").arg(0).query::<Value>(&mut o),
+                }
+                .unwrap()
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    // A fresh connection, and SCRIPT KILL on it, are served within seconds.
+    let t = Instant::now();
+    let k = redis::Client::open(srv.url(false)).unwrap().get_connection_with_timeout(Duration::from_secs(5));
+    let mut k = k.unwrap_or_else(|e| panic!("a new connection is not served: {e} after {:?}", t.elapsed()));
+    k.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let t = Instant::now();
+    let killed: redis::RedisResult<Value> = redis::cmd("SCRIPT").arg("KILL").query(&mut k);
+    assert!(killed.is_ok(), "SCRIPT KILL not served: {killed:?} after {:?}", t.elapsed());
+    let (text, took) = runner.join().unwrap();
+    assert!(text.starts_with("ERR Script killed by user with SCRIPT KILL..."), "{text}");
+    assert!(took < Duration::from_secs(20), "{took:?}");
+    for w in waiting {
+        w.join().unwrap();
+    }
+}
+
+/// A deeply nested return value (a table containing itself is cut at the depth limit; maps in
+/// RESP3) is converted, encoded and freed on a runtime worker thread: the server must not
+/// overflow that thread's stack (a debug build did, with the default 2 MiB).
+#[test]
+fn deeply_nested_return_values_do_not_overflow_the_stack() {
+    let srv = TestServer::start(&[]);
+    let mut raw = srv.raw();
+    for body in [
+        "local t = {} t[1] = t return t",
+        "local t = {} local c = t for i = 1, 5000 do c[1] = {} c = c[1] end return t",
+        "local t = {} t.map = {x = t} return t",
+    ] {
+        for proto in ["2", "3"] {
+            raw.cmd(&["HELLO", proto]);
+            let reply = raw.cmd(&["EVAL", body, "0"]);
+            assert!(
+                reply.len() > 1000,
+                "{body}: {}",
+                String::from_utf8_lossy(&reply[..reply.len().min(200)])
+            );
+        }
+    }
+    assert_eq!(raw.cmd(&["PING"]), b"+PONG\r\n");
+}
+
 #[test]
 fn maxmemory_applies_to_calls_from_scripts() {
     let srv = TestServer::start(&["--maxmemory", "10kb"]);

@@ -184,7 +184,12 @@ fn run() -> anyhow::Result<()> {
         .init();
     let params = build_params(&args)?;
     sift_server::server::tune_allocator();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    // Scripts run on the workers (block_in_place): converting, encoding and freeing a reply
+    // nested to the depth limit (1000) recurses, and an unoptimised build overflowed tokio's
+    // default 2 MiB there (`local t = {} t[1] = t return t` aborted the process). Reserved
+    // address space; only the pages a thread touches are used.
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().thread_stack_size(8 << 20).enable_all().build()?;
     runtime.block_on(async {
         let opts = DiskOptions::from_params(&params);
         tracing::info!(

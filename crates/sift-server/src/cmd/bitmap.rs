@@ -36,7 +36,7 @@
 //! allocation is the OOM reply with nothing changed, never an abort. Commands replayed from
 //! the log are not refused (they were accepted once).
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use super::parse::{eq_ignore_case, parse_i64};
 use super::{err, server, Ctx};
@@ -98,7 +98,26 @@ fn write_bit(b: &mut Bytes, byte: usize, mask: u8, on: bool) -> Result<(), Alloc
             *x &= !mask
         }
     };
-    let mut m = std::mem::take(b).try_into_mut().unwrap_or_else(|shared| BytesMut::from(&shared[..]));
+    let mut m = match std::mem::take(b).try_into_mut() {
+        Ok(m) => m,
+        Err(shared) => {
+            // Shared with a reply or a snapshot: this write copies it (fallibly too: a copy of
+            // a 512 MB string must not abort the process).
+            let mut v = Vec::new();
+            let need = if byte >= shared.len() { grown_capacity(byte + 1) } else { shared.len() };
+            if v.try_reserve_exact(need).is_err() {
+                *b = shared;
+                return Err(AllocFailed);
+            }
+            v.extend_from_slice(&shared);
+            if byte >= v.len() {
+                v.resize(byte + 1, 0);
+            }
+            apply(&mut v[byte]);
+            *b = Bytes::from(v);
+            return Ok(());
+        }
+    };
     if byte >= m.len() && byte >= m.capacity() {
         // A new buffer with room to spare: later growths fit in it.
         let mut v = Vec::new();
@@ -786,6 +805,11 @@ mod tests {
             // 'a' is 0x61 (bits 1, 2, 7), plus bit 100.
             assert_eq!(t.int(&["BITCOUNT", "c"]), 5);
             assert_eq!(t.int(&["BITCOUNT", "s"]), 3);
+            // A shared string that also grows: copied into a larger buffer, the other unchanged.
+            assert_eq!(t.int(&["COPY", "s", "g"]), 1);
+            assert_eq!(t.int(&["SETBIT", "g", "300", "1"]), 0);
+            assert_eq!((t.int(&["STRLEN", "g"]), t.int(&["BITCOUNT", "g"])), (38, 4));
+            assert_eq!((t.int(&["STRLEN", "s"]), t.int(&["BITCOUNT", "s"])), (13, 3));
         }
 
         #[test]
@@ -819,6 +843,41 @@ mod tests {
             assert_eq!(t.int(&["GETBIT", "k", "80000"]), 1);
             assert_eq!(t.int(&["DEL", "k"]), 1);
             assert_eq!(t.int(&["SETBIT", "k", "5", "1"]), 0);
+        }
+
+        /// A string grown in place is charged as soon as its command ends, not when the view of
+        /// the keyspace is dropped: a script, an EXEC and the log replay run many commands
+        /// under one view, and the growth check of the next SETBIT must see the earlier ones.
+        #[test]
+        fn growth_is_charged_per_command_in_scripts_exec_and_replay() {
+            let mut t = T::new();
+            assert_eq!(t.int(&["SETBIT", "k", "0", "1"]), 0);
+            let used = t.server.db.used_memory();
+            t.server.config.write().maxmemory = used + 1000;
+            let oom = "OOM command not allowed when used memory > 'maxmemory'.";
+            // Two growths of 600 bytes: the second would take the keyspace past the limit.
+            let script = "redis.call('SETBIT', KEYS[1], 8 * 600, 1) return redis.pcall('SETBIT', KEYS[1], 8 * 1200, 1)";
+            assert_eq!(t.run(&["EVAL", script, "1", "k"]), Frame::error(oom));
+            assert_eq!(t.int(&["STRLEN", "k"]), 601);
+            assert_eq!(t.server.db.used_memory(), used + 600);
+            assert_eq!(t.int(&["DEL", "k"]), 1);
+            assert_eq!(t.int(&["SETBIT", "k", "0", "1"]), 0);
+            assert_eq!(t.server.db.used_memory(), used);
+            assert_eq!(t.run(&["MULTI"]), Frame::ok());
+            t.run(&["SETBIT", "k", "4800", "1"]);
+            t.run(&["SETBIT", "k", "9600", "1"]);
+            assert_eq!(t.run(&["EXEC"]), Frame::Array(vec![Frame::Integer(0), Frame::error(oom)]));
+            assert_eq!(t.int(&["STRLEN", "k"]), 601);
+            assert_eq!(t.server.db.used_memory(), used + 600);
+            // The log replay holds every shard for the whole load: still charged per command.
+            let mut keys = t.server.db.lock_all();
+            for off in ["80000", "160000"] {
+                let argv: Vec<Bytes> = ["SETBIT", "k", off, "1"].iter().map(|a| Bytes::from(*a)).collect();
+                assert_eq!(replay(&t.server, &mut keys, &argv).unwrap(), Frame::Integer(0));
+            }
+            assert_eq!(t.server.db.used_memory(), used + 20000);
+            drop(keys);
+            assert_eq!(t.server.db.used_memory(), used + 20000);
         }
     }
 }

@@ -201,9 +201,83 @@ fn lock_plan<'d>(server: &'d Shared, spec: &CommandSpec, argv: &[Bytes]) -> Lock
     }
 }
 
+/// The shards of `spec`'s plan if they are all free now; `None` if one is held by someone else
+/// (or the plan locks shards one by one inside the handler).
+fn try_lock_plan<'d>(server: &'d Shared, spec: &CommandSpec, argv: &[Bytes]) -> Option<Locked<'d>> {
+    match spec.lock_plan() {
+        LockPlan::None => Some(server.db.unlocked()),
+        LockPlan::EachShard => None,
+        LockPlan::All => server.db.try_lock_shards((0..crate::db::SHARDS).collect()),
+        LockPlan::Keys => server.db.try_lock_shards(crate::db::shards_of(spec.keys(argv).map(|k| &k[..]))),
+    }
+}
+
+/// Is `spec` one of the script commands (which hold every shard for up to
+/// `busy-reply-threshold`)?
+fn is_script(spec: &CommandSpec) -> bool {
+    matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro")
+}
+
+/// Counts a script command in [`crate::script::Engine::pending`] while it lives.
+struct Pending<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> Pending<'a> {
+    fn new(server: &'a Shared) -> Pending<'a> {
+        server.scripting.pending.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Pending(&server.scripting.pending)
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Runs `f`, which takes shard locks (`f` gets them when `try_first` could take them): on the
+/// calling thread when no script is waiting or running (locks are then held briefly), else,
+/// unless `try_first` gets every lock at once, off the runtime's worker threads. A worker
+/// parked on a lock a script holds serves nothing: with as many waiting clients as workers,
+/// SCRIPT KILL (which takes no lock) and new connections would not be read until the script
+/// ended by itself.
+fn locking<'d, R>(
+    server: &'d Shared,
+    try_first: impl FnOnce() -> Option<Locked<'d>>,
+    f: impl FnOnce(Option<Locked<'d>>) -> R,
+) -> R {
+    if server.scripting.pending.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        return f(None);
+    }
+    match try_first() {
+        Some(keys) => f(Some(keys)),
+        None => script::off_the_runtime(|| f(None)),
+    }
+}
+
+/// Does `spec` take the Lua VM's lock, which a running script holds (SCRIPT LOAD, EXISTS,
+/// FLUSH; not KILL)?
+fn takes_vm(spec: &CommandSpec) -> bool {
+    matches!(spec.name, "script|load" | "script|exists" | "script|flush")
+}
+
 fn run(server: &Shared, session: &mut Session, spec: &'static CommandSpec, argv: &[Bytes]) -> Frame {
-    let mut keys = lock_plan(server, spec, argv);
-    run_locked(server, session, spec, argv, &mut keys)
+    if spec.lock_plan() == LockPlan::None {
+        let mut run = || run_locked(server, session, spec, argv, &mut server.db.unlocked());
+        // The VM is busy while a script runs: wait for it as for the shards (see `locking`).
+        if takes_vm(spec) && server.scripting.pending.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            return script::off_the_runtime(run);
+        }
+        return run();
+    }
+    let _pending = is_script(spec).then(|| Pending::new(server));
+    locking(
+        server,
+        || try_lock_plan(server, spec, argv),
+        |keys| {
+            let mut keys = keys.unwrap_or_else(|| lock_plan(server, spec, argv));
+            run_locked(server, session, spec, argv, &mut keys)
+        },
+    )
 }
 
 /// Runs a resolved command with its shards already locked, and records it for persistence if
@@ -220,6 +294,7 @@ pub(crate) fn run_locked(
     let mut ctx = Ctx { session, server, keys, propagate: None };
     let reply = handler(&mut ctx, argv);
     let propagate = ctx.propagate.take();
+    keys.settle();
     if spec.flags & (table::WRITE | table::PROPAGATE) != 0 && keys.mutations() > before {
         match propagate {
             Some(cmds) => cmds.iter().for_each(|c| server.persistence.record(c)),
@@ -240,7 +315,9 @@ pub fn replay(server: &Shared, keys: &mut Locked<'_>, argv: &[Bytes]) -> Result<
     let mut session = Session::new(0, true);
     session.replaying = true;
     let mut ctx = Ctx { session: &mut session, server, keys, propagate: None };
-    Ok(handler(&mut ctx, argv))
+    let reply = handler(&mut ctx, argv);
+    keys.settle();
+    Ok(reply)
 }
 
 /// EXEC: runs the queued commands under one lock of the union of their shards, so no other
@@ -254,16 +331,24 @@ fn exec(server: &Shared, session: &mut Session) -> Frame {
     }
     let whole =
         multi.queued.iter().any(|(s, _)| matches!(s.lock_plan(), LockPlan::All | LockPlan::EachShard));
-    let mut keys = if whole {
-        server.db.lock_all()
+    let shards: Vec<usize> = if whole {
+        (0..crate::db::SHARDS).collect()
     } else {
-        server.db.lock_keys(multi.queued.iter().flat_map(|(s, a)| s.keys(a)).map(|k| &k[..]))
+        crate::db::shards_of(multi.queued.iter().flat_map(|(s, a)| s.keys(a)).map(|k| &k[..]))
     };
-    let mut replies = Vec::with_capacity(multi.queued.len());
-    for (spec, argv) in &multi.queued {
-        replies.push(run_locked(server, session, spec, argv, &mut keys));
-    }
-    Frame::Array(replies)
+    let _pending = multi.queued.iter().any(|(s, _)| is_script(s)).then(|| Pending::new(server));
+    locking(
+        server,
+        || server.db.try_lock_shards(shards.clone()),
+        |keys| {
+            let mut keys = keys.unwrap_or_else(|| server.db.lock_shards(shards.clone()));
+            let mut replies = Vec::with_capacity(multi.queued.len());
+            for (spec, argv) in &multi.queued {
+                replies.push(run_locked(server, session, spec, argv, &mut keys));
+            }
+            Frame::Array(replies)
+        },
+    )
 }
 
 /// MULTI.

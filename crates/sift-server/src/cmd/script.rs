@@ -159,7 +159,7 @@ impl Drop for Running<'_> {
 /// multi-threaded tokio runtime to move this worker's other tasks and its I/O duties to another
 /// thread meanwhile: otherwise a parked worker may never poll the I/O driver, and `SCRIPT KILL`
 /// from another connection would not be read until the script ends.
-fn off_the_runtime<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn off_the_runtime<R>(f: impl FnOnce() -> R) -> R {
     match tokio::runtime::Handle::try_current() {
         Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
             tokio::task::block_in_place(f)
