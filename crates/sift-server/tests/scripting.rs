@@ -387,18 +387,24 @@ fn limits_from_the_command_line() {
     assert_eq!(eval(&mut c, "return 2", &[], &[]).unwrap(), Value::Int(2));
 }
 
+/// Runs `while true do end` on a connection of its own; the thread returns the error the
+/// script ended with and how long it ran.
+fn spawn_runaway(srv: &TestServer) -> std::thread::JoinHandle<(String, Duration)> {
+    let url = srv.url(false);
+    std::thread::spawn(move || {
+        let mut o = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let t = Instant::now();
+        let e = redis::cmd("EVAL").arg("while true do end").arg(0).query::<Value>(&mut o).unwrap_err();
+        (error_text(&e), t.elapsed())
+    })
+}
+
 #[test]
 fn script_kill_stops_a_script_that_has_not_written() {
     let srv = TestServer::start(&[]);
     let mut c = connect(&srv, false);
     let _: () = redis::cmd("CONFIG").arg("SET").arg("lua-time-limit").arg(20_000).query(&mut c).unwrap();
-    let url = srv.url(false);
-    let runner = std::thread::spawn(move || {
-        let mut o = redis::Client::open(url).unwrap().get_connection().unwrap();
-        let t = Instant::now();
-        let e = redis::cmd("EVAL").arg("while true do end").arg(0).query::<Value>(&mut o).unwrap_err();
-        (error_text(&e), t.elapsed())
-    });
+    let runner = spawn_runaway(&srv);
     let t = Instant::now();
     loop {
         match redis::cmd("SCRIPT").arg("KILL").query::<Value>(&mut c) {
@@ -423,13 +429,7 @@ fn script_kill_is_served_while_other_clients_wait_for_the_script() {
     let srv = TestServer::start(&[]);
     let mut c = connect(&srv, false);
     let _: () = redis::cmd("CONFIG").arg("SET").arg("lua-time-limit").arg(30_000).query(&mut c).unwrap();
-    let url = srv.url(false);
-    let runner = std::thread::spawn(move || {
-        let mut o = redis::Client::open(url).unwrap().get_connection().unwrap();
-        let t = Instant::now();
-        let e = redis::cmd("EVAL").arg("while true do end").arg(0).query::<Value>(&mut o).unwrap_err();
-        (error_text(&e), t.elapsed())
-    });
+    let runner = spawn_runaway(&srv);
     // The script starts at once; give it time to take every shard.
     std::thread::sleep(Duration::from_millis(300));
     // Clients whose commands wait for the script: keyed, whole-keyspace, the script cache (the
