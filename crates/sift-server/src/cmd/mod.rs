@@ -385,6 +385,32 @@ mod tests {
         execute(server, session, argv).expect("non-empty request")
     }
 
+    /// TIME: two bulk strings, seconds and microseconds, bracketed by the clock read before and
+    /// after; arity as Redis's.
+    #[test]
+    fn time_is_seconds_and_microseconds() {
+        let server = Shared::new(Params::default(), Box::new(MemoryOnly::default()));
+        let mut s = Session::new(1, true);
+        let micros =
+            || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros();
+        let before = micros();
+        let reply = run(&server, &mut s, &["TIME"]);
+        let after = micros();
+        let Frame::Array(parts) = reply else { panic!("{reply:?}") };
+        let num = |f: &Frame| match f {
+            Frame::Bulk(b) => std::str::from_utf8(b).unwrap().parse::<u128>().unwrap(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(parts.len(), 2);
+        let (secs, us) = (num(&parts[0]), num(&parts[1]));
+        assert!(us < 1_000_000, "{us}");
+        assert!((before..=after).contains(&(secs * 1_000_000 + us)), "{before} {secs}.{us} {after}");
+        assert_eq!(
+            run(&server, &mut s, &["TIME", "x"]),
+            Frame::Error("ERR wrong number of arguments for 'time' command".into())
+        );
+    }
+
     /// The command layer runs without any socket: what a module shim would do.
     #[test]
     fn commands_run_without_a_transport() {

@@ -598,6 +598,16 @@ pub fn lastsave(ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
     Frame::Integer(ctx.server.persistence.last_save_unix() as i64)
 }
 
+/// TIME: the server's clock as two bulk strings, Unix seconds and the microseconds within the
+/// second (what scripts and clients use for a timestamp that all clients of the server share).
+pub fn time(_ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    Frame::Array(vec![
+        Frame::Bulk(Bytes::from(now.as_secs().to_string())),
+        Frame::Bulk(Bytes::from(now.subsec_micros().to_string())),
+    ])
+}
+
 /// DEBUG RELOAD: snapshot, empty, load back (spec §10).
 pub fn debug(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
     if eq_ignore_case(&argv[1], "reload") {

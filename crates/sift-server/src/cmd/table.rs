@@ -419,6 +419,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     row("command", -1, LOADING | STALE, NO_KEYS, &["@slow", "@connection"], Some(server::command), "server", "Returns detailed information about all commands."),
     row("save", 1, ADMIN | NOSCRIPT | NO_MULTI | ALL_KEYS, NO_KEYS, &["@admin", "@slow", "@dangerous"], Some(server::save), "server", "Synchronously saves the database(s) to disk."),
     row("bgsave", -1, ADMIN | NOSCRIPT | ALL_KEYS, NO_KEYS, &["@admin", "@slow", "@dangerous"], Some(server::bgsave), "server", "Asynchronously saves the database(s) to disk."),
+    row("time", 1, LOADING | STALE | FAST, NO_KEYS, &["@fast"], Some(server::time), "server", "Returns the server time."),
     row("lastsave", 1, LOADING | STALE | FAST, NO_KEYS, &["@admin", "@fast", "@dangerous"], Some(server::lastsave), "server", "Returns the Unix timestamp of the last successful save to disk."),
     row("debug", -2, ADMIN | NOSCRIPT | LOADING | STALE | ALL_KEYS, NO_KEYS, &["@admin", "@slow", "@dangerous"], Some(server::debug), "server", "A container for debugging commands."),
     row("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALL_KEYS, NO_KEYS, &["@admin", "@slow", "@dangerous"], Some(server::shutdown), "server", "Synchronously saves the database(s) to disk and shuts down the Redis server."),
