@@ -18,7 +18,7 @@ ROUNDS=${ROUNDS:-3}
 REQUESTS=${REQUESTS:-2000000}
 KEYSPACE=${KEYSPACE:-10000000}
 
-log() { printf '%s\n' "$*" >&2; }
+. "$(dirname "$0")/bench_lib.sh"
 
 for tool in redis-server redis-cli python3 bc; do
   command -v "$tool" >/dev/null || { log "missing $tool (apt-get install redis-server redis-tools)"; exit 1; }
@@ -31,26 +31,7 @@ if [ -z "${BIN:-}" ]; then
 fi
 [ -x "$BIN" ] || { log "no binary at $BIN"; exit 1; }
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/sift-bench-bitmap.XXXXXX")
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-wait_ping() {
-  for _ in $(seq 1 200); do
-    redis-cli -p "$1" PING 2>/dev/null | grep -q PONG && return 0
-    sleep 0.05
-  done
-  log "server on port $1 does not answer"; exit 1
-}
+bench_workdir sift-bench-bitmap
 
 declare -A port_of results
 mkdir -p "$work/redis"

@@ -44,14 +44,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_ping() {
-  for _ in $(seq 1 200); do
-    redis-cli -p "$1" PING 2>/dev/null | grep -q PONG && return 0
-    sleep 0.05
-  done
-  echo "server on port $1 did not answer" >&2; exit 1
-}
+. "$(dirname "$0")/bench_lib.sh"  # free_port, wait_ping
 
 start_redis() { # name, extra args...
   local name=$1; shift

@@ -34,7 +34,7 @@ FSYNC_MODES=${FSYNC_MODES:-"always everysec no"}
 KEYSPACE=10000000
 PIPELINE=64
 
-log() { printf '%s\n' "$*" >&2; }
+. "$(dirname "$0")/bench_lib.sh"
 
 for tool in redis-server redis-benchmark redis-cli python3; do
   command -v "$tool" >/dev/null || { log "missing $tool (apt-get install redis-server redis-tools)"; exit 1; }
@@ -45,26 +45,7 @@ cargo build --release -p sift-server >&2
 BIN="${CARGO_TARGET_DIR:-target}/release/sift-server"
 [ -x "$BIN" ] || { log "no binary at $BIN"; exit 1; }
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/sift-bench.XXXXXX")
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-wait_ping() {
-  for _ in $(seq 1 200); do
-    redis-cli -p "$1" PING 2>/dev/null | grep -q PONG && return 0
-    sleep 0.05
-  done
-  log "server on port $1 does not answer"; exit 1
-}
+bench_workdir sift-bench
 
 # start_redis -> sets REDIS_PORT
 start_redis() {
