@@ -14,11 +14,12 @@
 //!
 //! Libraries: base (without `dofile` and `loadfile`; `loadstring` and `load` stay, as in Redis,
 //! and refuse precompiled chunks), `table`, `string`, `math`, and the `coroutine` functions Lua
-//! 5.1's base library brings. No `os`, `io`, `package`, `debug`; Redis's extra `cjson`,
-//! `cmsgpack`, `bit` and `struct` libraries are not provided. As in Redis 7, scripts cannot
+//! 5.1's base library brings, and Redis's extra `bit` and `cjson` ([`crate::lualib`]). No `os`,
+//! `io`, `package`, `debug`; Redis's `cmsgpack` and `struct` are not provided. As in Redis 7, scripts cannot
 //! create globals (`Attempt to modify a readonly table`) and reading an undefined global is an
 //! error (`Script attempted to access nonexistent global variable 'x'`). `rawset`, `setmetatable`
-//! and `setfenv` get past that guard (Redis 7 patches Lua for truly read-only tables), so after
+//! and plain assignment to an existing global (`bit = 1`, `cjson.encode = nil`: an error in Redis)
+//! get past that guard (Redis 7 patches Lua for truly read-only tables), so after
 //! every script the VM puts back what scripts share — the globals table, `_G`, `redis`, the
 //! libraries, the metatables of `_G` and of strings, the script's own environment — as it was
 //! when the VM was created ([`Baseline`]): no script can change what the next one sees (e.g.
@@ -337,7 +338,8 @@ impl Vm {
     fn new() -> mlua::Result<Vm> {
         let lua = Lua::new_with(StdLib::TABLE | StdLib::STRING | StdLib::MATH, LuaOptions::default())?;
         let g = lua.globals();
-        for name in ["dofile", "loadfile"] {
+        // Redis 7.0 has none of these (and `setfenv` would get past the read-only globals).
+        for name in ["dofile", "loadfile", "print", "getfenv", "setfenv", "newproxy"] {
             g.raw_set(name, Value::Nil)?;
         }
         let redis = lua.create_table()?;
@@ -466,14 +468,17 @@ impl Vm {
         slot.raw_set(
             "convert",
             lua.create_function(|lua, v: Value| match &v {
-                Value::Error(e) => match call_error(e) {
-                    Some(text) => Ok(Value::Table(error_table(lua, &text)?)),
-                    None => Ok(v),
+                Value::Error(e) => match (call_error(e), crate::lualib::lib_error(e)) {
+                    (Some(text), _) => Ok(Value::Table(error_table(lua, &text)?)),
+                    // A library's error (cjson, bit) is a string, as from Redis's C libraries.
+                    (None, Some(text)) => Ok(Value::String(lua.create_string(text)?)),
+                    (None, None) => Ok(v),
                 },
                 _ => Ok(v),
             })?,
         )?;
         g.raw_set("redis", redis)?;
+        crate::lualib::register(&lua)?;
         let runner: Function = lua.load(PRELUDE).set_name("=sift").call(slot.clone())?;
         let baseline = Baseline::take(&lua)?;
         Ok(Vm { lua, scripts: HashMap::new(), slot, runner, baseline })
@@ -838,6 +843,18 @@ pub fn value_to_arg(v: &Value) -> Option<Bytes> {
     }
 }
 
+/// C's `(long long)` cast of a double on x86-64, as Redis converts a Lua number to an integer
+/// reply: truncation toward zero, and `LLONG_MIN` for NaN and for values out of range
+/// (`cvttsd2si`'s "integer indefinite"), where Rust's `as` would saturate.
+fn c_long_long(n: f64) -> i64 {
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
+    if n.is_nan() || !(-LIMIT..LIMIT).contains(&n) {
+        i64::MIN
+    } else {
+        n as i64
+    }
+}
+
 /// A reply as the script sees it: RESP2 shapes by default, RESP3 ones after
 /// `redis.setresp(3)` (see the module docs).
 pub fn frame_to_lua(lua: &Lua, f: &Frame, resp3: bool) -> mlua::Result<Value> {
@@ -930,8 +947,7 @@ fn convert(v: &Value, depth: usize, resp3: bool, budget: &mut usize) -> Option<F
         Value::Boolean(false) => Frame::Null,
         Value::Boolean(true) => Frame::Integer(1),
         Value::Integer(i) => Frame::Integer(*i),
-        // C's (long long) cast truncates toward zero; Rust's saturates where C is undefined.
-        Value::Number(n) => Frame::Integer(*n as i64),
+        Value::Number(n) => Frame::Integer(c_long_long(*n)),
         Value::String(s) => Frame::Bulk(Bytes::copy_from_slice(&s.as_bytes())),
         Value::Table(t) => {
             if depth >= MAX_DEPTH {
@@ -1137,8 +1153,8 @@ mod tests {
         assert!(e.contains("nonexistent global variable 'leak'"), "{e}");
         let Frame::Error(e) = eval(&mut vm, "x = 1") else { panic!("globals became writable") };
         assert!(e.contains("Attempt to modify a readonly table"), "{e}");
-        // The same script run twice: its own environment is not kept either.
-        let body = "local n = (rawget(getfenv(1), 'n') or 0) + 1 setfenv(1, {n = n}) return n";
+        // The same script run twice: what it stored with rawset is not kept either.
+        let body = "local n = (rawget(_G, 'n') or 0) + 1 rawset(_G, 'n', n) return n";
         assert_eq!(eval(&mut vm, body), Frame::Integer(1));
         assert_eq!(eval(&mut vm, body), Frame::Integer(1));
     }
