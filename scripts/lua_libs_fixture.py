@@ -57,6 +57,41 @@ c("local t = {} for i = 100, 1, -1 do t[tostring(i)] = i end return cjson.encode
 c("return cjson.decode('[1,2,3]')[2]")
 c("return cjson.encode({1})")
 
+# cmsgpack
+H = "local s = %s return (s:gsub('.', function(c) return string.format('%%02x', c:byte()) end))"
+for e in ["cmsgpack.pack(nil, true, false, 0, 127, 128, 255, 256, 65535, 65536, 2^32-1, 2^32, -1, -32, -33, -128, -129, -32768, -32769, -2^31, -2^31-1)",
+          "cmsgpack.pack(0.5, 0.1, -0.0, 1/0, 0/0, 2^63, 2^64, -2^63, 1e300)", "cmsgpack.pack(math.huge, -math.huge, 2^53+1, 2^31, 4294967296.5, 1.5, 1e-45)",
+          "cmsgpack.pack('', 'abc', string.rep('x', 31), string.rep('x', 32))", "cmsgpack.pack(string.rep('x', 256)):sub(1,4)", "cmsgpack.pack(string.rep('x', 65536)):sub(1,6)",
+          "cmsgpack.pack({}, {1,2}, {a=1}, {[1]=1,[3]=3}, {[1.5]=1}, {['1']=1}, {1, nil, 3}, {[0]=1}, {[-1]=2}, {[2^31]=1})",
+          "cmsgpack.pack(function() end, coroutine.create(function() end), cjson.null)",
+          "(function() local t = {} local u = t for i=1,20 do u[1] = {} u = u[1] end return cmsgpack.pack(t) end)()",
+          "(function() local t = {} t[1] = t t.x = t return cmsgpack.pack(t) end)()",
+          "cmsgpack.pack(string.rep('y', 20), {x={y={1, 'two', 3.5}}, z=true})",
+          "cmsgpack.pack((function() local t = {} for i = 1, 16 do t[i] = i end return t end)())",
+          "cmsgpack.pack((function() local t = {} for i = 1, 70000 do t[i] = 0 end return t end)()):sub(1, 8)",
+          "cmsgpack.pack((function() local t = {} for i = 1, 16 do t['k' .. i] = i end return t end)()):sub(1, 8)",
+          "cmsgpack.pack(5, '5', {5})"]:
+    c(H % e)
+for e in ["{cmsgpack.unpack(cmsgpack.pack(1, 'a', {1,2,{x=3}}, true, nil, 0.5))}", "cmsgpack.pack()", "{pcall(cmsgpack.pack)}", "{pcall(cmsgpack.unpack_limit, 'a')}",
+          "{pcall(cmsgpack.unpack_limit, '\\1', 'x')}", "{cmsgpack.unpack_one('\\1\\2', 1.7)}", "cmsgpack.unpack(cmsgpack.pack(2^63))", "{cmsgpack.unpack('')}",
+          "{cmsgpack.unpack()}", "{cmsgpack.unpack({})}", "{cmsgpack.unpack(5)}", "{cmsgpack.unpack(cmsgpack.pack({1,2,3}, {x={y={1}}}))}",
+          "{cmsgpack.unpack_one(cmsgpack.pack(1, 2, 3))}", "{cmsgpack.unpack_one(cmsgpack.pack(1, 2, 3), 2)}", "{cmsgpack.unpack_one(cmsgpack.pack(1, 2, 3), 3)}",
+          "{cmsgpack.unpack_one(cmsgpack.pack(1, 2, 3), 4)}", "{cmsgpack.unpack_limit(cmsgpack.pack(1, 2, 3), 2)}", "{cmsgpack.unpack_limit(cmsgpack.pack(1, 2, 3), 0)}",
+          "{cmsgpack.unpack_limit(cmsgpack.pack(1, 2, 3), -1)}", "{cmsgpack.unpack_limit(cmsgpack.pack(1, 2, 3), 1, -1)}", "{cmsgpack.unpack_limit(cmsgpack.pack(1, 2, 3), 5, 1)}",
+          "{pcall(function() return select('#', cmsgpack.unpack(string.rep('\\1', 7997))) end)}", "select('#', cmsgpack.unpack(string.rep('\\1', 7998)))", "{pcall(cmsgpack.unpack, string.rep('\\1', 8000))}",
+          "{pcall(function() local r = {cmsgpack.unpack_limit(string.rep('\\1', 8000), 7996)} return #r, r[1] end)}", "{pcall(cmsgpack.unpack_limit, string.rep('\\1', 8000), 7999)}",
+          "{(function(ok, v) return tostring(ok), type(v) end)(pcall(cmsgpack.unpack, string.rep('\\145', 3999) .. '\\1'))}",
+          "{pcall(cmsgpack.unpack, string.rep('\\145', 4000) .. '\\1')}",
+          "cjson.encode(cmsgpack.unpack(cmsgpack.pack({a={1,2,{b='c'}}, d=false})))", "{cmsgpack.unpack(cmsgpack.pack('x', 2, 3))}"]:
+    c("return " + e)
+for raw in ['\x82\xc0\x01', '\x81\xc0\x01', '\xcf\xff\xff\xff\xff\xff\xff\xff\xff', '\xd3\x80\x00\x00\x00\x00\x00\x00\x00', '\xc4\x02ab\xd4\x01\x02',
+            '\xcc', '\xc1', '\xc0\xc3\x01', '\xca\x7f\xc0\x00\x00', '\xcb\x3f\xf0\x00\x00\x00\x00\x00\x00', '\xd9\x03abc\xda\x00\x01z\xdb\x00\x00\x00\x01y',
+            '\xc5\x00\x02hi\xc6\x00\x00\x00\x01!', '\xdc\x00\x02\x01\x02', '\xdd\x00\x00\x00\x01\x07', '\xde\x00\x01\xa1k\x05', '\xdf\x00\x00\x00\x01\x01\x02',
+            '\xdd\xff\xff\xff\xff\x01', '\x92\x01', '\x81\x01', '\x81\xcb\x7f\xf8\x00\x00\x00\x00\x00\x00\x01', '\xd0\x80\xd1\x80\x00\xd2\x80\x00\x00\x00',
+            '\xe0\xff\x7f', '\xc7\x01\x01\x00', '\xd5\x01\x00\x00', '\xa5abc', '\x91\x91\x91\xc0']:
+    c("local r = {pcall(cmsgpack.unpack, ARGV[1])} for i = 2, #r do if type(r[i]) == 'number' then r[i] = string.format('%.17g', r[i]) elseif type(r[i]) == 'table' then r[i] = cjson.encode(r[i]) end end r[1] = tostring(r[1]) return r", raw)
+    c("return {cmsgpack.unpack(ARGV[1])}", raw)
+
 def resp(args):
     out = b"*%d\r\n" % len(args)
     for a in args:

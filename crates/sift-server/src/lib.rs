@@ -9,7 +9,7 @@
 //!   socket (parse arguments → apply to the keyspace → reply [`frame::Frame`]);
 //! * [`db`]: the sharded keyspace and its locking;
 //! * [`persist`]: the boundary to durable storage;
-//! * [`script`]: the Lua engine behind EVAL and SCRIPT, and [`lualib`] its `bit` and `cjson`;
+//! * [`script`]: the Lua engine behind EVAL and SCRIPT, and [`lualib`] its `bit`, `cjson` and `cmsgpack`;
 //! * [`server`]: accept loop, limits, graceful shutdown.
 //!
 //! Integration points for the RedisBloom commands: the `Value` enum in [`db`] (add the filter

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use mlua::{LightUserData, Lua, Table, Value, Variadic};
 use parking_lot::Mutex;
 
-use super::{format_g, set, type_name, Answer, LibErr};
+use super::{check_string, format_g, set, type_name, Answer, LibErr};
 
 /// Nesting limit whatever `encode_max_depth` / `decode_max_depth` say.
 pub const HARD_DEPTH: i32 = 2000;
@@ -110,14 +110,9 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
         if a.len() != 1 {
             return Ok(Err(LibErr::Arg(1, "expected 1 argument".into())));
         }
-        let text = match &a[0] {
-            Value::String(s) => s.as_bytes().to_vec(),
-            Value::Integer(i) => format_g(*i as f64, 14).into_bytes(),
-            Value::Number(n) => format_g(*n, 14).into_bytes(),
-            other => {
-                let msg = format!("string expected, got {}", type_name(Some(other)));
-                return Ok(Err(LibErr::Arg(1, msg)));
-            }
+        let text = match check_string(&a, 0) {
+            Ok(t) => t,
+            Err(e) => return Ok(Err(e)),
         };
         let cfg = *c.lock();
         answer(decode(lua, &cfg, &text))

@@ -1,6 +1,8 @@
-//! The extra Lua libraries Redis 7 gives scripts: [`bit`] (LuaBitOp's 32-bit operations) and
-//! [`cjson`] (JSON), written for sift from their documented behaviour and checked reply for
-//! reply against Debian's redis-server 7.0.15 (see each module's tests).
+//! The extra Lua libraries Redis 7 gives scripts: [`bit`] (LuaBitOp's 32-bit operations),
+//! [`cjson`] (JSON) and [`cmsgpack`] (MessagePack), written for sift from their documented
+//! behaviour and checked reply for reply against Debian's redis-server 7.0.15: the cases
+//! recorded by `scripts/lua_libs_fixture.py` are replayed byte for byte by
+//! `tests/scripting.rs`.
 //!
 //! # How a library function fails
 //!
@@ -14,16 +16,19 @@
 
 pub mod bit;
 pub mod cjson;
+pub mod cmsgpack;
 
 use mlua::{IntoLuaMulti, Lua, Table, Value, Variadic};
 
 /// Why a library call failed.
 #[derive(Debug)]
 pub enum LibErr {
-    /// `luaL_argerror(n, msg)`: argument `n` (1-based).
+    /// `luaL_argerror(n, msg)`: argument `n` (1-based; 0 for "the call itself").
     Arg(usize, String),
     /// `luaL_error(msg)`.
     Msg(String),
+    /// An error the Lua core raises from inside a C function (`table index is nil`): no position.
+    Raw(String),
 }
 
 /// What a core answers: `Ok(Ok(values))`, `Ok(Err(why))` for an error the script sees as a C
@@ -55,8 +60,9 @@ pub fn lib_error(e: &mlua::Error) -> Option<String> {
 /// The error `luaL_error` / `luaL_argerror` would raise from the running C function.
 pub fn raise(lua: &Lua, why: LibErr) -> mlua::Error {
     let msg = match why {
+        LibErr::Raw(m) => return mlua::Error::external(LibError(m)),
         LibErr::Msg(m) => m,
-        LibErr::Arg(mut n, m) => {
+        LibErr::Arg(n, m) => {
             // Level 0 is the running (Rust, i.e. C) function; Lua names it from the call site.
             let (name, method) = lua
                 .inspect_stack(0, |d| {
@@ -65,9 +71,7 @@ pub fn raise(lua: &Lua, why: LibErr) -> mlua::Error {
                 })
                 .unwrap_or((None, false));
             let name = name.unwrap_or_else(|| "?".into());
-            if method {
-                n -= 1;
-            }
+            let n = n as i64 - i64::from(method);
             if method && n == 0 {
                 format!("calling '{name}' on bad self ({m})")
             } else {
@@ -87,12 +91,13 @@ pub fn raise(lua: &Lua, why: LibErr) -> mlua::Error {
     mlua::Error::external(LibError(format!("{place}{msg}")))
 }
 
-/// Installs `bit` and `cjson` as globals of `lua` (before the VM's baseline is taken, so they are
+/// Installs `bit`, `cjson` and `cmsgpack` as globals of `lua` (before the VM's baseline is taken, so they are
 /// protected like the other libraries).
 pub fn register(lua: &Lua) -> mlua::Result<()> {
     let g = lua.globals();
     g.raw_set("bit", bit::library(lua)?)?;
     g.raw_set("cjson", cjson::library(lua)?)?;
+    g.raw_set("cmsgpack", cmsgpack::library(lua)?)?;
     Ok(())
 }
 
@@ -134,6 +139,30 @@ pub fn check_number(lua: &Lua, args: &[Value], i: usize) -> Answer<f64> {
         _ => None,
     };
     Ok(n.ok_or_else(|| LibErr::Arg(i + 1, format!("number expected, got {}", type_name(v)))))
+}
+
+/// `luaL_checklstring`: argument `i` (0-based) as bytes; a number converts as Lua writes it.
+pub fn check_string(args: &[Value], i: usize) -> std::result::Result<Vec<u8>, LibErr> {
+    match args.get(i) {
+        Some(Value::String(s)) => Ok(s.as_bytes().to_vec()),
+        Some(Value::Integer(n)) => Ok(format_g(*n as f64, 14).into_bytes()),
+        Some(Value::Number(n)) => Ok(format_g(*n, 14).into_bytes()),
+        v => Err(LibErr::Arg(i + 1, format!("string expected, got {}", type_name(v)))),
+    }
+}
+
+/// `luaL_checkinteger` into a C `int`: argument `i` (0-based) truncated toward zero, its low
+/// 32 bits kept.
+pub fn check_int(lua: &Lua, args: &[Value], i: usize) -> Answer<i32> {
+    Ok(check_number(lua, args, i)?.map(|n| n as i64 as i32))
+}
+
+/// `luaL_optinteger` into a C `int`: `default` when argument `i` is absent or nil.
+pub fn opt_int(lua: &Lua, args: &[Value], i: usize, default: i32) -> Answer<i32> {
+    match args.get(i) {
+        None | Some(Value::Nil) => Ok(Ok(default)),
+        Some(_) => check_int(lua, args, i),
+    }
 }
 
 /// C's `%.<precision>g` (1 ≤ precision ≤ 17) of a double, as glibc prints it: how Lua and cjson
