@@ -92,6 +92,31 @@ for raw in ['\x82\xc0\x01', '\x81\xc0\x01', '\xcf\xff\xff\xff\xff\xff\xff\xff\xf
     c("local r = {pcall(cmsgpack.unpack, ARGV[1])} for i = 2, #r do if type(r[i]) == 'number' then r[i] = string.format('%.17g', r[i]) elseif type(r[i]) == 'table' then r[i] = cjson.encode(r[i]) end end r[1] = tostring(r[1]) return r", raw)
     c("return {cmsgpack.unpack(ARGV[1])}", raw)
 
+# struct
+P = "local r = {pcall(function() return %s end)} for i = 2, #r do if type(r[i]) == 'number' then r[i] = string.format('%%.17g', r[i]) end end r[1] = tostring(r[1]) return r"
+for e in ["struct.pack('>i', 1)", "struct.pack('<i', -1)", "struct.pack('bBhHlLT', -1, 255, -2, 65535, -3, 4, 5)", "struct.pack('>i3', 0x123456)", "struct.pack('<i16', -2)",
+          "struct.pack('i17', 1)", "struct.pack('i0', 1)", "struct.pack('i33', 1)", "struct.pack('>fdn', 1.5, 0.1, 2)", "struct.pack('s', 'ab')", "struct.pack('c3', 'abcdef')",
+          "struct.pack('c5', 'ab')", "struct.pack('c0', 'abc')", "struct.pack('!4 b i', 1, 2)", "struct.pack('! b d', 1, 2)", "struct.pack('!2 b i', 1, 2)", "struct.pack('x b x', 7)",
+          "struct.pack('z', 1)", "struct.pack('i', 'x')", "struct.pack('i')", "struct.pack('B', 256)", "struct.pack('b', 3.7)", "struct.pack('b', -3.7)", "struct.pack('I', 2^32+1)",
+          "struct.pack('i8', 2^63)", "struct.pack('<L', -1)", "struct.pack('=I2', 1)", "struct.pack('!3 i', 1)", "struct.pack('!16 d b d', 1, 2, 3)", "struct.pack('s', 5)",
+          "struct.pack('ii', 1)", "struct.pack('i c5', 1, 'ab')", "struct.size('c99999999999')", "struct.size('i s')", "struct.size('c0')", "struct.size('!8 b d')", "struct.size('z')",
+          "struct.size('=')", "struct.size('i i3 c4 x')", "struct.unpack('>i', '\\0\\0\\0\\1')", "struct.unpack('<i', '\\255\\255\\255\\255')", "struct.unpack('<I', '\\255\\255\\255\\255')",
+          "struct.unpack('bBhH', '\\255\\255\\254\\255\\255\\255')", "struct.unpack('i3', '\\255\\255\\127')", "struct.unpack('i', 'abc')", "struct.unpack('i', 'abcd', 2)",
+          "struct.unpack('i', 'abcdabcd', 0)", "struct.unpack('i', 'abcdabcd', 9)", "struct.unpack('i', 'abcdabcd', 5)", "struct.unpack('i', 'abcdabcd', -3)", "struct.unpack('', 'abc', -3)", "struct.unpack('', 'abc', 100)", "struct.unpack('x', 'abc', 4)", "struct.unpack('s s', 'ab\\0cd\\0')",
+          "struct.unpack('s', 'ab')", "struct.unpack('b c0', '\\3abcdef')", "struct.unpack('c0', 'abc')", "struct.unpack('c2 c0', 'abc')", "struct.unpack('b c0', '\\200abc')",
+          "struct.unpack('<d f', struct.pack('<d f', 0.1, 0.1))", "struct.unpack('>d >f', struct.pack('>d >f', 0.1, 0.1))", "struct.unpack('!4 b i', struct.pack('!4 b i', 1, 2))",
+          "struct.unpack('x b', '\\0\\9')", "struct.unpack('z', 'a')", "struct.unpack('<i16', struct.pack('<i16', -2))", "struct.unpack('<I16', string.rep('\\255', 16))",
+          "struct.unpack('<i9', '\\1\\0\\0\\0\\0\\0\\0\\0\\1')", "struct.unpack('l L T', string.rep('\\255', 24))", "struct.unpack('<i8', '\\0\\0\\0\\0\\0\\0\\0\\128')",
+          "struct.unpack('<I8', '\\1\\0\\0\\0\\0\\0\\0\\128')", "struct.unpack('i0', 'x')", "struct.unpack()", "struct.unpack('i')", "struct.pack()", "struct.pack(5, 1)",
+          "struct.unpack(5, '12345')", "struct.size(4)", "struct.pack('c', 'xyz')", "struct.pack('c0 s', 5, 'a')", "struct.pack('d', 'x')", "struct.pack('f', 1e300)",
+          "struct.pack('<f', 0.1)", "struct.pack('>d', 0.1)", "struct.pack('>I2 <I2 !4 h i', 1, 2, 3, 4)", "struct.unpack('>I2 <I2 !4 h i', struct.pack('>I2 <I2 !4 h i', 1, 2, 3, -4))",
+          "struct.unpack('b c0 b', '\\2xy\\7')", "struct.unpack('B c0', '\\0')", "struct.unpack('s c2', 'ab\\0cd', 1)", "struct.pack('i', 0/0)", "struct.pack('I', -1)",
+          "struct.pack('>I3', 2^24 + 5)", "struct.pack('s', 'a\\0b')", "struct.pack('c2', 'a\\0b')", "struct.unpack('c3', 'a\\0bc')", "struct.pack(' < i ', 258)",
+          "struct.size('!2 b h b')", "struct.size('! b i2 d')", "struct.unpack('!8 b d', struct.pack('!8 b d', 1, 2))", "struct.pack('b', '12')", "struct.unpack('b', 'x', '2')",
+          "struct.pack('i\\0i', 1, 2)", "struct.pack('hh', 65536+3, -65536-3)", "select('#', struct.unpack(string.rep('b', 7000), string.rep('\\1', 7000)))",
+          "struct.unpack(string.rep('b', 8000), string.rep('\\1', 8000))"]:
+    c(P % e)
+
 def resp(args):
     out = b"*%d\r\n" % len(args)
     for a in args:

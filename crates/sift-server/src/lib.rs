@@ -9,7 +9,7 @@
 //!   socket (parse arguments → apply to the keyspace → reply [`frame::Frame`]);
 //! * [`db`]: the sharded keyspace and its locking;
 //! * [`persist`]: the boundary to durable storage;
-//! * [`script`]: the Lua engine behind EVAL and SCRIPT, and [`lualib`] its `bit`, `cjson` and `cmsgpack`;
+//! * [`script`]: the Lua engine behind EVAL and SCRIPT, and [`lualib`] Redis's `bit`, `cjson`, `cmsgpack` and `struct` for it;
 //! * [`server`]: accept loop, limits, graceful shutdown.
 //!
 //! Integration points for the RedisBloom commands: the `Value` enum in [`db`] (add the filter

@@ -14,8 +14,8 @@
 //!
 //! Libraries: base (without `dofile` and `loadfile`; `loadstring` and `load` stay, as in Redis,
 //! and refuse precompiled chunks), `table`, `string`, `math`, and the `coroutine` functions Lua
-//! 5.1's base library brings, and Redis's extra `bit`, `cjson` and `cmsgpack`
-//! ([`crate::lualib`]). No `os`, `io`, `package`, `debug`; Redis's `struct` is not provided. As in Redis 7, scripts cannot
+//! 5.1's base library brings, and Redis's extra `bit`, `cjson`, `cmsgpack` and `struct`
+//! ([`crate::lualib`]). No `os`, `io`, `package`, `debug`. As in Redis 7, scripts cannot
 //! create globals (`Attempt to modify a readonly table`) and reading an undefined global is an
 //! error (`Script attempted to access nonexistent global variable 'x'`). `rawset`, `setmetatable`
 //! and plain assignment to an existing global (`bit = 1`, `cjson.encode = nil`: an error in Redis)

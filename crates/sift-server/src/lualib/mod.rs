@@ -1,5 +1,6 @@
 //! The extra Lua libraries Redis 7 gives scripts: [`bit`] (LuaBitOp's 32-bit operations),
-//! [`cjson`] (JSON) and [`cmsgpack`] (MessagePack), written for sift from their documented
+//! [`cjson`] (JSON), [`cmsgpack`] (MessagePack) and [`structlib`] (`struct`, binary records),
+//! written for sift from their documented
 //! behaviour and checked reply for reply against Debian's redis-server 7.0.15: the cases
 //! recorded by `scripts/lua_libs_fixture.py` are replayed byte for byte by
 //! `tests/scripting.rs`.
@@ -17,6 +18,7 @@
 pub mod bit;
 pub mod cjson;
 pub mod cmsgpack;
+pub mod structlib;
 
 use mlua::{IntoLuaMulti, Lua, Table, Value, Variadic};
 
@@ -91,13 +93,14 @@ pub fn raise(lua: &Lua, why: LibErr) -> mlua::Error {
     mlua::Error::external(LibError(format!("{place}{msg}")))
 }
 
-/// Installs `bit`, `cjson` and `cmsgpack` as globals of `lua` (before the VM's baseline is taken, so they are
+/// Installs `bit`, `cjson`, `cmsgpack` and `struct` as globals of `lua` (before the VM's baseline is taken, so they are
 /// protected like the other libraries).
 pub fn register(lua: &Lua) -> mlua::Result<()> {
     let g = lua.globals();
     g.raw_set("bit", bit::library(lua)?)?;
     g.raw_set("cjson", cjson::library(lua)?)?;
     g.raw_set("cmsgpack", cmsgpack::library(lua)?)?;
+    g.raw_set("struct", structlib::library(lua)?)?;
     Ok(())
 }
 
