@@ -30,7 +30,7 @@ use std::sync::Arc;
 use mlua::{LightUserData, Lua, Table, Value, Variadic};
 use parking_lot::Mutex;
 
-use super::{check_string, format_g, set, type_name, Answer, LibErr};
+use super::{answer, check_string, format_g, set, type_name, Answer, Fail, LibErr};
 
 /// Nesting limit whatever `encode_max_depth` / `decode_max_depth` say.
 pub const HARD_DEPTH: i32 = 2000;
@@ -71,26 +71,6 @@ impl Default for Config {
 /// `cjson.null`: a NULL light userdata.
 fn null() -> Value {
     Value::LightUserData(LightUserData(std::ptr::null_mut()))
-}
-
-/// A failed encode or decode: the script's error, or the VM's.
-enum Fail {
-    Script(String),
-    Vm(mlua::Error),
-}
-
-impl From<mlua::Error> for Fail {
-    fn from(e: mlua::Error) -> Fail {
-        Fail::Vm(e)
-    }
-}
-
-fn answer<T>(r: Result<T, Fail>) -> Answer<T> {
-    match r {
-        Ok(v) => Ok(Ok(v)),
-        Err(Fail::Script(m)) => Ok(Err(LibErr::Msg(m))),
-        Err(Fail::Vm(e)) => Err(e),
-    }
 }
 
 /// The `cjson` table (also what `cjson.new()` returns: a fresh configuration).
@@ -263,7 +243,7 @@ impl Encoder<'_> {
             Value::Table(t) => self.table(lua, t)?,
             Value::LightUserData(p) if p.0.is_null() => self.out.extend_from_slice(b"null"),
             other => {
-                return Err(Fail::Script(format!(
+                return Err(Fail::msg(format!(
                     "Cannot serialise {}: type not supported",
                     type_name(Some(other))
                 )))
@@ -275,7 +255,7 @@ impl Encoder<'_> {
     fn number(&mut self, n: f64) -> Result<(), Fail> {
         if !n.is_finite() {
             match self.cfg.encode_invalid_numbers {
-                0 => return Err(Fail::Script("Cannot serialise number: must not be NaN or Inf".into())),
+                0 => return Err(Fail::msg("Cannot serialise number: must not be NaN or Inf")),
                 1 => {
                     let text: &[u8] = if n.is_nan() {
                         b"nan"
@@ -325,7 +305,7 @@ impl Encoder<'_> {
     fn table(&mut self, lua: &Lua, t: &Table) -> Result<(), Fail> {
         self.depth += 1;
         if self.depth > self.cfg.encode_max_depth || self.depth > HARD_DEPTH {
-            return Err(Fail::Script(format!("Cannot serialise, excessive nesting ({})", self.depth)));
+            return Err(Fail::msg(format!("Cannot serialise, excessive nesting ({})", self.depth)));
         }
         let len = self.array_length(t)?;
         if len > 0 {
@@ -363,7 +343,7 @@ impl Encoder<'_> {
                         self.out.push(b':');
                     }
                     other => {
-                        return Err(Fail::Script(format!(
+                        return Err(Fail::msg(format!(
                             "Cannot serialise {}: table key must be a number or string",
                             type_name(Some(other))
                         )))
@@ -404,7 +384,7 @@ impl Encoder<'_> {
             && max > cfg.sparse_safe
         {
             if cfg.sparse_convert == 0 {
-                return Err(Fail::Script("Cannot serialise table: excessively sparse array".into()));
+                return Err(Fail::msg("Cannot serialise table: excessively sparse array"));
             }
             return Ok(-1);
         }
@@ -418,7 +398,7 @@ impl Encoder<'_> {
 /// `cjson.decode(text)`.
 fn decode(lua: &Lua, cfg: &Config, text: &[u8]) -> Result<Value, Fail> {
     if text.len() >= 2 && (text[0] == 0 || text[1] == 0) {
-        return Err(Fail::Script("JSON parser does not support UTF-16 or UTF-32".into()));
+        return Err(Fail::msg("JSON parser does not support UTF-16 or UTF-32"));
     }
     // The C parser reads a NUL-terminated string: it ends at the first NUL.
     let end = text.iter().position(|&b| b == 0).unwrap_or(text.len());
@@ -476,13 +456,13 @@ impl Decoder<'_> {
             Kind::End => "T_END",
             Kind::Error(m) => m,
         };
-        Fail::Script(format!("Expected {what} but found {found} at character {}", tok.index + 1))
+        Fail::msg(format!("Expected {what} but found {found} at character {}", tok.index + 1))
     }
 
     fn descend(&mut self) -> Result<(), Fail> {
         self.depth += 1;
         if self.depth > self.cfg.decode_max_depth || self.depth > HARD_DEPTH {
-            return Err(Fail::Script(format!(
+            return Err(Fail::msg(format!(
                 "Found too many nested data structures ({}) at character {}",
                 self.depth, self.pos
             )));

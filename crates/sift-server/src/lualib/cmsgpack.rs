@@ -23,7 +23,7 @@
 
 use mlua::{Lua, MultiValue, Table, Value, Variadic};
 
-use super::{check_int, check_string, opt_int, set, Answer, LibErr};
+use super::{check_int, check_string, opt_int, set, Answer, Fail, LibErr};
 
 /// Tables nested deeper are packed as nil (`LUACMSGPACK_MAX_NESTING`).
 const MAX_NESTING: usize = 16;
@@ -256,10 +256,9 @@ fn unpack_full(lua: &Lua, s: &[u8], limit: i32, offset: i32, nargs: usize) -> An
         if d.stack + 1 > MAX_STACK {
             return Ok(Err(too_many()));
         }
-        match d.value(lua) {
+        match super::answer(d.value(lua))? {
             Ok(v) => values.push(v),
-            Err(Fail::Script(e)) => return Ok(Err(e)),
-            Err(Fail::Vm(e)) => return Err(e),
+            Err(e) => return Ok(Err(e)),
         }
         d.stack += 1;
         count += 1;
@@ -290,26 +289,8 @@ struct Decoder<'a> {
     stack: usize,
 }
 
-/// A failed decode: the script's error, or the VM's.
-enum Fail {
-    Script(LibErr),
-    Vm(mlua::Error),
-}
-
-impl From<mlua::Error> for Fail {
-    fn from(e: mlua::Error) -> Fail {
-        Fail::Vm(e)
-    }
-}
-
-impl From<LibErr> for Fail {
-    fn from(e: LibErr) -> Fail {
-        Fail::Script(e)
-    }
-}
-
 fn missing() -> Fail {
-    Fail::Script(LibErr::Msg("Missing bytes in input.".into()))
+    Fail::msg("Missing bytes in input.")
 }
 
 impl Decoder<'_> {
@@ -377,7 +358,7 @@ impl Decoder<'_> {
                 let n = self.be(4)?;
                 self.map(lua, n)
             }
-            _ => Err(Fail::Script(LibErr::Msg("Bad data format in input.".into()))),
+            _ => Err(Fail::msg("Bad data format in input.")),
         }
     }
 

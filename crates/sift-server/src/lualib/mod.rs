@@ -37,6 +37,42 @@ pub enum LibErr {
 /// library's, `Err` for a VM error.
 pub type Answer<T> = mlua::Result<std::result::Result<T, LibErr>>;
 
+/// A failed library call inside a core: the script's error, or the VM's (`?` converts both).
+pub enum Fail {
+    /// An error the script sees.
+    Script(LibErr),
+    /// An error of the VM (out of memory).
+    Vm(mlua::Error),
+}
+
+impl Fail {
+    /// `luaL_error(msg)`.
+    pub fn msg(m: impl Into<String>) -> Fail {
+        Fail::Script(LibErr::Msg(m.into()))
+    }
+}
+
+impl From<mlua::Error> for Fail {
+    fn from(e: mlua::Error) -> Fail {
+        Fail::Vm(e)
+    }
+}
+
+impl From<LibErr> for Fail {
+    fn from(e: LibErr) -> Fail {
+        Fail::Script(e)
+    }
+}
+
+/// A core's [`Fail`] as an [`Answer`].
+pub fn answer<T>(r: std::result::Result<T, Fail>) -> Answer<T> {
+    match r {
+        Ok(v) => Ok(Ok(v)),
+        Err(Fail::Script(e)) => Ok(Err(e)),
+        Err(Fail::Vm(e)) => Err(e),
+    }
+}
+
 /// A library error as the script sees it (the full message, position included).
 #[derive(Debug)]
 pub struct LibError(pub String);
