@@ -207,8 +207,14 @@ async fn commit(shared: &Shared, session: &mut Session, conn: &mut Connection) {
 }
 
 /// Serves one client until it leaves, QUITs, breaks the protocol, or the server shuts down.
-async fn serve(shared: &Shared, mut conn: Connection, id: u64) {
+async fn serve(shared: &Shared, conn: Connection, id: u64) {
     let mut session = Session::new(id, shared.config.read().requirepass.is_none());
+    serve_session(shared, conn, id, &mut session).await;
+    // The connection's WATCHes end with it.
+    cmd::unwatch_all(shared, &mut session);
+}
+
+async fn serve_session(shared: &Shared, mut conn: Connection, id: u64, session: &mut Session) {
     let mut shutdown = shared.shutdown_signal();
     loop {
         // Run every complete request already buffered, then flush once.
@@ -217,7 +223,7 @@ async fn serve(shared: &Shared, mut conn: Connection, id: u64) {
                 Ok(Some(argv)) => argv,
                 Ok(None) => break,
                 Err(e) => {
-                    commit(shared, &mut session, &mut conn).await;
+                    commit(shared, session, &mut conn).await;
                     tracing::debug!(client = id, "protocol error: {e}");
                     let _ = conn.fail(&e).await;
                     linger(&mut conn).await;
@@ -227,25 +233,25 @@ async fn serve(shared: &Shared, mut conn: Connection, id: u64) {
             if argv.is_empty() {
                 continue;
             }
-            let reply = cmd::execute(shared, &mut session, argv);
+            let reply = cmd::execute(shared, session, argv);
             if let Some(reply) = reply {
                 if session.after != After::CloseSilently {
                     conn.write_frame(&reply, session.protocol);
                 }
             }
             if session.after != After::Continue {
-                commit(shared, &mut session, &mut conn).await;
+                commit(shared, session, &mut conn).await;
                 let _ = conn.close().await;
                 return;
             }
             if conn.pending_output() > FLUSH_THRESHOLD {
-                commit(shared, &mut session, &mut conn).await;
+                commit(shared, session, &mut conn).await;
                 if conn.flush().await.is_err() {
                     return;
                 }
             }
         }
-        commit(shared, &mut session, &mut conn).await;
+        commit(shared, session, &mut conn).await;
         if conn.flush().await.is_err() {
             return;
         }

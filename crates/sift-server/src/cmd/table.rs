@@ -64,6 +64,13 @@ pub const EACH_SHARD: u32 = 1 << 18;
 /// Internal: registered read-only (as RedisBloom registers CF.COMPACT, spec §2.5) but moves data,
 /// so persistence must record it when it changed the keyspace.
 pub const PROPAGATE: u32 = 1 << 19;
+/// Internal: the command's keys count as modified for WATCH whenever it succeeds, even when
+/// nothing changed. RedisBloom's write commands: Redis signals a key modified when a module
+/// closes a key it opened for writing, whatever the command did (so BF.ADD of an item already
+/// present fails a watcher's EXEC). Keys that do change are signalled by the keyspace itself
+/// ([`crate::db`]); Redis's own commands signal only changes (SETBIT of a bit to its value does
+/// not, on redis-server 7.0.15), so they do not carry this flag.
+pub const SIGNALS: u32 = 1 << 20;
 
 /// Flag names as `COMMAND` reports them.
 const FLAG_NAMES: &[(u32, &str)] = &[
@@ -270,7 +277,14 @@ impl CommandSpec {
         if self.first_key <= 0 {
             return vec![];
         }
-        let flags: &[&str] = if self.flags & WRITE != 0 { &["RW", "UPDATE"] } else { &["RO", "ACCESS"] };
+        let flags: &[&str] = if self.flags & WRITE != 0 {
+            &["RW", "UPDATE"]
+        } else if self.name == "watch" {
+            // WATCH neither reads nor writes its keys' values: Redis's key spec says RO only.
+            &["RO"]
+        } else {
+            &["RO", "ACCESS"]
+        };
         let lastkey = if self.last_key < 0 { self.last_key } else { self.last_key - self.first_key };
         vec![Frame::Map(vec![
             (b("flags"), Frame::Set(flags.iter().map(|f| Frame::Simple(f.to_string())).collect())),
@@ -326,9 +340,9 @@ const KEY1: (i32, i32, i32) = (1, 1, 1);
 const ALL_ARGS_KEYS: (i32, i32, i32) = (1, -1, 1);
 
 // Flag sets of spec §2.5.
-const BF_WRITE: u32 = WRITE | DENYOOM | MODULE;
+const BF_WRITE: u32 = WRITE | DENYOOM | MODULE | SIGNALS;
 const BF_READ: u32 = READONLY | FAST | MODULE;
-const CF_DEL: u32 = WRITE | FAST | MODULE;
+const CF_DEL: u32 = WRITE | FAST | MODULE | SIGNALS;
 
 /// Every command.
 pub static COMMANDS: &[CommandSpec] = &[
@@ -441,6 +455,10 @@ pub static COMMANDS: &[CommandSpec] = &[
     row("multi", 1, NOSCRIPT | LOADING | STALE | FAST | NO_MULTI | NO_QUEUE, NO_KEYS, &["@fast", "@transaction"], Some(super::multi), "transactions", "Starts a transaction."),
     row("exec", 1, NOSCRIPT | LOADING | STALE | NO_QUEUE, NO_KEYS, &["@slow", "@transaction"], Some(super::exec_placeholder), "transactions", "Executes all commands in a transaction."),
     row("discard", 1, NOSCRIPT | LOADING | STALE | FAST | NO_MULTI | NO_QUEUE, NO_KEYS, &["@fast", "@transaction"], Some(super::discard), "transactions", "Discards a transaction."),
+    // WATCH runs at once inside MULTI (NO_QUEUE), to answer its error there, as Redis does;
+    // UNWATCH is queued like any command.
+    row("watch", -2, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | NO_QUEUE, ALL_ARGS_KEYS, &["@fast", "@transaction"], Some(super::watch), "transactions", "Watch the given keys to determine execution of the MULTI/EXEC block"),
+    row("unwatch", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, NO_KEYS, &["@fast", "@transaction"], Some(super::unwatch), "transactions", "Forget about all watched keys"),
 ];
 
 fn index() -> &'static HashMap<&'static str, &'static CommandSpec> {
