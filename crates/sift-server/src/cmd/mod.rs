@@ -315,6 +315,9 @@ pub(crate) fn run_locked(
     }
     if spec.flags & (table::WRITE | table::PROPAGATE) != 0 && keys.mutations() > before {
         match propagate {
+            // One command logged as several records (BF.ADD creating its filter: LOADCHUNK,
+            // then the add) is a transaction of its own.
+            Some(cmds) if cmds.len() > 1 && session.tx_log.is_none() => log_transaction(server, cmds),
             Some(cmds) => cmds.iter().for_each(|c| log(server, session, c)),
             None => log(server, session, argv),
         }
