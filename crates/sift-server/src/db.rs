@@ -866,6 +866,76 @@ mod tests {
         assert!(all.windows(2).all(|w| w[0] < w[1]), "shard after shard, in hash order");
     }
 
+    /// WATCH's registry: what marks a watcher dirty (changes, the removal of a key that expired
+    /// while watched, FLUSHALL of an existing key) and what does not (reads, other keys, the
+    /// removal of a key that had already expired when watched).
+    #[test]
+    fn watchers_see_changes_expiry_and_clear() {
+        let db = Db::new();
+        let (a, b) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+        let take = |f: &AtomicBool| f.swap(false, Ordering::AcqRel);
+        let k = Bytes::from_static(b"k");
+        let mut l = db.lock_all();
+        assert!(!db.watched());
+        assert!(l.watch(&k, 1, &a));
+        assert!(!l.watch(&k, 1, &a), "once per client");
+        assert!(l.watch(&k, 2, &b));
+        assert!(db.watched());
+        l.get(b"k");
+        l.contains(b"k");
+        l.insert(Bytes::from_static(b"other"), s("v"));
+        l.remove(b"missing");
+        assert!(!take(&a) && !take(&b), "reads and other keys are no change");
+        l.insert(k.clone(), s("v"));
+        assert!(take(&a) && take(&b));
+        assert!(l.get_mut(b"k").is_some());
+        assert!(take(&a));
+        l.signal_modified(b"k");
+        assert!(take(&a));
+        // Expires while watched: EXEC's check sees it before anyone removes it; the removal is a
+        // change.
+        let now = l.now_ms();
+        l.set_expiry(b"k", Some(now - 1));
+        take(&a);
+        assert!(l.watched_key_expired(b"k", 1));
+        assert!(!l.contains(b"k"));
+        assert!(take(&a));
+        // Already expired when watched (client 3): neither its removal nor the check count.
+        let c = Arc::new(AtomicBool::new(false));
+        l.insert(k.clone(), s("v"));
+        l.set_expiry(b"k", Some(now - 1));
+        take(&a);
+        assert!(l.watch(&k, 3, &c));
+        assert!(!l.watched_key_expired(b"k", 3));
+        assert!(l.watched_key_expired(b"k", 1));
+        assert!(!l.contains(b"k"));
+        assert!(!take(&c) && take(&a));
+        // ... but a write after the removal does.
+        l.insert(k.clone(), s("v"));
+        assert!(take(&c));
+        // FLUSHALL: a watched key that exists is changed; one that does not exist is not.
+        l.clear();
+        assert!(take(&a) && take(&c));
+        l.clear();
+        assert!(!take(&a));
+        for client in [1, 2, 3] {
+            l.unwatch(b"k", client);
+        }
+        assert!(!db.watched());
+        l.insert(k.clone(), s("v"));
+        assert!(!take(&a));
+        drop(l);
+        // The sweep's removal counts too.
+        let mut l = db.lock_all();
+        l.watch(&k, 1, &a);
+        let now = l.now_ms();
+        l.set_expiry(b"k", Some(now - 1));
+        take(&a);
+        drop(l);
+        assert_eq!(db.active_expire(10), 1);
+        assert!(take(&a));
+    }
+
     #[test]
     #[should_panic(expected = "key not locked")]
     fn touching_an_undeclared_key_is_a_bug() {

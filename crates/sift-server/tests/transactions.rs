@@ -81,6 +81,11 @@ fn exec_after(
     reply
 }
 
+/// A request, its arguments as text.
+type Cmd<'a> = &'a [&'a str];
+/// (what, setup, what another client does between WATCH and EXEC, does EXEC run?)
+type Case<'a> = (&'a str, &'a [Cmd<'a>], &'a [Cmd<'a>], bool);
+
 #[test]
 fn exec_fails_when_a_watched_key_was_modified() {
     let srv = TestServer::start(&[]);
@@ -89,10 +94,14 @@ fn exec_fails_when_a_watched_key_was_modified() {
         let mut o = connect(srv.addr, resp3);
         let ran = Value::Array(vec![okay(), okay()]);
         let k1: &[&str] = &["SET", "k", "1"];
-        // (what, setup, what another client does between WATCH and EXEC, EXEC runs?)
-        let cases: &[(&str, &[&[&str]], &[&[&str]], bool)] = &[
+        let cases: &[Case] = &[
             ("nothing", &[k1], &[], true),
-            ("reads only", &[k1], &[&["GET", "k"], &["EXISTS", "k"], &["TTL", "k"], &["SET", "other", "1"]], true),
+            (
+                "reads only",
+                &[k1],
+                &[&["GET", "k"], &["EXISTS", "k"], &["TTL", "k"], &["SET", "other", "1"]],
+                true,
+            ),
             ("SET", &[k1], &[&["SET", "k", "2"]], false),
             ("SET of the same value", &[k1], &[&["SET", "k", "1"]], false),
             ("SET NX that does not set", &[k1], &[&["SET", "k", "2", "NX"]], true),
@@ -106,7 +115,12 @@ fn exec_fails_when_a_watched_key_was_modified() {
             ("COPY to", &[&["SET", "j", "1"]], &[&["COPY", "j", "k"]], false),
             ("EXPIRE", &[k1], &[&["EXPIRE", "k", "100"]], false),
             ("EXPIRE of a missing key", &[], &[&["EXPIRE", "k", "100"]], true),
-            ("EXPIRE NX on a key with a TTL", &[&["SET", "k", "1", "EX", "100"]], &[&["EXPIRE", "k", "50", "NX"]], true),
+            (
+                "EXPIRE NX on a key with a TTL",
+                &[&["SET", "k", "1", "EX", "100"]],
+                &[&["EXPIRE", "k", "50", "NX"]],
+                true,
+            ),
             ("PERSIST", &[&["SET", "k", "1", "EX", "100"]], &[&["PERSIST", "k"]], false),
             ("PERSIST without a TTL", &[k1], &[&["PERSIST", "k"]], true),
             ("FLUSHALL", &[k1], &[&["FLUSHALL"]], false),
@@ -253,7 +267,10 @@ fn watch_inside_multi_and_arity_errors() {
     let Value::Array(spec) = &specs[0] else { panic!("{specs:?}") };
     assert_eq!(spec[..2], [bulk("flags"), simple(&["RO"])]);
     let Value::Array(unwatch) = &rows[1] else { panic!("{rows:?}") };
-    assert_eq!(unwatch[..6], [bulk("unwatch"), Value::Int(1), watch[2].clone(), Value::Int(0), Value::Int(0), Value::Int(0)]);
+    assert_eq!(
+        unwatch[..6],
+        [bulk("unwatch"), Value::Int(1), watch[2].clone(), Value::Int(0), Value::Int(0), Value::Int(0)]
+    );
 }
 
 /// Redis 7.0: a watched key that expires before EXEC fails it (even if nobody touched it and
@@ -348,7 +365,11 @@ impl Proc {
             .expect("spawn sift-server");
         let mut line = String::new();
         let _ = BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
-        assert!(!line.is_empty(), "the server did not start: {}", fs::read_to_string(&stderr).unwrap_or_default());
+        assert!(
+            !line.is_empty(),
+            "the server did not start: {}",
+            fs::read_to_string(&stderr).unwrap_or_default()
+        );
         let addr = line.trim().rsplit(' ').next().unwrap().parse().unwrap();
         Proc { child, addr, stderr }
     }
@@ -370,8 +391,11 @@ impl Proc {
 
 /// The data directory's log segments, oldest first.
 fn segments(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> =
-        fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "aof")).collect();
+    let mut v: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "aof"))
+        .collect();
     v.sort();
     v
 }
@@ -380,7 +404,9 @@ fn segments(dir: &Path) -> Vec<PathBuf> {
 fn records(seg: &Path) -> Vec<Vec<String>> {
     let data = Bytes::from(fs::read(seg).unwrap());
     let mut out = Vec::new();
-    aof::scan(&data, |_, argv| out.push(argv.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect()));
+    aof::scan(&data, |_, argv| {
+        out.push(argv.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect())
+    });
     out
 }
 
@@ -413,7 +439,10 @@ fn exec_and_scripts_are_logged_as_frames_and_replayed() {
     ok(&mut c, &["EXPIRE", "a", "1000"]);
     ok(&mut c, &["BF.ADD", "bf", "x"]);
     assert_eq!(ok(&mut c, &["EXEC"]).as_sequence().map(|s| s.len()), Some(4));
-    ok(&mut c, &["EVAL", "redis.call('SET', KEYS[1], 'b') redis.call('SETBIT', KEYS[2], 7, 1)", "2", "b", "bits"]);
+    ok(
+        &mut c,
+        &["EVAL", "redis.call('SET', KEYS[1], 'b') redis.call('SETBIT', KEYS[2], 7, 1)", "2", "b", "bits"],
+    );
     // One write: no frame.
     ok(&mut c, &["MULTI"]);
     ok(&mut c, &["SET", "one", "1"]);
@@ -433,15 +462,44 @@ fn exec_and_scripts_are_logged_as_frames_and_replayed() {
     assert_eq!(
         names,
         [
-            "SET", "MULTI", "SET", "PEXPIREAT", "BF.LOADCHUNK", "BF.ADD", "EXEC", "MULTI", "SET", "SETBIT", "EXEC",
-            "SET", "SET", "MULTI", "SET", "SET", "SET", "EXEC", "MULTI", "BF.LOADCHUNK", "BF.ADD", "EXEC"
+            "SET",
+            "MULTI",
+            "SET",
+            "PEXPIREAT",
+            "BF.LOADCHUNK",
+            "BF.ADD",
+            "EXEC",
+            "MULTI",
+            "SET",
+            "SETBIT",
+            "EXEC",
+            "SET",
+            "SET",
+            "MULTI",
+            "SET",
+            "SET",
+            "SET",
+            "EXEC",
+            "MULTI",
+            "BF.LOADCHUNK",
+            "BF.ADD",
+            "EXEC"
         ],
         "{recs:?}"
     );
     assert!(recs.iter().filter(|r| r.len() == 1).all(|r| r[0] == "MULTI" || r[0] == "EXEC"));
     let p = Proc::start(&dir);
     let mut c = p.client();
-    for (k, v) in [("before", "0"), ("a", "1"), ("b", "b"), ("one", "1"), ("alone", "x"), ("m1", "1"), ("m2", "2"), ("m3", "3")] {
+    for (k, v) in [
+        ("before", "0"),
+        ("a", "1"),
+        ("b", "b"),
+        ("one", "1"),
+        ("alone", "x"),
+        ("m1", "1"),
+        ("m2", "2"),
+        ("m3", "3"),
+    ] {
         assert_eq!(get(&mut c, k), bulk(v), "{k}");
     }
     assert!(matches!(ok(&mut c, &["TTL", "a"]), Value::Int(t) if t > 900));

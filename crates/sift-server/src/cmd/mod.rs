@@ -521,6 +521,35 @@ mod tests {
         );
     }
 
+    /// WATCH, then a change by another session: EXEC answers the null reply and runs nothing;
+    /// every way out (EXEC, DISCARD, UNWATCH, the connection's end) leaves no registration.
+    #[test]
+    fn watch_then_exec_and_every_way_out_unregisters() {
+        let server = Shared::new(Params::default(), Box::new(MemoryOnly::default()));
+        let (mut s, mut o) = (Session::new(1, true), Session::new(2, true));
+        assert_eq!(run(&server, &mut s, &["WATCH", "a", "b", "a"]), Frame::ok());
+        assert_eq!(s.watching.len(), 2);
+        assert!(server.db.watched());
+        run(&server, &mut o, &["SET", "b", "1"]);
+        run(&server, &mut s, &["MULTI"]);
+        run(&server, &mut s, &["SET", "a", "1"]);
+        assert_eq!(run(&server, &mut s, &["EXEC"]), Frame::NullArray);
+        assert!(!server.db.watched() && s.watching.is_empty());
+        assert_eq!(run(&server, &mut s, &["EXISTS", "a"]), Frame::Integer(0));
+        for way_out in [&[&["UNWATCH"][..]][..], &[&["MULTI"], &["DISCARD"]], &[&["MULTI"], &["EXEC"]]] {
+            run(&server, &mut s, &["WATCH", "a"]);
+            way_out.iter().for_each(|c| drop(run(&server, &mut s, c)));
+            assert!(!server.db.watched(), "{way_out:?}");
+        }
+        // EXEC without MULTI keeps the watch, as in Redis.
+        run(&server, &mut s, &["WATCH", "a"]);
+        run(&server, &mut s, &["EXEC"]);
+        assert!(server.db.watched());
+        run(&server, &mut s, &["WATCH", "a"]);
+        unwatch_all(&server, &mut s);
+        assert!(!server.db.watched());
+    }
+
     /// The command layer runs without any socket: what a module shim would do.
     #[test]
     fn commands_run_without_a_transport() {

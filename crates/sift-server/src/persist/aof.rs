@@ -299,6 +299,18 @@ mod tests {
     }
 
     #[test]
+    fn a_transaction_is_framed_by_multi_and_exec_records() {
+        let cmds = vec![argv(&["SET", "a", "1"]), argv(&["SET", "b", "2"])];
+        let mut data = segment_header(7).to_vec();
+        encode_transaction(&cmds, &mut data);
+        let (got, end) = collect(&data);
+        assert_eq!(end, ScanEnd::Clean);
+        assert_eq!(got, [vec![argv(&["MULTI"])], cmds.clone(), vec![argv(&["EXEC"])]].concat());
+        assert!(is_frame(&got[0], FRAME_BEGIN) && is_frame(&got[3], FRAME_END));
+        assert!(!is_frame(&got[1], FRAME_BEGIN) && !is_frame(&argv(&["EXEC", "x"]), FRAME_END));
+    }
+
+    #[test]
     fn every_truncation_is_torn_at_the_last_complete_record() {
         let cmds = vec![argv(&["SET", "key", "value"]), argv(&["SET", "other", "x"])];
         let data = segment(&cmds);
