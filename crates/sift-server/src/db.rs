@@ -372,8 +372,14 @@ pub struct Db {
     used: AtomicU64,
     /// Number of (client, key) WATCH registrations over all shards: commands that signal a key
     /// modified without changing it (see [`Locked::signal_modified`]) look only when it is > 0.
-    watches: AtomicUsize,
+    /// Read by every BF/CF write, written only by WATCH and its end: kept off the cache line of
+    /// `used`, which writes update.
+    watches: CacheLine<AtomicUsize>,
 }
+
+/// A value alone on its (64-byte) cache line.
+#[repr(align(64))]
+struct CacheLine<T>(T);
 
 impl Default for Db {
     fn default() -> Self {
@@ -416,14 +422,14 @@ impl Db {
         Db {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             used: AtomicU64::new(0),
-            watches: AtomicUsize::new(0),
+            watches: CacheLine(AtomicUsize::new(0)),
         }
     }
 
     /// Is any key WATCHed by anyone?
     #[inline]
     pub fn watched(&self) -> bool {
-        self.watches.load(Ordering::Relaxed) > 0
+        self.watches.0.load(Ordering::Relaxed) > 0
     }
 
     /// Bytes charged for every key and value (the sum of their `MEMORY USAGE`): what
@@ -605,7 +611,7 @@ impl Locked<'_> {
             return false;
         }
         ws.push(Watcher { client, dirty: dirty.clone(), expired });
-        db.watches.fetch_add(1, Ordering::Relaxed);
+        db.watches.0.fetch_add(1, Ordering::Relaxed);
         true
     }
 
@@ -616,7 +622,7 @@ impl Locked<'_> {
         if let Some(ws) = s.watched.get_mut(key) {
             let before = ws.len();
             ws.retain(|w| w.client != client);
-            db.watches.fetch_sub(before - ws.len(), Ordering::Relaxed);
+            db.watches.0.fetch_sub(before - ws.len(), Ordering::Relaxed);
             if ws.is_empty() {
                 s.watched.remove(key);
             }
