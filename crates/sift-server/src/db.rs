@@ -372,8 +372,8 @@ pub struct Db {
     used: AtomicU64,
     /// Number of (client, key) WATCH registrations over all shards: commands that signal a key
     /// modified without changing it (see [`Locked::signal_modified`]) look only when it is > 0.
-    /// Read by every BF/CF write, written only by WATCH and its end: kept off the cache line of
-    /// `used`, which writes update.
+    /// Read by every BF/CF command, written only by WATCH and its end: kept off the cache line
+    /// of `used`, which writes update.
     watches: CacheLine<AtomicUsize>,
 }
 
@@ -593,8 +593,8 @@ impl Locked<'_> {
     }
 
     /// Marks `key`'s watchers dirty without changing it: for commands that Redis reports as
-    /// modifying their key even when nothing changed (SETBIT of a bit to its value, a module
-    /// command that opened its key for writing). `key`'s shard must be locked.
+    /// modifying their key even when nothing changed (a module's write command that looked its
+    /// key up, see `cmd::bf::run`). `key`'s shard must be locked.
     pub fn signal_modified(&mut self, key: &[u8]) {
         self.shard(key).signal(key);
     }

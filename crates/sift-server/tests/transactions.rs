@@ -133,8 +133,32 @@ fn exec_fails_when_a_watched_key_was_modified() {
             ("read-only script", &[k1], &[&["EVAL", "return redis.call('GET', KEYS[1])", "1", "k"]], true),
             ("another client's EXEC", &[], &[&["MULTI"], &["SET", "k", "2"], &["EXEC"]], false),
             ("BF.ADD", &[], &[&["BF.ADD", "k", "a"]], false),
-            // RedisBloom's commands count as modifying their key whenever they succeed.
+            // A module's write command counts as modifying its key whenever it looked the key
+            // up (Redis signals a key a module opened for writing), even with an error reply;
+            // not when it failed on its arguments before (as redis-server 7.0.15 with the
+            // sift-redis module, which opens keys as RedisBloom does).
             ("BF.ADD of an item present", &[&["BF.ADD", "k", "a"]], &[&["BF.ADD", "k", "a"]], false),
+            (
+                "BF.RESERVE of an existing filter",
+                &[&["BF.ADD", "k", "a"]],
+                &[&["BF.RESERVE", "k", "0.01", "100"]],
+                false,
+            ),
+            (
+                "BF.INSERT NOCREATE of a missing filter",
+                &[],
+                &[&["BF.INSERT", "k", "NOCREATE", "ITEMS", "a"]],
+                false,
+            ),
+            ("BF.ADD on a string", &[k1], &[&["BF.ADD", "k", "a"]], false),
+            (
+                "BF.RESERVE with a bad error rate",
+                &[&["BF.ADD", "k", "a"]],
+                &[&["BF.RESERVE", "k", "abc", "100"]],
+                true,
+            ),
+            ("CF.DEL of a missing filter", &[], &[&["CF.DEL", "k", "a"]], false),
+            ("CF.COMPACT", &[&["CF.ADD", "k", "a"]], &[&["CF.COMPACT", "k"]], false),
             ("BF.EXISTS", &[&["BF.ADD", "k", "a"]], &[&["BF.EXISTS", "k", "a"]], true),
             ("CF.ADD", &[&["CF.ADD", "k", "a"]], &[&["CF.ADD", "k", "b"]], false),
             ("CF.DEL", &[&["CF.ADD", "k", "a"]], &[&["CF.DEL", "k", "a"]], false),

@@ -310,9 +310,6 @@ pub(crate) fn run_locked(
     let reply = handler(&mut ctx, argv);
     let propagate = ctx.propagate.take();
     keys.settle();
-    if spec.flags & table::SIGNALS != 0 && server.db.watched() && !matches!(reply, Frame::Error(_)) {
-        spec.keys(argv).for_each(|k| keys.signal_modified(k));
-    }
     if spec.flags & (table::WRITE | table::PROPAGATE) != 0 && keys.mutations() > before {
         match propagate {
             // One command logged as several records (BF.ADD creating its filter: LOADCHUNK,

@@ -64,13 +64,6 @@ pub const EACH_SHARD: u32 = 1 << 18;
 /// Internal: registered read-only (as RedisBloom registers CF.COMPACT, spec §2.5) but moves data,
 /// so persistence must record it when it changed the keyspace.
 pub const PROPAGATE: u32 = 1 << 19;
-/// Internal: the command's keys count as modified for WATCH whenever it succeeds, even when
-/// nothing changed. RedisBloom's write commands: Redis signals a key modified when a module
-/// closes a key it opened for writing, whatever the command did (so BF.ADD of an item already
-/// present fails a watcher's EXEC). Keys that do change are signalled by the keyspace itself
-/// ([`crate::db`]); Redis's own commands signal only changes (SETBIT of a bit to its value does
-/// not, on redis-server 7.0.15), so they do not carry this flag.
-pub const SIGNALS: u32 = 1 << 20;
 
 /// Flag names as `COMMAND` reports them.
 const FLAG_NAMES: &[(u32, &str)] = &[
@@ -340,9 +333,9 @@ const KEY1: (i32, i32, i32) = (1, 1, 1);
 const ALL_ARGS_KEYS: (i32, i32, i32) = (1, -1, 1);
 
 // Flag sets of spec §2.5.
-const BF_WRITE: u32 = WRITE | DENYOOM | MODULE | SIGNALS;
+const BF_WRITE: u32 = WRITE | DENYOOM | MODULE;
 const BF_READ: u32 = READONLY | FAST | MODULE;
-const CF_DEL: u32 = WRITE | FAST | MODULE | SIGNALS;
+const CF_DEL: u32 = WRITE | FAST | MODULE;
 
 /// Every command.
 pub static COMMANDS: &[CommandSpec] = &[
