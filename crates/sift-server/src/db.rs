@@ -41,7 +41,7 @@
 //! # Watched keys (WATCH)
 //!
 //! Each shard keeps a registry of the keys clients WATCH there ([`Watcher`]: the client, its
-//! shared dirty flag). Every change to a key goes through [`Locked::touched`] under the shard's
+//! shared dirty flag). Every change to a key goes through `Locked::touched` under the shard's
 //! lock, which marks the key's watchers dirty; removing an expired key (lazily or by
 //! [`Db::active_expire`]) and emptying the keyspace ([`Locked::clear`]) do too, with Redis 7.0's
 //! rules for keys that had already expired when they were watched. With nobody watching, the

@@ -6,6 +6,13 @@
 //! calls the handler with a [`Ctx`]; the handler returns a [`Frame`]. The connection layer (or,
 //! later, a Redis module shim) only moves bytes.
 //!
+//! Transactions: MULTI queues, EXEC runs the queue under one lock of every shard it touches
+//! (plus the shards of the keys the client WATCHes, so the check that none of them was modified
+//! and the commands are one atomic step), and the records of its writes reach persistence as one
+//! transaction (`log_transaction`). WATCH registers keys in their shards ([`crate::db`]),
+//! where every change marks the watchers; EXEC, DISCARD, UNWATCH and the connection's end
+//! ([`unwatch_all`]) unregister them.
+//!
 //! Handlers have the type [`Handler`]. Command groups: [`keys`] (generic key commands),
 //! [`server`] (connection, server, transactions, config), [`bitmap`] (SETBIT, GETBIT, BITCOUNT,
 //! BITPOS, STRLEN on strings), and [`bf`] / [`cf`] for the RedisBloom commands.
