@@ -305,9 +305,9 @@ fn a_watched_key_that_expires_fails_exec() {
     let mut c = connect(srv.addr, false);
     let mut o = connect(srv.addr, false);
     for touch_it in [false, true] {
-        ok(&mut c, &["SET", "e", "1", "PX", "50"]);
+        ok(&mut c, &["SET", "e", "1", "PX", "300"]);
         ok(&mut c, &["WATCH", "e"]);
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(500));
         if touch_it {
             // Removed lazily by a read.
             assert_eq!(ok(&mut o, &["GET", "e"]), Value::Nil);
@@ -532,6 +532,49 @@ fn exec_and_scripts_are_logged_as_frames_and_replayed() {
     assert_eq!(ok(&mut c, &["GETBIT", "bits", "7"]), Value::Int(1));
     assert!(!p.log().contains("no EXEC record"), "{}", p.log());
     drop(p);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// Other clients write while transactions are logged: each frame holds exactly its EXEC's
+/// records, never one of theirs (the frame is appended as one unit).
+#[test]
+fn frames_are_never_interleaved_with_other_clients_records() {
+    let dir = temp_dir("txn-interleave");
+    let p = Proc::start(&dir);
+    let addr = p.addr;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut c = connect(addr, false);
+            for i in 0..300 {
+                ok(&mut c, &["MULTI"]);
+                ok(&mut c, &["SET", &format!("a{i}"), "1"]);
+                ok(&mut c, &["SET", &format!("b{i}"), "1"]);
+                ok(&mut c, &["EXEC"]);
+            }
+        });
+        for t in 0..2 {
+            s.spawn(move || {
+                let mut c = connect(addr, false);
+                for i in 0..600 {
+                    ok(&mut c, &["SET", &format!("c{t}-{i}"), "1"]);
+                }
+            });
+        }
+    });
+    p.kill9();
+    let recs = records(segments(&dir).last().unwrap());
+    let mut frames = 0;
+    for (i, r) in recs.iter().enumerate() {
+        if r[0] == "MULTI" {
+            let n = &recs[i + 1][1][1..];
+            assert_eq!(recs[i + 1][..2], ["SET".to_string(), format!("a{n}")]);
+            assert_eq!(recs[i + 2][..2], ["SET".to_string(), format!("b{n}")]);
+            assert_eq!(recs[i + 3], ["EXEC"]);
+            frames += 1;
+        }
+    }
+    assert_eq!(frames, 300);
+    assert_eq!(recs.len(), 300 * 4 + 1200);
     let _ = fs::remove_dir_all(&dir);
 }
 
