@@ -206,15 +206,31 @@ async fn commit(shared: &Shared, session: &mut Session, conn: &mut Connection) {
     }
 }
 
-/// Serves one client until it leaves, QUITs, breaks the protocol, or the server shuts down.
-async fn serve(shared: &Shared, conn: Connection, id: u64) {
-    let mut session = Session::new(id, shared.config.read().requirepass.is_none());
-    serve_session(shared, conn, id, &mut session).await;
-    // The connection's WATCHes end with it.
-    cmd::unwatch_all(shared, &mut session);
+/// A connection's session, whose WATCHes end with it however its task ends.
+struct Unwatching<'a>(&'a Shared, Session);
+
+impl std::ops::Deref for Unwatching<'_> {
+    type Target = Session;
+    fn deref(&self) -> &Session {
+        &self.1
+    }
 }
 
-async fn serve_session(shared: &Shared, mut conn: Connection, id: u64, session: &mut Session) {
+impl std::ops::DerefMut for Unwatching<'_> {
+    fn deref_mut(&mut self) -> &mut Session {
+        &mut self.1
+    }
+}
+
+impl Drop for Unwatching<'_> {
+    fn drop(&mut self) {
+        cmd::unwatch_all(self.0, &mut self.1);
+    }
+}
+
+/// Serves one client until it leaves, QUITs, breaks the protocol, or the server shuts down.
+async fn serve(shared: &Shared, mut conn: Connection, id: u64) {
+    let mut session = Unwatching(shared, Session::new(id, shared.config.read().requirepass.is_none()));
     let mut shutdown = shared.shutdown_signal();
     loop {
         // Run every complete request already buffered, then flush once.
@@ -223,7 +239,7 @@ async fn serve_session(shared: &Shared, mut conn: Connection, id: u64, session: 
                 Ok(Some(argv)) => argv,
                 Ok(None) => break,
                 Err(e) => {
-                    commit(shared, session, &mut conn).await;
+                    commit(shared, &mut session, &mut conn).await;
                     tracing::debug!(client = id, "protocol error: {e}");
                     let _ = conn.fail(&e).await;
                     linger(&mut conn).await;
@@ -233,25 +249,25 @@ async fn serve_session(shared: &Shared, mut conn: Connection, id: u64, session: 
             if argv.is_empty() {
                 continue;
             }
-            let reply = cmd::execute(shared, session, argv);
+            let reply = cmd::execute(shared, &mut session, argv);
             if let Some(reply) = reply {
                 if session.after != After::CloseSilently {
                     conn.write_frame(&reply, session.protocol);
                 }
             }
             if session.after != After::Continue {
-                commit(shared, session, &mut conn).await;
+                commit(shared, &mut session, &mut conn).await;
                 let _ = conn.close().await;
                 return;
             }
             if conn.pending_output() > FLUSH_THRESHOLD {
-                commit(shared, session, &mut conn).await;
+                commit(shared, &mut session, &mut conn).await;
                 if conn.flush().await.is_err() {
                     return;
                 }
             }
         }
-        commit(shared, session, &mut conn).await;
+        commit(shared, &mut session, &mut conn).await;
         if conn.flush().await.is_err() {
             return;
         }
