@@ -38,6 +38,15 @@
 //! changed in place ([`Locked::get_mut`]: a filter that grows a link) is re-measured when the
 //! command's view is dropped, so the total is exact after every command.
 //!
+//! # Watched keys (WATCH)
+//!
+//! Each shard keeps a registry of the keys clients WATCH there ([`Watcher`]: the client, its
+//! shared dirty flag). Every change to a key goes through `Locked::touched` under the shard's
+//! lock, which marks the key's watchers dirty; removing an expired key (lazily or by
+//! [`Db::active_expire`]) and emptying the keyspace ([`Locked::clear`]) do too, with Redis 7.0's
+//! rules for keys that had already expired when they were watched. With nobody watching, the
+//! cost is one `is_empty` test of an empty map per change, on a shard already locked.
+//!
 //! # Values
 //!
 //! [`Value`] is the enum of what a key can hold. The BF/CF engineer adds the filter variants
@@ -46,7 +55,8 @@
 
 use sift::compat::redisbloom::{BloomChain, CuckooFilter};
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -160,6 +170,18 @@ pub trait BeforeWrite: Send + Sync + std::fmt::Debug {
     fn before_write(&self, index: usize, shard: &Shard);
 }
 
+/// One client's WATCH of one key, kept in the key's shard.
+#[derive(Debug)]
+pub struct Watcher {
+    /// The watching client's id.
+    pub client: u64,
+    /// The client's flag, set when any of its watched keys is modified: EXEC then fails.
+    pub dirty: Arc<AtomicBool>,
+    /// The key existed but had already expired when it was watched (Redis 7.0's `expired`):
+    /// its removal is then no change, and it does not make EXEC fail for having expired.
+    pub expired: bool,
+}
+
 /// One shard: its map, its deadline index and its change counter.
 #[derive(Debug, Default)]
 pub struct Shard {
@@ -174,6 +196,8 @@ pub struct Shard {
     /// Every key by [`key_hash`], for SCAN's cursor.
     order: BTreeSet<(u64, Bytes)>,
     before_write: Option<std::sync::Arc<dyn BeforeWrite>>,
+    /// WATCHed keys of this shard and their watchers (empty when nobody watches here).
+    watched: HashMap<Bytes, Vec<Watcher>>,
 }
 
 impl Shard {
@@ -261,11 +285,41 @@ impl Shard {
         }
     }
 
+    /// Marks the watchers of `key` dirty: it is being changed.
+    #[inline]
+    fn signal(&mut self, key: &[u8]) {
+        if self.watched.is_empty() {
+            return;
+        }
+        if let Some(ws) = self.watched.get(key) {
+            ws.iter().for_each(|w| w.dirty.store(true, Ordering::Release));
+        }
+    }
+
+    /// `key` is being removed because it expired (Redis deletes it and signals it modified):
+    /// its watchers are dirty, except those that watched it already expired, for whom the key
+    /// did not exist all along (Redis 7.0's `touchWatchedKey`: the flag is cleared instead).
+    fn signal_expired(&mut self, key: &[u8]) {
+        if self.watched.is_empty() {
+            return;
+        }
+        if let Some(ws) = self.watched.get_mut(key) {
+            for w in ws {
+                if w.expired {
+                    w.expired = false;
+                } else {
+                    w.dirty.store(true, Ordering::Release);
+                }
+            }
+        }
+    }
+
     /// Removes `key` if it has expired; returns whether it is (still) present.
     fn expire_if_needed(&mut self, key: &[u8], now: u64) -> bool {
         match self.map.get(key) {
             None => false,
             Some(e) if e.is_expired(now) => {
+                self.signal_expired(key);
                 self.remove(key);
                 false
             }
@@ -288,6 +342,20 @@ impl Shard {
     }
 
     fn clear(&mut self) -> usize {
+        // FLUSHALL / FLUSHDB touch the watched keys that exist (Redis 7.0's
+        // `touchAllWatchedKeysInDb`): present but already expired when watched is no change.
+        if !self.watched.is_empty() {
+            let map = &self.map;
+            for (_, ws) in self.watched.iter_mut().filter(|(k, _)| map.contains_key(&k[..])) {
+                for w in ws {
+                    if w.expired {
+                        w.expired = false;
+                    } else {
+                        w.dirty.store(true, Ordering::Release);
+                    }
+                }
+            }
+        }
         let n = self.map.len();
         self.map.clear();
         self.deadlines.clear();
@@ -302,7 +370,16 @@ pub struct Db {
     shards: Box<[Mutex<Shard>]>,
     /// Sum of every shard's [`Shard::memory`].
     used: AtomicU64,
+    /// Number of (client, key) WATCH registrations over all shards: commands that signal a key
+    /// modified without changing it (see [`Locked::signal_modified`]) look only when it is > 0.
+    /// Read by every BF/CF command, written only by WATCH and its end: kept off the cache line
+    /// of `used`, which writes update.
+    watches: CacheLine<AtomicUsize>,
 }
+
+/// A value alone on its (64-byte) cache line.
+#[repr(align(64))]
+struct CacheLine<T>(T);
 
 impl Default for Db {
     fn default() -> Self {
@@ -342,7 +419,17 @@ pub fn shard_of(key: &[u8]) -> usize {
 impl Db {
     /// An empty keyspace.
     pub fn new() -> Db {
-        Db { shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(), used: AtomicU64::new(0) }
+        Db {
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            used: AtomicU64::new(0),
+            watches: CacheLine(AtomicUsize::new(0)),
+        }
+    }
+
+    /// Is any key WATCHed by anyone?
+    #[inline]
+    pub fn watched(&self) -> bool {
+        self.watches.0.load(Ordering::Relaxed) > 0
     }
 
     /// Bytes charged for every key and value (the sum of their `MEMORY USAGE`): what
@@ -410,6 +497,7 @@ impl Db {
                 if t > now {
                     break;
                 }
+                s.signal_expired(&key);
                 s.remove(&key);
                 removed += 1;
             }
@@ -501,6 +589,57 @@ impl Locked<'_> {
         let shard = self.shard(key);
         shard.run_before_write(index);
         shard.dirty += 1;
+        shard.signal(key);
+    }
+
+    /// Marks `key`'s watchers dirty without changing it: for commands that Redis reports as
+    /// modifying their key even when nothing changed (a module's write command that looked its
+    /// key up, see `cmd::bf::run`). `key`'s shard must be locked.
+    pub fn signal_modified(&mut self, key: &[u8]) {
+        self.shard(key).signal(key);
+    }
+
+    /// Registers `client` (whose dirty flag is `dirty`) as watching `key`; false if it already
+    /// did. Notes whether the key exists but has already expired (Redis 7.0's `expired`).
+    pub fn watch(&mut self, key: &Bytes, client: u64, dirty: &Arc<AtomicBool>) -> bool {
+        let now = self.now;
+        let db = self.db;
+        let s = self.shard(key);
+        let expired = s.map.get(&key[..]).is_some_and(|e| e.is_expired(now));
+        let ws = s.watched.entry(key.clone()).or_default();
+        if ws.iter().any(|w| w.client == client) {
+            return false;
+        }
+        ws.push(Watcher { client, dirty: dirty.clone(), expired });
+        db.watches.0.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// Removes `client`'s WATCH of `key`.
+    pub fn unwatch(&mut self, key: &[u8], client: u64) {
+        let db = self.db;
+        let s = self.shard(key);
+        if let Some(ws) = s.watched.get_mut(key) {
+            let before = ws.len();
+            ws.retain(|w| w.client != client);
+            db.watches.0.fetch_sub(before - ws.len(), Ordering::Relaxed);
+            if ws.is_empty() {
+                s.watched.remove(key);
+            }
+        }
+    }
+
+    /// Has `key`, watched by `client`, expired since (Redis 7.0's `isWatchedKeyExpired`: EXEC
+    /// fails)? A key that had already expired when it was watched does not count.
+    pub fn watched_key_expired(&mut self, key: &[u8], client: u64) -> bool {
+        let now = self.now;
+        let s = self.shard(key);
+        let expired_when_watched = s
+            .watched
+            .get(key)
+            .and_then(|ws| ws.iter().find(|w| w.client == client))
+            .is_none_or(|w| w.expired);
+        !expired_when_watched && s.map.get(key).is_some_and(|e| e.is_expired(now))
     }
 
     /// The live entry of `key` (an expired one is removed first).
@@ -731,6 +870,76 @@ mod tests {
         });
         assert_eq!(all.len(), 499);
         assert!(all.windows(2).all(|w| w[0] < w[1]), "shard after shard, in hash order");
+    }
+
+    /// WATCH's registry: what marks a watcher dirty (changes, the removal of a key that expired
+    /// while watched, FLUSHALL of an existing key) and what does not (reads, other keys, the
+    /// removal of a key that had already expired when watched).
+    #[test]
+    fn watchers_see_changes_expiry_and_clear() {
+        let db = Db::new();
+        let (a, b) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+        let take = |f: &AtomicBool| f.swap(false, Ordering::AcqRel);
+        let k = Bytes::from_static(b"k");
+        let mut l = db.lock_all();
+        assert!(!db.watched());
+        assert!(l.watch(&k, 1, &a));
+        assert!(!l.watch(&k, 1, &a), "once per client");
+        assert!(l.watch(&k, 2, &b));
+        assert!(db.watched());
+        l.get(b"k");
+        l.contains(b"k");
+        l.insert(Bytes::from_static(b"other"), s("v"));
+        l.remove(b"missing");
+        assert!(!take(&a) && !take(&b), "reads and other keys are no change");
+        l.insert(k.clone(), s("v"));
+        assert!(take(&a) && take(&b));
+        assert!(l.get_mut(b"k").is_some());
+        assert!(take(&a));
+        l.signal_modified(b"k");
+        assert!(take(&a));
+        // Expires while watched: EXEC's check sees it before anyone removes it; the removal is a
+        // change.
+        let now = l.now_ms();
+        l.set_expiry(b"k", Some(now - 1));
+        take(&a);
+        assert!(l.watched_key_expired(b"k", 1));
+        assert!(!l.contains(b"k"));
+        assert!(take(&a));
+        // Already expired when watched (client 3): neither its removal nor the check count.
+        let c = Arc::new(AtomicBool::new(false));
+        l.insert(k.clone(), s("v"));
+        l.set_expiry(b"k", Some(now - 1));
+        take(&a);
+        assert!(l.watch(&k, 3, &c));
+        assert!(!l.watched_key_expired(b"k", 3));
+        assert!(l.watched_key_expired(b"k", 1));
+        assert!(!l.contains(b"k"));
+        assert!(!take(&c) && take(&a));
+        // ... but a write after the removal does.
+        l.insert(k.clone(), s("v"));
+        assert!(take(&c));
+        // FLUSHALL: a watched key that exists is changed; one that does not exist is not.
+        l.clear();
+        assert!(take(&a) && take(&c));
+        l.clear();
+        assert!(!take(&a));
+        for client in [1, 2, 3] {
+            l.unwatch(b"k", client);
+        }
+        assert!(!db.watched());
+        l.insert(k.clone(), s("v"));
+        assert!(!take(&a));
+        drop(l);
+        // The sweep's removal counts too.
+        let mut l = db.lock_all();
+        l.watch(&k, 1, &a);
+        let now = l.now_ms();
+        l.set_expiry(b"k", Some(now - 1));
+        take(&a);
+        drop(l);
+        assert_eq!(db.active_expire(10), 1);
+        assert!(take(&a));
     }
 
     #[test]

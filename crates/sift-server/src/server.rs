@@ -206,9 +206,31 @@ async fn commit(shared: &Shared, session: &mut Session, conn: &mut Connection) {
     }
 }
 
+/// A connection's session, whose WATCHes end with it however its task ends.
+struct Unwatching<'a>(&'a Shared, Session);
+
+impl std::ops::Deref for Unwatching<'_> {
+    type Target = Session;
+    fn deref(&self) -> &Session {
+        &self.1
+    }
+}
+
+impl std::ops::DerefMut for Unwatching<'_> {
+    fn deref_mut(&mut self) -> &mut Session {
+        &mut self.1
+    }
+}
+
+impl Drop for Unwatching<'_> {
+    fn drop(&mut self) {
+        cmd::unwatch_all(self.0, &mut self.1);
+    }
+}
+
 /// Serves one client until it leaves, QUITs, breaks the protocol, or the server shuts down.
 async fn serve(shared: &Shared, mut conn: Connection, id: u64) {
-    let mut session = Session::new(id, shared.config.read().requirepass.is_none());
+    let mut session = Unwatching(shared, Session::new(id, shared.config.read().requirepass.is_none()));
     let mut shutdown = shared.shutdown_signal();
     loop {
         // Run every complete request already buffered, then flush once.

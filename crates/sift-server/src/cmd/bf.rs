@@ -89,15 +89,59 @@ impl Env for ServerEnv<'_> {
     }
 }
 
+/// The keyspace as a handler's store, noting whether the handler reached its key.
+pub struct KeyAccess<'a, 'k> {
+    keys: &'a mut Locked<'k>,
+    reached: bool,
+}
+
+impl FilterStore for KeyAccess<'_, '_> {
+    fn lookup(&mut self, key: &[u8]) -> Read<'_> {
+        self.reached = true;
+        self.keys.lookup(key)
+    }
+
+    fn lookup_mut(&mut self, key: &[u8]) -> Write<'_> {
+        self.reached = true;
+        self.keys.lookup_mut(key)
+    }
+
+    fn create_bloom(&mut self, key: &[u8], chain: BloomChain) -> &mut BloomChain {
+        self.reached = true;
+        self.keys.create_bloom(key, chain)
+    }
+
+    fn create_cuckoo(&mut self, key: &[u8], filter: CuckooFilter) -> &mut CuckooFilter {
+        self.reached = true;
+        self.keys.create_cuckoo(key, filter)
+    }
+}
+
 /// Runs a shared handler on this server's keyspace and surroundings.
+///
+/// WATCH: a module's write command opens its key for writing when it first looks it up, and
+/// Redis signals the key as modified when the module closes it, whatever the command did (an
+/// item already present, a filter not found, even an error reply after the lookup). So a write
+/// command that reached its key counts as modifying it here too, changed or not (checked
+/// against redis-server 7.0.15 with the sift-redis module, which opens keys as RedisBloom does).
+/// Keys that do change are signalled by the keyspace itself ([`crate::db`]).
 pub(crate) fn run<'k>(
     ctx: &mut Ctx<'_, 'k>,
     argv: &[Bytes],
-    handler: sift_commands::Handler<Locked<'k>, Bytes>,
+    handler: impl for<'a> FnOnce(&mut KeyAccess<'a, 'k>, &mut dyn Env, &[Bytes]) -> Frame,
 ) -> Frame {
     let mut env =
         ServerEnv { protocol: ctx.session.protocol, server: ctx.server, propagate: &mut ctx.propagate };
-    handler(ctx.keys, &mut env, argv)
+    let mut store = KeyAccess { keys: ctx.keys, reached: false };
+    let reply = handler(&mut store, &mut env, argv);
+    if store.reached && ctx.server.db.watched() {
+        let writes = super::table::lookup(&argv[0])
+            .is_some_and(|s| s.flags & (super::table::WRITE | super::table::PROPAGATE) != 0);
+        if writes {
+            ctx.keys.signal_modified(&argv[1]);
+        }
+    }
+    reply
 }
 
 /// Table handlers (`fn(&mut Ctx, &[Bytes]) -> Frame`) for shared handlers.
@@ -106,7 +150,7 @@ macro_rules! adapters {
         $(
             #[doc = concat!("`", stringify!($family), ".", stringify!($name), "`: see `sift_commands::", stringify!($family), "`.")]
             pub fn $name(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
-                run(ctx, argv, sift_commands::$family::$name)
+                run(ctx, argv, |keys, env, argv| sift_commands::$family::$name(keys, env, argv))
             }
         )*
     };

@@ -39,6 +39,8 @@ pub const MULTI_NESTED: &str = "ERR MULTI calls can not be nested";
 pub const EXEC_WITHOUT_MULTI: &str = "ERR EXEC without MULTI";
 /// DISCARD outside MULTI.
 pub const DISCARD_WITHOUT_MULTI: &str = "ERR DISCARD without MULTI";
+/// WATCH after MULTI.
+pub const WATCH_IN_MULTI: &str = "ERR WATCH inside MULTI is not allowed";
 /// A bad SCAN cursor.
 pub const INVALID_CURSOR: &str = "ERR invalid cursor";
 /// BGSAVE while one runs.

@@ -6,6 +6,13 @@
 //! calls the handler with a [`Ctx`]; the handler returns a [`Frame`]. The connection layer (or,
 //! later, a Redis module shim) only moves bytes.
 //!
+//! Transactions: MULTI queues, EXEC runs the queue under one lock of every shard it touches
+//! (plus the shards of the keys the client WATCHes, so the check that none of them was modified
+//! and the commands are one atomic step), and the records of its writes reach persistence as one
+//! transaction (`log_transaction`). WATCH registers keys in their shards ([`crate::db`]),
+//! where every change marks the watchers; EXEC, DISCARD, UNWATCH and the connection's end
+//! ([`unwatch_all`]) unregister them.
+//!
 //! Handlers have the type [`Handler`]. Command groups: [`keys`] (generic key commands),
 //! [`server`] (connection, server, transactions, config), [`bitmap`] (SETBIT, GETBIT, BITCOUNT,
 //! BITPOS, STRLEN on strings), and [`bf`] / [`cf`] for the RedisBloom commands.
@@ -19,6 +26,9 @@ pub mod parse;
 pub mod script;
 pub mod server;
 pub mod table;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -73,6 +83,14 @@ pub struct Session {
     /// client): they were accepted once, so limits that depend on the moment (`maxmemory`) do
     /// not refuse them again.
     pub replaying: bool,
+    /// Keys this connection WATCHes (each registered once in its shard, see [`crate::db`]).
+    pub watching: Vec<Bytes>,
+    /// Set (by whoever changes one of [`Session::watching`]) when a watched key is modified:
+    /// Redis's `CLIENT_DIRTY_CAS`, EXEC then answers a null reply.
+    pub watch_dirty: Arc<AtomicBool>,
+    /// While an EXEC or a script runs: the log records of its writes, collected to be handed
+    /// to persistence as one transaction ([`crate::persist::Persistence::record_transaction`]).
+    pub tx_log: Option<Vec<Vec<Bytes>>>,
 }
 
 impl Session {
@@ -88,6 +106,9 @@ impl Session {
             after: After::Continue,
             needs_commit: false,
             replaying: false,
+            watching: Vec::new(),
+            watch_dirty: Arc::new(AtomicBool::new(false)),
+            tx_log: None,
         }
     }
 }
@@ -136,6 +157,7 @@ pub fn execute(server: &Shared, session: &mut Session, argv: Vec<Bytes>) -> Opti
         if spec.name == "exec" {
             // Redis aborts the whole transaction, naming the reason.
             session.multi = None;
+            unwatch_all(server, session);
             return Some(Frame::error(format!(
                 "EXECABORT Transaction discarded because of: {}",
                 server::OOM
@@ -297,12 +319,35 @@ pub(crate) fn run_locked(
     keys.settle();
     if spec.flags & (table::WRITE | table::PROPAGATE) != 0 && keys.mutations() > before {
         match propagate {
-            Some(cmds) => cmds.iter().for_each(|c| server.persistence.record(c)),
-            None => server.persistence.record(argv),
+            // One command logged as several records (BF.ADD creating its filter: LOADCHUNK,
+            // then the add) is a transaction of its own.
+            Some(cmds) if cmds.len() > 1 && session.tx_log.is_none() => log_transaction(server, cmds),
+            Some(cmds) => cmds.iter().for_each(|c| log(server, session, c)),
+            None => log(server, session, argv),
         }
         session.needs_commit = true;
     }
     reply
+}
+
+/// Hands one write's record to persistence, or to the transaction being collected
+/// ([`Session::tx_log`]).
+fn log(server: &Shared, session: &mut Session, argv: &[Bytes]) {
+    match session.tx_log.as_mut() {
+        Some(records) => records.push(argv.to_vec()),
+        None => server.persistence.record(argv),
+    }
+}
+
+/// Hands the records an EXEC or a script collected to persistence: one record alone, several
+/// as one transaction (framed in the log, so recovery applies all of them or none). Called with
+/// the transaction's shard locks still held, as [`crate::persist::Persistence::record`] is.
+pub(crate) fn log_transaction(server: &Shared, records: Vec<Vec<Bytes>>) {
+    match records.len() {
+        0 => {}
+        1 => server.persistence.record(&records[0]),
+        _ => server.persistence.record_transaction(&records),
+    }
 }
 
 /// Applies one logged write command to `keys` (which must hold every shard), without recording
@@ -327,14 +372,17 @@ fn exec(server: &Shared, session: &mut Session) -> Frame {
         return Frame::error(err::EXEC_WITHOUT_MULTI);
     };
     if multi.aborted {
+        unwatch_all(server, session);
         return Frame::error(err::EXECABORT);
     }
     let whole =
         multi.queued.iter().any(|(s, _)| matches!(s.lock_plan(), LockPlan::All | LockPlan::EachShard));
+    // The watched keys' shards too: their check and the commands are one atomic step.
     let shards: Vec<usize> = if whole {
         (0..crate::db::SHARDS).collect()
     } else {
-        crate::db::shards_of(multi.queued.iter().flat_map(|(s, a)| s.keys(a)).map(|k| &k[..]))
+        let queued = multi.queued.iter().flat_map(|(s, a)| s.keys(a));
+        crate::db::shards_of(queued.chain(&session.watching).map(|k| &k[..]))
     };
     let _pending = multi.queued.iter().any(|(s, _)| is_script(s)).then(|| Pending::new(server));
     locking(
@@ -342,13 +390,76 @@ fn exec(server: &Shared, session: &mut Session) -> Frame {
         || server.db.try_lock_shards(shards.clone()),
         |keys| {
             let mut keys = keys.unwrap_or_else(|| server.db.lock_shards(shards.clone()));
+            // Redis 7.0: a watched key that expired since it was watched fails the EXEC too.
+            let id = session.id;
+            let failed = session.watch_dirty.load(Ordering::Acquire)
+                || session.watching.iter().any(|k| keys.watched_key_expired(k, id));
+            // EXEC unwatches everything first, whatever the outcome (a queued UNWATCH is then
+            // a no-op, as in Redis).
+            unwatch_locked(session, &mut keys);
+            if failed {
+                return Frame::NullArray;
+            }
+            session.tx_log = Some(Vec::new());
             let mut replies = Vec::with_capacity(multi.queued.len());
             for (spec, argv) in &multi.queued {
                 replies.push(run_locked(server, session, spec, argv, &mut keys));
             }
+            log_transaction(server, session.tx_log.take().unwrap_or_default());
             Frame::Array(replies)
         },
     )
+}
+
+/// Forgets every key `session` WATCHes; `keys` holds their shards.
+fn unwatch_locked(session: &mut Session, keys: &mut Locked<'_>) {
+    for key in std::mem::take(&mut session.watching) {
+        keys.unwatch(&key, session.id);
+    }
+    // Nobody can set the flag any more: it was registered only with the keys just removed.
+    session.watch_dirty.store(false, Ordering::Release);
+}
+
+/// Forgets every key `session` WATCHes (UNWATCH, DISCARD, EXEC, the connection's end), locking
+/// their shards (the caller holds none).
+pub fn unwatch_all(server: &Shared, session: &mut Session) {
+    if session.watching.is_empty() {
+        session.watch_dirty.store(false, Ordering::Release);
+        return;
+    }
+    let shards = crate::db::shards_of(session.watching.iter().map(|k| &k[..]));
+    locking(
+        server,
+        || server.db.try_lock_shards(shards.clone()),
+        |keys| {
+            let mut keys = keys.unwrap_or_else(|| server.db.lock_shards(shards.clone()));
+            unwatch_locked(session, &mut keys);
+        },
+    )
+}
+
+/// WATCH key [key ...]: registers the keys in their shards (locked by the dispatcher).
+pub(crate) fn watch(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    if ctx.session.multi.is_some() {
+        return Frame::error(err::WATCH_IN_MULTI);
+    }
+    // As Redis: no point in watching more once a watched key was modified.
+    if ctx.session.watch_dirty.load(Ordering::Acquire) {
+        return Frame::ok();
+    }
+    let (id, dirty) = (ctx.session.id, ctx.session.watch_dirty.clone());
+    for key in &argv[1..] {
+        if ctx.keys.watch(key, id, &dirty) {
+            ctx.session.watching.push(key.clone());
+        }
+    }
+    Frame::ok()
+}
+
+/// UNWATCH.
+pub(crate) fn unwatch(ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
+    unwatch_all(ctx.server, ctx.session);
+    Frame::ok()
 }
 
 /// MULTI.
@@ -363,7 +474,10 @@ pub(crate) fn multi(ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
 /// DISCARD.
 pub(crate) fn discard(ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
     match ctx.session.multi.take() {
-        Some(_) => Frame::ok(),
+        Some(_) => {
+            unwatch_all(ctx.server, ctx.session);
+            Frame::ok()
+        }
         None => Frame::error(err::DISCARD_WITHOUT_MULTI),
     }
 }
@@ -409,6 +523,35 @@ mod tests {
             run(&server, &mut s, &["TIME", "x"]),
             Frame::Error("ERR wrong number of arguments for 'time' command".into())
         );
+    }
+
+    /// WATCH, then a change by another session: EXEC answers the null reply and runs nothing;
+    /// every way out (EXEC, DISCARD, UNWATCH, the connection's end) leaves no registration.
+    #[test]
+    fn watch_then_exec_and_every_way_out_unregisters() {
+        let server = Shared::new(Params::default(), Box::new(MemoryOnly::default()));
+        let (mut s, mut o) = (Session::new(1, true), Session::new(2, true));
+        assert_eq!(run(&server, &mut s, &["WATCH", "a", "b", "a"]), Frame::ok());
+        assert_eq!(s.watching.len(), 2);
+        assert!(server.db.watched());
+        run(&server, &mut o, &["SET", "b", "1"]);
+        run(&server, &mut s, &["MULTI"]);
+        run(&server, &mut s, &["SET", "a", "1"]);
+        assert_eq!(run(&server, &mut s, &["EXEC"]), Frame::NullArray);
+        assert!(!server.db.watched() && s.watching.is_empty());
+        assert_eq!(run(&server, &mut s, &["EXISTS", "a"]), Frame::Integer(0));
+        for way_out in [&[&["UNWATCH"][..]][..], &[&["MULTI"], &["DISCARD"]], &[&["MULTI"], &["EXEC"]]] {
+            run(&server, &mut s, &["WATCH", "a"]);
+            way_out.iter().for_each(|c| drop(run(&server, &mut s, c)));
+            assert!(!server.db.watched(), "{way_out:?}");
+        }
+        // EXEC without MULTI keeps the watch, as in Redis.
+        run(&server, &mut s, &["WATCH", "a"]);
+        run(&server, &mut s, &["EXEC"]);
+        assert!(server.db.watched());
+        run(&server, &mut s, &["WATCH", "a"]);
+        unwatch_all(&server, &mut s);
+        assert!(!server.db.watched());
     }
 
     /// The command layer runs without any socket: what a module shim would do.

@@ -122,6 +122,8 @@ fn run(ctx: &mut Ctx<'_, '_>, argv: &[Bytes], by_sha: bool, read_only: bool) -> 
     // Cleared however the run ends (a handler's panic unwinds through here too).
     let _running = Running(&flags);
     let mut session = Session::new(ctx.session.id, true);
+    // The script's writes reach the log as one transaction (see `super::log_transaction`).
+    session.tx_log = Some(Vec::new());
     let keyspace = &mut *ctx.keys;
     let reply = off_the_runtime(|| {
         vm.lua.scope(|scope| {
@@ -139,6 +141,12 @@ fn run(ctx: &mut Ctx<'_, '_>, argv: &[Bytes], by_sha: bool, read_only: bool) -> 
     engine.memory.store(vm.lua.used_memory(), Ordering::Relaxed);
     if session.needs_commit {
         ctx.session.needs_commit = true;
+    }
+    // Still under every shard lock. Inside an EXEC, the script's records join the EXEC's.
+    let records = session.tx_log.take().unwrap_or_default();
+    match ctx.session.tx_log.as_mut() {
+        Some(outer) => outer.extend(records),
+        None => super::log_transaction(server, records),
     }
     match reply {
         Ok(r) => r,

@@ -270,7 +270,14 @@ impl CommandSpec {
         if self.first_key <= 0 {
             return vec![];
         }
-        let flags: &[&str] = if self.flags & WRITE != 0 { &["RW", "UPDATE"] } else { &["RO", "ACCESS"] };
+        let flags: &[&str] = if self.flags & WRITE != 0 {
+            &["RW", "UPDATE"]
+        } else if self.name == "watch" {
+            // WATCH neither reads nor writes its keys' values: Redis's key spec says RO only.
+            &["RO"]
+        } else {
+            &["RO", "ACCESS"]
+        };
         let lastkey = if self.last_key < 0 { self.last_key } else { self.last_key - self.first_key };
         vec![Frame::Map(vec![
             (b("flags"), Frame::Set(flags.iter().map(|f| Frame::Simple(f.to_string())).collect())),
@@ -441,6 +448,10 @@ pub static COMMANDS: &[CommandSpec] = &[
     row("multi", 1, NOSCRIPT | LOADING | STALE | FAST | NO_MULTI | NO_QUEUE, NO_KEYS, &["@fast", "@transaction"], Some(super::multi), "transactions", "Starts a transaction."),
     row("exec", 1, NOSCRIPT | LOADING | STALE | NO_QUEUE, NO_KEYS, &["@slow", "@transaction"], Some(super::exec_placeholder), "transactions", "Executes all commands in a transaction."),
     row("discard", 1, NOSCRIPT | LOADING | STALE | FAST | NO_MULTI | NO_QUEUE, NO_KEYS, &["@fast", "@transaction"], Some(super::discard), "transactions", "Discards a transaction."),
+    // WATCH runs at once inside MULTI (NO_QUEUE), to answer its error there, as Redis does;
+    // UNWATCH is queued like any command.
+    row("watch", -2, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | NO_QUEUE, ALL_ARGS_KEYS, &["@fast", "@transaction"], Some(super::watch), "transactions", "Watch the given keys to determine execution of the MULTI/EXEC block"),
+    row("unwatch", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, NO_KEYS, &["@fast", "@transaction"], Some(super::unwatch), "transactions", "Forget about all watched keys"),
 ];
 
 fn index() -> &'static HashMap<&'static str, &'static CommandSpec> {

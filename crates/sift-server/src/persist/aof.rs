@@ -18,6 +18,17 @@
 //! Everything is little-endian. The payload is the command's argument vector as it must be
 //! replayed (`EXPIRE` already rewritten to `PEXPIREAT`, `SET ... EX` to `SET ... PXAT`).
 //!
+//! # Transactions
+//!
+//! The writes of an EXEC, or of a script, that wrote more than one record are framed as in
+//! Redis's AOF: a record holding the single argument `MULTI` before them and one holding `EXEC`
+//! after, all appended as one contiguous unit (no other client's record in between). Recovery
+//! applies a frame's records only once its `EXEC` record is read; a log whose last segment ends
+//! inside a frame (a crash while the transaction's bytes were being written) loses the whole
+//! unacknowledged transaction, and the log is cut back to where its `MULTI` record starts.
+//! A write is never logged as a lone `MULTI` or `EXEC` (neither is a write command), and logs
+//! of versions without frames simply contain none, so the segment version is unchanged.
+//!
 //! # Preallocated space, torn tail, corruption
 //!
 //! The writer preallocates the segment ahead of its records by writing zeros (see
@@ -98,6 +109,25 @@ pub fn encode_record(argv: &[Bytes], out: &mut Vec<u8>) {
     }
     let crc = crc32c::crc32c(&out[start + RECORD_HEADER_LEN..]);
     out[start + 8..start + 12].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// The argument of the record that opens a transaction's frame.
+pub const FRAME_BEGIN: &[u8] = b"MULTI";
+/// The argument of the record that closes it.
+pub const FRAME_END: &[u8] = b"EXEC";
+
+/// Is `argv` the frame record `which` ([`FRAME_BEGIN`] or [`FRAME_END`])?
+pub fn is_frame(argv: &[Bytes], which: &[u8]) -> bool {
+    argv.len() == 1 && argv[0].eq_ignore_ascii_case(which)
+}
+
+/// Appends the records of one transaction, framed by a `MULTI` and an `EXEC` record, to `out`.
+pub fn encode_transaction(cmds: &[Vec<Bytes>], out: &mut Vec<u8>) {
+    encode_record(&[Bytes::from_static(FRAME_BEGIN)], out);
+    for c in cmds {
+        encode_record(c, out);
+    }
+    encode_record(&[Bytes::from_static(FRAME_END)], out);
 }
 
 /// Parses a record payload (whose checksum matched) into its arguments, borrowing from `data`.
@@ -266,6 +296,18 @@ mod tests {
         let crc = crc32c::crc32c(&newer[..20]);
         newer[20..].copy_from_slice(&crc.to_le_bytes());
         assert!(check_segment_header(&newer).unwrap_err().contains("version 2"));
+    }
+
+    #[test]
+    fn a_transaction_is_framed_by_multi_and_exec_records() {
+        let cmds = vec![argv(&["SET", "a", "1"]), argv(&["SET", "b", "2"])];
+        let mut data = segment_header(7).to_vec();
+        encode_transaction(&cmds, &mut data);
+        let (got, end) = collect(&data);
+        assert_eq!(end, ScanEnd::Clean);
+        assert_eq!(got, [vec![argv(&["MULTI"])], cmds.clone(), vec![argv(&["EXEC"])]].concat());
+        assert!(is_frame(&got[0], FRAME_BEGIN) && is_frame(&got[3], FRAME_END));
+        assert!(!is_frame(&got[1], FRAME_BEGIN) && !is_frame(&argv(&["EXEC", "x"]), FRAME_END));
     }
 
     #[test]

@@ -880,19 +880,42 @@ impl Inner {
                     ));
                 }
             }
-            let end = aof::scan(&data, |_, argv| {
-                records += 1;
-                match &shared {
-                    Some(shared) => {
-                        if let Err(e) = crate::cmd::replay(shared, keys, &argv) {
-                            tracing::warn!("{}: replaying a record failed: {e}", path.display());
-                        }
-                    }
-                    None => {
-                        tracing::error!("{}: no server state attached, record not replayed", path.display())
+            let mut apply = |argv: &[Bytes]| match &shared {
+                Some(shared) => {
+                    if let Err(e) = crate::cmd::replay(shared, keys, argv) {
+                        tracing::warn!("{}: replaying a record failed: {e}", path.display());
                     }
                 }
+                None => tracing::error!("{}: no server state attached, record not replayed", path.display()),
+            };
+            // An open transaction frame: where its MULTI record starts, and its records so far
+            // (applied when its EXEC record comes, see `aof`).
+            let mut frame: Option<(u64, Vec<Vec<Bytes>>)> = None;
+            let mut bad_frame: Option<(u64, &'static str)> = None;
+            let end = aof::scan(&data, |off, argv| {
+                records += 1;
+                if bad_frame.is_some() {
+                    return;
+                }
+                if aof::is_frame(&argv, aof::FRAME_BEGIN) {
+                    if frame.is_some() {
+                        bad_frame = Some((off, "transaction opened inside a transaction"));
+                    }
+                    frame = Some((off, Vec::new()));
+                } else if aof::is_frame(&argv, aof::FRAME_END) {
+                    match frame.take() {
+                        Some((_, cmds)) => cmds.iter().for_each(|c| apply(c)),
+                        None => bad_frame = Some((off, "transaction end without its start")),
+                    }
+                } else if let Some((_, cmds)) = frame.as_mut() {
+                    cmds.push(argv);
+                } else {
+                    apply(&argv);
+                }
             });
+            if let Some((offset, reason)) = bad_frame {
+                return Err(corrupt(&path, format!("record at offset {offset}: {reason}; not loading")));
+            }
             let mut records_end = data.len() as u64;
             match end {
                 ScanEnd::Clean => {}
@@ -907,6 +930,18 @@ impl Inner {
                         format!("corrupted record at offset {offset} ({reason}); not loading"),
                     ));
                 }
+            }
+            if let Some((start, cmds)) = frame {
+                // The segment ends inside a transaction: its EXEC record never reached the disk,
+                // so the transaction was never acknowledged. None of it is applied, and the log
+                // is cut back to its start (at start-up) so new records do not extend it.
+                tracing::warn!(
+                    "{}: a transaction of {} records at offset {start} has no EXEC record (a crash while it was written); dropping it",
+                    path.display(),
+                    cmds.len()
+                );
+                records_end = start;
+                torn = Some((path.clone(), start, "transaction without its EXEC record"));
             }
             aof_size += records_end;
             last_end = records_end;
@@ -1009,6 +1044,19 @@ impl Persistence for Disk {
         if let Some(last) = p.segs.last_mut() {
             aof::encode_record(argv, &mut last.bytes);
             p.last_lsn += 1;
+        }
+    }
+
+    /// The frame and its records are encoded under one hold of the buffer's lock: they are
+    /// contiguous in the buffer, hence in the file, and in one segment.
+    fn record_transaction(&self, cmds: &[Vec<Bytes>]) {
+        if !self.inner.opts.appendonly {
+            return;
+        }
+        let mut p = self.inner.pending.lock();
+        if let Some(last) = p.segs.last_mut() {
+            aof::encode_transaction(cmds, &mut last.bytes);
+            p.last_lsn += cmds.len() as u64 + 2;
         }
     }
 

@@ -11,6 +11,9 @@
 //!   same key are recorded in the order they were applied. The arguments are the command as
 //!   it should be replayed (relative expiries are already rewritten to `PEXPIREAT`). It must not
 //!   block on I/O: buffer the record.
+//! * [`Persistence::record_transaction`] replaces `record` for the writes of an EXEC or a
+//!   script when there are several: they must reach the log as one unit (no other client's
+//!   record in between) that recovery applies whole or not at all.
 //! * [`Persistence::commit`] is called by a connection once per batch of pipelined requests that
 //!   contained a recorded write, before the batch's replies are flushed: the place for group
 //!   commit (`appendfsync always` fsyncs here, once for the whole batch).
@@ -87,6 +90,13 @@ pub trait Persistence: Send + Sync + 'static {
     fn load(&self, keys: &mut Locked<'_>) -> Result<usize, PersistError>;
     /// Appends one applied write command to the log buffer.
     fn record(&self, argv: &[Bytes]);
+    /// Appends the write commands of one transaction (an EXEC or a script that wrote more than
+    /// once) as one contiguous unit that recovery applies whole or not at all. Called under the
+    /// transaction's shard locks, as [`Persistence::record`]. The default records them one by
+    /// one (for a store without a log, where nothing is replayed).
+    fn record_transaction(&self, cmds: &[Vec<Bytes>]) {
+        cmds.iter().for_each(|c| self.record(c));
+    }
     /// Makes every recorded write durable according to the fsync policy.
     fn commit(&self) -> Result<(), PersistError>;
     /// [`Persistence::commit`] for an async caller: resolves once every write recorded before

@@ -181,6 +181,43 @@ def main():
     assert getbits(keys=["lua-bm"], args=positions) == 1
     assert getbits(keys=["lua-bm"], args=[17, 18]) is None
     assert r.bitcount("lua-bm") == 3
+
+    # WATCH: redis-py's optimistic transactions. r.transaction() retries `bump` until its EXEC
+    # succeeds; a change by another client after the WATCH makes the first EXEC fail.
+    other = redis.Redis(host="127.0.0.1", port=port, protocol=proto)
+    r.delete("py-watch")
+    seen = []
+
+    def bump(pipe):
+        n = pipe.bitcount("py-watch")
+        if not seen:
+            other.setbit("py-watch", 1000, 1)
+        seen.append(n)
+        pipe.multi()
+        pipe.setbit("py-watch", n, 1)
+
+    r.transaction(bump, "py-watch")
+    assert seen == [0, 1], seen
+    assert r.bitcount("py-watch") == 2 and r.getbit("py-watch", 1) == 1
+    # pipeline.watch() by hand: a BF.ADD by another client fails the EXEC with WatchError, and
+    # nothing queued ran; unwatched, the same transaction runs.
+    with r.pipeline() as pipe:
+        pipe.watch("py-watch-bf")
+        other.bf().add("py-watch-bf", "x")
+        pipe.multi()
+        pipe.set("py-watch-flag", "1")
+        try:
+            pipe.execute()
+            raise AssertionError("EXEC ran although a watched key changed")
+        except redis.WatchError:
+            pass
+    assert r.exists("py-watch-flag") == 0
+    with r.pipeline() as pipe:
+        pipe.watch("py-watch-bf")
+        pipe.multi()
+        pipe.set("py-watch-flag", "1")
+        assert pipe.execute() == [True]
+    other.close()
     print("redis-py OK (RESP%d)" % proto)
 
 
