@@ -149,26 +149,33 @@ fn build_params(args: &Args) -> anyhow::Result<Params> {
     Ok(params)
 }
 
-async fn stop_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// Installs the SIGINT and SIGTERM handlers now (before the server says it is listening, so a
+/// signal sent right after that line is handled, not fatal) and returns the future that
+/// completes on either.
+fn stop_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!("cannot listen for SIGTERM: {e}");
-                let _ = ctrl_c.await;
-                return;
+        use tokio::signal::unix::{signal, SignalKind};
+        let handlers =
+            signal(SignalKind::interrupt()).and_then(|i| Ok((i, signal(SignalKind::terminate())?)));
+        async move {
+            match handlers {
+                Ok((mut int, mut term)) => tokio::select! {
+                    _ = int.recv() => tracing::info!("SIGINT received"),
+                    _ = term.recv() => tracing::info!("SIGTERM received"),
+                },
+                Err(e) => {
+                    tracing::warn!("cannot listen for SIGINT / SIGTERM: {e}");
+                    std::future::pending::<()>().await
+                }
             }
-        };
-        tokio::select! {
-            _ = ctrl_c => tracing::info!("SIGINT received"),
-            _ = term.recv() => tracing::info!("SIGTERM received"),
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = ctrl_c.await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 
@@ -199,6 +206,7 @@ fn run() -> anyhow::Result<()> {
             "persistence"
         );
         let server = Server::bind(params, Box::new(Disk::new(opts))).await.context("starting the server")?;
+        let stop = stop_signal();
         let addr = server.local_addr()?;
         tracing::info!("listening on {addr}");
         let mut out = std::io::stdout().lock();
@@ -206,7 +214,7 @@ fn run() -> anyhow::Result<()> {
         let _ = writeln!(out, "sift-server listening on {addr}");
         let _ = out.flush();
         drop(out);
-        server.run(stop_signal()).await?;
+        server.run(stop).await?;
         anyhow::Ok(())
     })
 }
