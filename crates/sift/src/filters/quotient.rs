@@ -297,8 +297,30 @@ impl Quotient {
     /// Inserts `item`; `Ok(true)` if it was not reported present before, `Ok(false)` if another
     /// copy was stored, [`Error::Full`] if the filter holds `nq` items or the run would pass the
     /// end of the table (the filter is then unchanged).
+    #[inline]
     pub fn try_insert<T: AsRef<[u8]>>(&mut self, item: T) -> Result<bool> {
-        self.try_insert_digest(self.hot_digest(item.as_ref()))
+        #[cfg(target_arch = "x86_64")]
+        if Self::fast_bits() {
+            // SAFETY: the CPU has POPCNT and BMI2 (checked just above), the only requirement
+            // of the `target_feature` function.
+            return unsafe { self.try_insert_item_fast(item) };
+        }
+        self.try_insert_item_portable(item)
+    }
+
+    /// Hash and insert in one function compiled with POPCNT and BMI2: one call per insert.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "popcnt,bmi1,bmi2")]
+    fn try_insert_item_fast<T: AsRef<[u8]>>(&mut self, item: T) -> Result<bool> {
+        let v = self.fingerprint(self.hot_digest(item.as_ref()));
+        self.insert_fingerprint_body::<true>(v).map(|present| !present)
+    }
+
+    /// [`Quotient::try_insert_item_fast`] for CPUs without POPCNT and BMI2.
+    #[inline(never)]
+    fn try_insert_item_portable<T: AsRef<[u8]>>(&mut self, item: T) -> Result<bool> {
+        let v = self.fingerprint(self.hot_digest(item.as_ref()));
+        self.insert_fingerprint_body::<true>(v).map(|present| !present)
     }
 
     /// [`Quotient::try_insert`] for a caller-computed 64-bit hash.
@@ -1194,7 +1216,7 @@ impl Insert for Quotient {
     where
         Self: Sized,
     {
-        self.insert_digest(self.hot_digest(item.as_ref()))
+        self.try_insert(item).unwrap_or(false)
     }
 }
 
