@@ -58,17 +58,20 @@ fn main() {
         assert_eq!(h, n);
         t[0].push(a);
         let (a, h) = time(&others, repeat, |k| f.contains(k.bytes()));
-        (t[1].push(a), fp[0] = h);
+        t[1].push(a);
+        fp[0] = h;
         let (a, h) = time(&keys, repeat, |k| e.contains(k.bytes()));
         assert_eq!(h, n);
         t[2].push(a);
         let (a, h) = time(&others, repeat, |k| e.contains(k.bytes()));
-        (t[3].push(a), fp[1] = h);
+        t[3].push(a);
+        fp[1] = h;
         let (a, h) = time(&keys, repeat, |k| g.contains_fingerprint(k.xxh3()));
         assert_eq!(h, n);
         t[4].push(a);
         let (a, h) = time(&others, repeat, |k| g.contains_fingerprint(k.xxh3()));
-        (t[5].push(a), fp[2] = h);
+        t[5].push(a);
+        fp[2] = h;
     }
     let m: Vec<f64> = t.iter_mut().map(|v| median(v)).collect();
     println!(
