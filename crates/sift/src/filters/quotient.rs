@@ -16,8 +16,18 @@
 //!   quotients before `q`'s 64-slot block, `k` being the number of occupied bits of the block up
 //!   to `q` (*rank*); finding that bit is a *select*. So that select starts near `q` and not at
 //!   slot 0, each block keeps an *offset*: how far past its first slot the runs of earlier
-//!   quotients reach. A query is a popcount, one or two word-wide selects and a backward scan of
-//!   the run.
+//!   quotients reach. A query is a popcount, one or two word-wide selects and one comparison of
+//!   the run's remainders in a single 64-bit word (a zero-lane test over its `r`-bit lanes; the
+//!   slot-by-slot scan only for runs longer than `64 / r` slots or begun in an earlier block).
+//! * **Layout in memory**: per 64-slot block, the occupied word, the runend word and the 64
+//!   remainders, `8·(2 + r)` bytes together (the bytes written to a file, layout 1), and apart,
+//!   one offset byte per block (255 = "recompute from the bitmaps"; on distinct keys filled to
+//!   95% load the largest offset was 74 slots at n = 1M and 108 at 10M). The offsets are derived,
+//!   never stored in a file. They are not kept inside the blocks as qfilter does: at n = 1M the
+//!   offset array is 16 KB and stays in the L1/L2 cache, its load took ~2% of the query's
+//!   samples under `perf`, and the in-cache query (`examples/quotient_query_probe.rs` at
+//!   n = 20,000) trailed qfilter by as much as the out-of-cache one, so the cost was not that
+//!   miss (docs/BENCHMARKS.md, branch `quot9`).
 //! * **Fingerprint**: `V = ⌊h1 · nq · 2^r / 2^64⌋` for `nq` quotients: quotient `V >> r`,
 //!   remainder `V mod 2^r`. This is the multiply-shift range reduction (Lemire 2019) applied to
 //!   `nq · 2^r`, so `nq` is any integer (no power-of-two rounding), and doubling `nq` while
@@ -25,10 +35,11 @@
 //!   fingerprints, not the items.
 //! * **FPR**: `p = 1 - e^(-α/2^r) ≈ α · 2^-r` at load `α = n / nq`
 //!   ([`crate::math::quotient_fpr`]).
-//! * **Space**: `r + 2` bits per slot plus a 16-bit offset per 64 slots (`r + 2.25`), `nq / 0.95`
+//! * **Space**: `r + 2` bits per slot plus an 8-bit offset per 64 slots (`r + 2.125`), `nq / 0.95`
 //!   slots for `n` items, plus `64 + 8·√nq` overflow slots at the end of the table (the table
-//!   does not wrap around), rounded up to whole 64-slot blocks: at 1% `r = 7` and about 9.8
-//!   bits/key for a million items (measured in the tests).
+//!   does not wrap around), rounded up to whole 64-slot blocks: at 1% `r = 7` and about 9.7
+//!   bits/key for a million items (9.68, measured in the tests; 9.81 with the 16-bit offsets
+//!   before branch `quot9`).
 //! * **Parameters**: [`Quotient::new`] takes `nq = ⌈n / 0.95⌉` and `r = ⌈log2(0.95 / p)⌉`
 //!   (1 to 56, with `nq · 2^r ≤ 2^64`); [`Quotient::with_params`] takes both.
 //! * **Limits**: at most `nq` items (load 1); an insert beyond, or one whose shifted run would
@@ -131,6 +142,9 @@ pub struct Quotient {
     /// Bit 0 of every whole `r`-bit lane of a 64-bit word, lanes counted from the top
     /// (`Σ 2^(64 - (j+1)·r)`, `j < ⌊64 / r⌋`): the broadcast of [`Quotient::contains_in_window`].
     lane_ones: u64,
+    /// [`Quotient::fast_bits`], read once at construction: the query and insert test this field
+    /// (in a cache line they load anyway) instead of std's detection cache behind the GOT.
+    fast: bool,
     items: u64,
     capacity: u64,
     target_fpr: f64,
@@ -216,6 +230,7 @@ impl Quotient {
             hasher,
             hot: HotHasher::new(hasher),
             lane_ones: (1..=64 / remainder_bits).fold(0, |a, j| a | 1 << (64 - j * remainder_bits)),
+            fast: Self::fast_bits(),
             items: 0,
             capacity: ((quotients as f64) * DESIGN_LOAD).floor().max(1.0) as u64,
             target_fpr: math::quotient_fpr(remainder_bits, DESIGN_LOAD),
@@ -300,9 +315,9 @@ impl Quotient {
     #[inline]
     pub fn try_insert<T: AsRef<[u8]>>(&mut self, item: T) -> Result<bool> {
         #[cfg(target_arch = "x86_64")]
-        if Self::fast_bits() {
-            // SAFETY: the CPU has POPCNT and BMI2 (checked just above), the only requirement
-            // of the `target_feature` function.
+        if self.fast {
+            // SAFETY: `fast` is `fast_bits()`, set at construction: the CPU has POPCNT and BMI2,
+            // the only requirement of the `target_feature` function.
             return unsafe { self.try_insert_item_fast(item) };
         }
         self.try_insert_item_portable(item)
@@ -1177,9 +1192,9 @@ impl Filter for Quotient {
         Self: Sized,
     {
         #[cfg(target_arch = "x86_64")]
-        if Self::fast_bits() {
-            // SAFETY: the CPU has POPCNT and BMI2 (checked just above), the only requirement
-            // of the `target_feature` function.
+        if self.fast {
+            // SAFETY: `fast` is `fast_bits()`, set at construction: the CPU has POPCNT and BMI2,
+            // the only requirement of the `target_feature` function.
             return unsafe { self.contains_item_fast(item) };
         }
         self.contains_item_portable(item)
@@ -1554,6 +1569,28 @@ mod tests {
                 "nq {nq} r {r}: tables differ after removes"
             );
             assert!(offsets_consistent(&fast));
+        }
+    }
+
+    /// `try_insert` and `contains` on keys: the POPCNT/BMI2 functions (hash and table in one)
+    /// and the portable ones (`fast` off) build the same table and give the same answers, with
+    /// duplicates, up to 95% load.
+    #[test]
+    fn item_paths_fast_and_portable_agree() {
+        let mut fast = Quotient::new(20_000, 0.01).unwrap();
+        #[cfg(target_arch = "x86_64")]
+        assert!(fast.fast, "the test machine has POPCNT and BMI2; else this test checks nothing");
+        let mut portable = fast.clone();
+        portable.fast = false;
+        for i in 0..10_000u64 {
+            let k = key(if i % 10 == 9 { i / 3 } else { i });
+            assert_eq!(fast.try_insert(k).unwrap(), portable.try_insert(k).unwrap());
+            assert_eq!(fast.insert(k), portable.insert(k));
+        }
+        assert!(fast == portable && fast.offsets == portable.offsets);
+        assert!(fast.load_factor() > 0.9);
+        for i in 0..60_000u64 {
+            assert_eq!(fast.contains(key(i)), portable.contains(key(i)), "key {i}");
         }
     }
 
