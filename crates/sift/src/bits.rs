@@ -474,8 +474,11 @@ pub(crate) fn select64(x: u64, k: u32) -> u32 {
 }
 
 /// [`select64`] with the BMI2 `pdep` instruction: deposit a single 1 at the `k`-th set bit of `x`.
+/// Inlined into callers compiled with BMI2 (the quotient filter's POPCNT/BMI2 paths), where
+/// a call would cost more than the two instructions.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "bmi2")]
+#[inline]
 unsafe fn select64_bmi2(x: u64, k: u32) -> u32 {
     if k >= 64 {
         return 64;

@@ -22,7 +22,7 @@
 //! |---|---|---|---|---|---|
 //! | [`Bloom`] | 9.6 | yes | no | no | simple, set algebra (union, intersect) |
 //! | [`Cuckoo`] | 12.6 | yes | yes | no | deletes and duplicate counts, fast lookups (2 buckets) |
-//! | [`Quotient`] | 9.8 | yes | yes | ×2 | deletes, counts, merge and resize from stored hashes |
+//! | [`Quotient`] | 9.7 | yes | yes | ×2 | deletes, counts, merge and resize from stored hashes |
 //! | [`CountingBloom`] | 38.3 (4-bit counters) | yes | yes | no | deletions with Bloom probing; count-min estimates |
 //! | [`SplitBlockBloom`] | 10.5 (9.7 to 19.4 in Parquet's power-of-two sizes) | yes | no | no | Apache Parquet column filters, bit-compatible |
 //! | [`BlockedBloom`] | 9.9 | yes | no | no | fastest queries (one cache line, AVX2), set algebra |
