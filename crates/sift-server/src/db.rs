@@ -455,6 +455,17 @@ impl Locked<'_> {
         self.now
     }
 
+    /// Reads the clock again, for a view reused by the next command of a connection's batch
+    /// (`cmd::batch`): each command runs at its own time, as with a view of its own.
+    pub fn restart_clock(&mut self) {
+        self.now = now_ms();
+    }
+
+    /// The shards this view holds, ascending.
+    pub fn shards(&self) -> impl Iterator<Item = usize> + '_ {
+        self.guards.iter().map(|(i, _)| *i)
+    }
+
     /// How many changes this view made (the dispatcher logs a write command only when > 0).
     pub fn mutations(&self) -> u64 {
         self.mutations
