@@ -523,6 +523,13 @@ impl Locked<'_> {
         }
     }
 
+    /// The live entry of `key` without removing an expired one or counting a change: for hints
+    /// (`cmd::batch` prefetching a filter's cache lines), not for what a command replies.
+    pub fn peek(&mut self, key: &[u8]) -> Option<&Entry> {
+        let now = self.now;
+        self.shard(key).map.get(key).filter(|e| !e.is_expired(now))
+    }
+
     /// Removes `key` if it has expired (with its charge); returns whether it is live.
     fn live(&mut self, key: &[u8]) -> bool {
         let now = self.now;
