@@ -7,8 +7,9 @@
 //! log failure to report) whose keys live in the shards the previous command of the batch
 //! locked runs under that same view ([`Locked::restart_clock`] gives it its own time), instead
 //! of unlocking and locking again. Every other request runs through [`super::execute`] with no
-//! lock held by the batch. A view is kept for at most [`RUN_MAX`] commands, and never across
-//! an `.await` (the batch is synchronous; the connection commits and flushes after it).
+//! lock held by the batch. A view is kept for at most [`RUN_MAX`] commands and
+//! [`RUN_MAX_ARGS`] arguments, and never across an `.await` (the batch is synchronous; the
+//! connection commits and flushes after it).
 //!
 //! Why: with `redis-benchmark -c 50 -P 64 BF.ADD bf ...` both runtime threads work on the one
 //! key's shard, and a lock per command made them collide: `perf` showed parking_lot's spin
@@ -29,6 +30,11 @@ use crate::shared::Shared;
 /// Most commands run under one lock acquisition, so a client pipelining thousands of requests
 /// on one key does not keep other clients off that key's shard for the whole read.
 pub const RUN_MAX: usize = 64;
+
+/// Most arguments (all commands together) run under one lock acquisition: a run of large
+/// requests (BF.MADD of 100 items) releases the shard after a few of them, as a run of 64 small
+/// ones does, so another runtime thread waiting for the shard waits about as long.
+pub const RUN_MAX_ARGS: usize = 512;
 
 /// The command `argv` names if it may run under a view the batch holds: the conditions under
 /// which [`super::execute`] would only lock the command's shards and run it. `None` sends the
@@ -117,28 +123,30 @@ pub fn execute_batch(
     queue: &mut VecDeque<Vec<Bytes>>,
     mut reply: impl FnMut(&Session, Frame) -> bool,
 ) {
-    // The view of the last plain command, and how many commands it served.
-    let mut held: Option<(Locked<'_>, usize)> = None;
+    // The view of the last plain command, and how many commands and arguments it served.
+    let mut held: Option<(Locked<'_>, usize, usize)> = None;
     while let Some(argv) = queue.pop_front() {
         if argv.is_empty() {
             continue;
         }
         let frame = match plain(server, session, &argv) {
             Some(spec) => {
-                let reuse =
-                    held.as_ref().is_some_and(|(keys, n)| *n < RUN_MAX && holds_exactly(keys, spec, &argv));
+                let reuse = held.as_ref().is_some_and(|(keys, n, args)| {
+                    *n < RUN_MAX && *args + argv.len() <= RUN_MAX_ARGS && holds_exactly(keys, spec, &argv)
+                });
                 if !reuse {
                     // Unlock before locking again: the shards may overlap.
                     drop(held.take());
                     let keys = server.db.lock_keys(spec.keys(&argv).map(|k| &k[..]));
-                    held = Some((keys, 0));
+                    held = Some((keys, 0, 0));
                 }
-                let (keys, n) = held.as_mut().expect("set above");
+                let (keys, n, args) = held.as_mut().expect("set above");
                 if reuse {
                     keys.restart_clock();
                 }
                 prefetch_ahead(keys, spec, &argv, queue, !reuse);
                 *n += 1;
+                *args += argv.len();
                 run_locked(server, session, spec, &argv, keys)
             }
             None => {
@@ -241,9 +249,10 @@ mod tests {
         [one, batched]
     }
 
-    /// Runs of one key (longer than [`RUN_MAX`]), keys on other shards, fallbacks (MULTI /
-    /// EXEC, unknown commands, arity errors, keyless commands, empty requests) in between: the
-    /// same replies and the same log, in the same order, as one `execute` per request.
+    /// Runs of one key (longer than [`RUN_MAX`] and [`RUN_MAX_ARGS`]), keys on other shards,
+    /// fallbacks (MULTI / EXEC, unknown commands, arity errors, keyless commands, empty
+    /// requests) in between: the same replies and the same log, in the same order, as one
+    /// `execute` per request.
     #[test]
     fn a_batch_answers_and_logs_as_one_request_at_a_time() {
         // `big` is large enough for the library to prefetch its lines (1 MiB).
@@ -253,6 +262,12 @@ mod tests {
             lines.push(format!("BF.ADD bf item{}", i % 97));
             lines.push(format!("bf.add big item{}", i % 89));
             lines.push(format!("BF.EXISTS big item{}", i % 101));
+            if i % 10 == 0 {
+                // 102 arguments: a run of these ends at RUN_MAX_ARGS, not RUN_MAX.
+                let items: Vec<String> = (0..100).map(|j| format!("m{}", (i * 7 + j) % 300)).collect();
+                lines.push(format!("BF.MADD big {}", items.join(" ")));
+                lines.push(format!("BF.MADD big {}", items.join(" ")));
+            }
             if i % 7 == 0 {
                 lines.push(format!("BF.EXISTS bf item{}", i + 1));
                 lines.push(format!("SET k{i} v"));
