@@ -20,6 +20,8 @@
 #   MADD_REQUESTS=20000 (unpipelined BF.MADD)  MADD_REQUESTS_P=100000 (-P 64 BF.MADD)
 #   CLIENTS=50  THREADS=2 (redis-benchmark --threads)  FSYNC_MODES="always everysec no"
 #   SKIP_MEMORY=1 to skip the memory measurement.
+#   BIN=path/to/sift-server to benchmark a prebuilt binary (no build), e.g. an older commit's
+#   built into its own target directory, run alternately with the current one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,9 +42,11 @@ for tool in redis-server redis-benchmark redis-cli python3; do
   command -v "$tool" >/dev/null || { log "missing $tool (apt-get install redis-server redis-tools)"; exit 1; }
 done
 
-log "building sift-server (release)"
-cargo build --release -p sift-server >&2
-BIN="${CARGO_TARGET_DIR:-target}/release/sift-server"
+if [ -z "${BIN:-}" ]; then
+  log "building sift-server (release)"
+  cargo build --release -p sift-server >&2
+  BIN="${CARGO_TARGET_DIR:-target}/release/sift-server"
+fi
 [ -x "$BIN" ] || { log "no binary at $BIN"; exit 1; }
 
 bench_workdir sift-bench

@@ -54,6 +54,7 @@
 //! until the new variant's type name, memory usage and COPY behaviour are given.
 
 use sift::compat::redisbloom::{BloomChain, CuckooFilter};
+use std::cell::Cell;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -460,14 +461,14 @@ impl Db {
         for i in idx {
             guards.push((i, self.shards[i].try_lock()?));
         }
-        Some(Locked { db: self, guards, now: now_ms(), mutations: 0, changed_in_place: Vec::new() })
+        Some(Locked { db: self, guards, now: Cell::new(0), mutations: 0, changed_in_place: Vec::new() })
     }
 
     /// Locks the given shard indexes, which must be sorted and distinct.
     pub fn lock_shards(&self, idx: Vec<usize>) -> Locked<'_> {
         debug_assert!(idx.windows(2).all(|w| w[0] < w[1]));
         let guards = idx.into_iter().map(|i| (i, self.shards[i].lock())).collect();
-        Locked { db: self, guards, now: now_ms(), mutations: 0, changed_in_place: Vec::new() }
+        Locked { db: self, guards, now: Cell::new(0), mutations: 0, changed_in_place: Vec::new() }
     }
 
     /// Locks every shard: an atomic view of the whole keyspace (SAVE, FLUSHALL, EXEC of such).
@@ -478,7 +479,7 @@ impl Db {
     /// A view holding no lock, for commands that only visit shards one at a time
     /// ([`Locked::for_each_shard`]) or touch no key.
     pub fn unlocked(&self) -> Locked<'_> {
-        Locked { db: self, guards: Vec::new(), now: now_ms(), mutations: 0, changed_in_place: Vec::new() }
+        Locked { db: self, guards: Vec::new(), now: Cell::new(0), mutations: 0, changed_in_place: Vec::new() }
     }
 
     /// Removes up to `budget` expired keys from each shard; returns how many were removed.
@@ -525,7 +526,10 @@ impl Db {
 pub struct Locked<'a> {
     db: &'a Db,
     guards: Vec<(usize, MutexGuard<'a, Shard>)>,
-    now: u64,
+    /// The command's time, read at its first use (0: not yet). Most commands on keys without a
+    /// deadline never need it: the clock read was ~3% of the server's CPU for pipelined BF.ADD
+    /// (perf, docs/BENCHMARKS.md "Branch srv9").
+    now: Cell<u64>,
     mutations: u64,
     /// Keys handed out by [`Locked::get_mut`]: re-measured on drop.
     changed_in_place: Vec<Bytes>,
@@ -540,7 +544,25 @@ impl Drop for Locked<'_> {
 impl Locked<'_> {
     /// The Unix time in ms this command runs at.
     pub fn now_ms(&self) -> u64 {
-        self.now
+        match self.now.get() {
+            0 => {
+                let t = now_ms();
+                self.now.set(t);
+                t
+            }
+            t => t,
+        }
+    }
+
+    /// Forgets the time read so far, for a view reused by the next command of a connection's
+    /// batch (`cmd::batch`): each command runs at its own time, as with a view of its own.
+    pub fn restart_clock(&mut self) {
+        self.now.set(0);
+    }
+
+    /// The shards this view holds, ascending.
+    pub fn shards(&self) -> impl Iterator<Item = usize> + '_ {
+        self.guards.iter().map(|(i, _)| *i)
     }
 
     /// How many changes this view made (the dispatcher logs a write command only when > 0).
@@ -651,9 +673,21 @@ impl Locked<'_> {
         }
     }
 
+    /// The entry of `key`, even an expired one, without removing it or counting a change: for
+    /// hints (`cmd::batch` prefetching a filter's cache lines), never for what a command replies.
+    pub fn peek(&mut self, key: &[u8]) -> Option<&Entry> {
+        self.shard(key).map.get(key)
+    }
+
     /// Removes `key` if it has expired (with its charge); returns whether it is live.
     fn live(&mut self, key: &[u8]) -> bool {
-        let now = self.now;
+        // Only a key with a deadline needs the clock.
+        match self.shard(key).map.get(key) {
+            None => return false,
+            Some(e) if e.expires_at.is_none() => return true,
+            Some(_) => {}
+        }
+        let now = self.now_ms();
         self.with_accounting(key, |s| s.expire_if_needed(key, now))
     }
 

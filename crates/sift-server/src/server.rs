@@ -4,6 +4,7 @@
 //! A connection task reads what the socket has, runs every complete request already buffered,
 //! commits persistence once if any of them wrote, then flushes all their replies in one write.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -23,6 +24,9 @@ use crate::shared::{ClientInfo, Shared};
 /// How often the expiry sweep runs, and how many expired keys it may remove per shard per run.
 const EXPIRE_PERIOD: Duration = Duration::from_millis(100);
 const EXPIRE_BUDGET: usize = 200;
+/// Most requests taken from the read buffer before they run: bounds the parsed requests held
+/// at once when a client pipelines thousands.
+const BATCH_MAX: usize = 256;
 /// How long shutdown waits for connections to finish their current batch.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -232,39 +236,51 @@ impl Drop for Unwatching<'_> {
 async fn serve(shared: &Shared, mut conn: Connection, id: u64) {
     let mut session = Unwatching(shared, Session::new(id, shared.config.read().requirepass.is_none()));
     let mut shutdown = shared.shutdown_signal();
+    let mut queue = VecDeque::new();
     loop {
-        // Run every complete request already buffered, then flush once.
+        // Run every complete request already buffered (a batch, see `cmd::batch`), then
+        // flush once.
         loop {
-            let argv = match conn.next_request() {
-                Ok(Some(argv)) => argv,
-                Ok(None) => break,
-                Err(e) => {
+            let mut broken = None;
+            while queue.len() < BATCH_MAX {
+                match conn.next_request() {
+                    Ok(Some(argv)) => queue.push_back(argv),
+                    Ok(None) => break,
+                    Err(e) => {
+                        broken = Some(e);
+                        break;
+                    }
+                }
+            }
+            if queue.is_empty() && broken.is_none() {
+                break;
+            }
+            while !queue.is_empty() {
+                cmd::batch::execute_batch(shared, &mut session, &mut queue, |session, reply| {
+                    if session.after != After::CloseSilently {
+                        conn.write_frame(&reply, session.protocol);
+                    }
+                    conn.pending_output() <= FLUSH_THRESHOLD
+                });
+                if session.after != After::Continue {
                     commit(shared, &mut session, &mut conn).await;
-                    tracing::debug!(client = id, "protocol error: {e}");
-                    let _ = conn.fail(&e).await;
-                    linger(&mut conn).await;
+                    let _ = conn.close().await;
                     return;
                 }
-            };
-            if argv.is_empty() {
-                continue;
-            }
-            let reply = cmd::execute(shared, &mut session, argv);
-            if let Some(reply) = reply {
-                if session.after != After::CloseSilently {
-                    conn.write_frame(&reply, session.protocol);
+                if conn.pending_output() > FLUSH_THRESHOLD {
+                    commit(shared, &mut session, &mut conn).await;
+                    if conn.flush().await.is_err() {
+                        return;
+                    }
                 }
             }
-            if session.after != After::Continue {
+            if let Some(e) = broken {
+                // The requests before the broken one ran and are answered first.
                 commit(shared, &mut session, &mut conn).await;
-                let _ = conn.close().await;
+                tracing::debug!(client = id, "protocol error: {e}");
+                let _ = conn.fail(&e).await;
+                linger(&mut conn).await;
                 return;
-            }
-            if conn.pending_output() > FLUSH_THRESHOLD {
-                commit(shared, &mut session, &mut conn).await;
-                if conn.flush().await.is_err() {
-                    return;
-                }
             }
         }
         commit(shared, &mut session, &mut conn).await;

@@ -17,6 +17,7 @@
 //! [`server`] (connection, server, transactions, config), [`bitmap`] (SETBIT, GETBIT, BITCOUNT,
 //! BITPOS, STRLEN on strings), and [`bf`] / [`cf`] for the RedisBloom commands.
 
+pub mod batch;
 pub mod bf;
 pub mod bitmap;
 pub mod cf;
