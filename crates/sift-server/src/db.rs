@@ -624,7 +624,7 @@ impl Locked<'_> {
     /// Registers `client` (whose dirty flag is `dirty`) as watching `key`; false if it already
     /// did. Notes whether the key exists but has already expired (Redis 7.0's `expired`).
     pub fn watch(&mut self, key: &Bytes, client: u64, dirty: &Arc<AtomicBool>) -> bool {
-        let now = self.now;
+        let now = self.now_ms();
         let db = self.db;
         let s = self.shard(key);
         let expired = s.map.get(&key[..]).is_some_and(|e| e.is_expired(now));
@@ -654,7 +654,7 @@ impl Locked<'_> {
     /// Has `key`, watched by `client`, expired since (Redis 7.0's `isWatchedKeyExpired`: EXEC
     /// fails)? A key that had already expired when it was watched does not count.
     pub fn watched_key_expired(&mut self, key: &[u8], client: u64) -> bool {
-        let now = self.now;
+        let now = self.now_ms();
         let s = self.shard(key);
         let expired_when_watched = s
             .watched
