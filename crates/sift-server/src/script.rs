@@ -1410,4 +1410,55 @@ mod tests {
         assert_eq!(arg(Value::Boolean(true)), None);
         assert_eq!(arg(Value::Nil), None);
     }
+
+    /// mlua holds every Lua value Rust code keeps (a table being filled, a string to return) in
+    /// one auxiliary stack of at most 8000 slots for the whole VM, and panics past it. The
+    /// libraries' decoders hold one per nesting level (two in a map: the table and its key) and
+    /// one per string or table they return: deep maps and thousands of returned strings, which
+    /// Redis decodes, answer an error here instead of panicking (the VM goes on working).
+    #[test]
+    fn library_results_stay_within_mluas_reference_stack() {
+        // Scripts run on the server's runtime workers, whose stacks are 8 MiB.
+        std::thread::Builder::new()
+            .stack_size(8 << 20)
+            .spawn(library_results_stay_within_mluas_reference_stack_on_a_worker_stack)
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    fn library_results_stay_within_mluas_reference_stack_on_a_worker_stack() {
+        let mut vm = Vm::new().unwrap();
+        let cases = [
+            // Maps nested in values under string keys, and in keys.
+            "string.rep(string.char(0x81, 0xa1, 0x61), 3990) .. string.char(0xc0)",
+            "string.rep(string.char(0x81, 0x80), 3990) .. string.char(0xc0)",
+            "string.rep(string.char(0x81), 7990) .. string.char(0x01, 0xc0) .. string.rep(string.char(0x01), 7990)",
+        ];
+        for s in cases {
+            let body = format!("local ok, e = pcall(cmsgpack.unpack, {s}) return {{tostring(ok), e}}");
+            match eval(&mut vm, &body) {
+                Frame::Array(v) if v.first() == Some(&bulk("false")) => {}
+                other => panic!("{s}: {other:?}"),
+            }
+        }
+        for body in [
+            "return select('#', cmsgpack.unpack(string.rep(string.char(0xa1, 0x61), 7900)))",
+            "return select('#', cmsgpack.unpack(string.rep(string.char(0x90), 7900)))",
+            "return select('#', struct.unpack(string.rep('c1', 7900), string.rep('a', 7900)))",
+        ] {
+            let body = format!("local ok, e = pcall(function() {body} end) return {{tostring(ok), e}}");
+            match eval(&mut vm, &body) {
+                Frame::Array(v) if v.first() == Some(&bulk("false")) => {}
+                other => panic!("{body}: {other:?}"),
+            }
+        }
+        // Below the bound, as many as Redis returns.
+        let many = "return select('#', cmsgpack.unpack(string.rep(string.char(0xa1, 0x61), 3000)))";
+        assert_eq!(eval(&mut vm, many), Frame::Integer(3000));
+        assert_eq!(
+            eval(&mut vm, "return cjson.encode(cmsgpack.unpack(string.char(0x81, 0xa1, 0x61, 1)))"),
+            bulk("{\"a\":1}")
+        );
+    }
 }

@@ -18,12 +18,16 @@
 //!   next value (-1 at the end).
 //! * Redis's Lua stack (8000 slots) bounds how many values one call returns and how deep arrays
 //!   nest; the same bounds give the same `stack overflow (...)` errors here, and they also keep
-//!   the recursion of this decoder bounded. One difference: a call can return at most 7999 minus
-//!   its argument count values here (mlua's callback limit), where Redis returns 7999.
+//!   the recursion of this decoder bounded. Differences: a call can return at most 7999 minus
+//!   its argument count values here (mlua's callback limit), where Redis returns 7999; a call
+//!   holds at most [`MAX_REFS`] strings and tables at once (returned, being filled, or keys
+//!   waiting for their value), so more strings or tables than that, or maps nested deeper than
+//!   3000 levels under string keys, give the same `stack overflow (...)` errors; nested keys
+//!   count against the stack like values.
 
 use mlua::{Lua, MultiValue, Table, Value, Variadic};
 
-use super::{check_int, check_string, opt_int, set, Answer, Fail, LibErr};
+use super::{check_int, check_string, is_ref, opt_int, set, Answer, Fail, LibErr, MAX_REFS};
 
 /// Tables nested deeper are packed as nil (`LUACMSGPACK_MAX_NESTING`).
 const MAX_NESTING: usize = 16;
@@ -249,15 +253,18 @@ fn unpack_full(lua: &Lua, s: &[u8], limit: i32, offset: i32, nargs: usize) -> An
         return Ok(Err(LibErr::Msg(format!("Start offset {offset} greater than input length {len}."))));
     }
     let limit = if decode_all { i32::MAX } else { limit };
-    let mut d = Decoder { s, pos: offset as usize, stack: 1 };
+    let mut d = Decoder { s, pos: offset as usize, stack: 1, refs: 0 };
     let mut values = Vec::new();
     let mut count = 0;
     while d.pos < len && count < limit {
-        if d.stack + 1 > MAX_STACK {
+        if d.stack + 1 > MAX_STACK || d.refs + 1 > MAX_REFS {
             return Ok(Err(too_many()));
         }
         match super::answer(d.value(lua))? {
-            Ok(v) => values.push(v),
+            Ok(v) => {
+                d.refs += usize::from(is_ref(&v));
+                values.push(v)
+            }
             Err(e) => return Ok(Err(e)),
         }
         d.stack += 1;
@@ -287,6 +294,9 @@ struct Decoder<'a> {
     pos: usize,
     /// Lua stack slots Redis's decoder would hold at this point (see the module docs).
     stack: usize,
+    /// mlua references held at this point: values decoded so far, tables being filled, keys
+    /// waiting for their value ([`MAX_REFS`]: deep maps reach it before the stack bound).
+    refs: usize,
 }
 
 fn missing() -> Fail {
@@ -370,9 +380,10 @@ impl Decoder<'_> {
     fn array(&mut self, lua: &Lua, n: u64) -> Result<Value, Fail> {
         // The new table, then `luaL_checkstack(L, 1, ...)`.
         self.stack += 1;
-        if self.stack + 1 > MAX_STACK {
+        if self.stack + 1 > MAX_STACK || self.refs + 1 > MAX_REFS {
             return Err(LibErr::Msg("stack overflow (in function mp_decode_to_lua_array)".into()).into());
         }
+        self.refs += 1;
         let t = lua.create_table()?;
         for i in 1..=n {
             self.stack += 1; // the index
@@ -381,6 +392,7 @@ impl Decoder<'_> {
             t.raw_set(i, v)?;
         }
         self.stack -= 1;
+        self.refs -= 1;
         Ok(Value::Table(t))
     }
 
@@ -389,15 +401,26 @@ impl Decoder<'_> {
         // Redis's map decoder does not check the stack; past the array decoder's bound its
         // behaviour is not defined, so the bound applies here too (with the next check's
         // message), which also bounds this recursion.
-        if self.stack + 1 > MAX_STACK {
+        if self.stack + 1 > MAX_STACK || self.refs + 1 > MAX_REFS {
             return Err(too_many().into());
         }
+        self.refs += 1;
         let t = lua.create_table()?;
         for _ in 0..n {
+            // A key nests like a value: beyond the arrays' depth Redis pushes nested keys past
+            // its Lua stack unchecked, and this recursion stays within that depth.
+            self.stack += 1;
             let k = self.value(lua)?;
+            self.stack -= 1;
+            let held = usize::from(is_ref(&k));
+            if self.refs + held > MAX_REFS {
+                return Err(too_many().into());
+            }
+            self.refs += held;
             self.stack += 1;
             let v = self.value(lua)?;
             self.stack -= 1;
+            self.refs -= held;
             match &k {
                 Value::Nil => return Err(LibErr::Raw("table index is nil".into()).into()),
                 Value::Number(x) if x.is_nan() => return Err(LibErr::Raw("table index is NaN".into()).into()),
@@ -406,6 +429,7 @@ impl Decoder<'_> {
             t.raw_set(k, v)?;
         }
         self.stack -= 1;
+        self.refs -= 1;
         Ok(Value::Table(t))
     }
 }

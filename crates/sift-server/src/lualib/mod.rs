@@ -129,6 +129,21 @@ pub fn raise(lua: &Lua, why: LibErr) -> mlua::Error {
     mlua::Error::external(LibError(format!("{place}{msg}")))
 }
 
+/// Lua values (strings, tables) one library call may hold at once. mlua keeps every value Rust
+/// code holds in one auxiliary stack of at most 8000 slots (Lua's `LUAI_MAXCSTACK`) for the
+/// whole VM, and panics past it; the rest is left to the VM itself (its baseline, the cached
+/// scripts, the call's arguments). Redis's C libraries hold them on the Lua stack, up to 8000:
+/// a call that would hold more than this here answers the error Redis gives at its own bound.
+pub const MAX_REFS: usize = 6000;
+
+/// Is `v` held through an mlua reference (see [`MAX_REFS`])?
+pub fn is_ref(v: &Value) -> bool {
+    !matches!(
+        v,
+        Value::Nil | Value::Boolean(_) | Value::Integer(_) | Value::Number(_) | Value::LightUserData(_)
+    )
+}
+
 /// Installs `bit`, `cjson`, `cmsgpack` and `struct` as globals of `lua` (before the VM's baseline is taken, so they are
 /// protected like the other libraries).
 pub fn register(lua: &Lua) -> mlua::Result<()> {
