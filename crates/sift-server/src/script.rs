@@ -157,7 +157,7 @@ pub struct Vm {
     /// The interpreter.
     pub lua: Lua,
     /// Compiled scripts by SHA-1.
-    scripts: HashMap<String, Script>,
+    scripts: HashMap<String, Cached>,
     /// Per-run state the Lua side reads: `raw` (the command dispatcher of this run) and `abort`
     /// (set when the script is being aborted).
     pub slot: Table,
@@ -486,7 +486,8 @@ impl Vm {
 
     /// The compiled script `sha`, if cached.
     pub fn get(&self, sha: &str) -> Option<Script> {
-        self.scripts.get(sha).cloned()
+        let c = self.scripts.get(sha)?;
+        Some(Script { function: self.lua.registry_value(&c.function).ok()?, shebang: c.shebang })
     }
 
     /// Is `sha` cached?
@@ -508,8 +509,8 @@ impl Vm {
     /// error reply (compile error, bad shebang).
     pub fn load(&mut self, body: &[u8]) -> Result<(String, Script), String> {
         let sha = sha1_hex(body);
-        if let Some(s) = self.scripts.get(&sha) {
-            return Ok((sha, s.clone()));
+        if let Some(s) = self.get(&sha) {
+            return Ok((sha, s));
         }
         let shebang = parse_shebang(body)?;
         // The shebang line becomes a comment, so line numbers stay those of the script.
@@ -528,9 +529,9 @@ impl Vm {
             .set_mode(ChunkMode::Text)
             .into_function()
             .map_err(|e| format!("ERR Error compiling script (new function): {}", error_text(&e)))?;
-        let script = Script { function: f, shebang };
-        self.scripts.insert(sha.clone(), script.clone());
-        Ok((sha, script))
+        let key = self.lua.create_registry_value(f.clone()).map_err(|e| format!("ERR {e}"))?;
+        self.scripts.insert(sha.clone(), Cached { function: key, shebang });
+        Ok((sha, Script { function: f, shebang }))
     }
 
     /// Runs `f` with `KEYS`/`ARGV` set, `raw` as the command dispatcher, a deadline and a
@@ -681,6 +682,14 @@ fn call_error(e: &mlua::Error) -> Option<String> {
         mlua::Error::ExternalError(x) => x.downcast_ref::<CallError>().map(|c| c.0.clone()),
         _ => None,
     }
+}
+
+/// A script in the cache: its function kept in the Lua registry. (Held as a [`Function`], it
+/// would take a slot of mlua's reference stack for as long as it is cached, and mlua panics
+/// past that stack's 8000 slots, see [`crate::lualib::MAX_REFS`]; Redis caches any number.)
+struct Cached {
+    function: mlua::RegistryKey,
+    shebang: Option<bool>,
 }
 
 /// A cached script.
@@ -1460,5 +1469,21 @@ mod tests {
             eval(&mut vm, "return cjson.encode(cmsgpack.unpack(string.char(0x81, 0xa1, 0x61, 1)))"),
             bulk("{\"a\":1}")
         );
+    }
+
+    /// Redis caches any number of scripts. Each cached one held as an mlua `Function` took a
+    /// slot of mlua's 8000-slot reference stack (see `crate::lualib::MAX_REFS`) for as long as
+    /// it was cached: past about 7700 scripts, loading or running any script panicked.
+    #[test]
+    fn thousands_of_cached_scripts() {
+        let mut vm = Vm::new().unwrap();
+        for i in 0..9000 {
+            vm.load(format!("return {i}").as_bytes()).unwrap();
+        }
+        assert_eq!(vm.len(), 9000);
+        assert_eq!(eval(&mut vm, "return 8999 + 1"), Frame::Integer(9000));
+        let s = vm.get(&sha1_hex(b"return 4711")).unwrap();
+        assert_eq!(s.shebang, None);
+        assert_eq!(s.function.call::<i64>(()).unwrap(), 4711);
     }
 }
