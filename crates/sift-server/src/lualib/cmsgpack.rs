@@ -9,7 +9,8 @@
 //!   exactly, else a float 64. Strings use fixstr / str 8 / 16 / 32. A table whose keys are
 //!   exactly `1..n` is an array; any other table is a map (keys and values in Lua's `next`
 //!   order). Tables nested more than 16 deep, functions, threads, userdata and `nil` are `nil`
-//!   (0xc0).
+//!   (0xc0). An encoding past [`MAX_OUTPUT`] bytes fails as an out-of-memory error as soon as
+//!   it passes it (tables sharing subtables can encode to far more than they hold).
 //! * **unpack** decodes every value (integers of all widths and floats become Lua numbers — an
 //!   unsigned 64-bit value is read as signed, as Redis does — str becomes strings (the bin types, like ext, are not supported), arrays
 //!   tables from 1, maps tables) and returns them all; truncated input is `Missing bytes in
@@ -39,7 +40,7 @@ fn max_return(nargs: usize) -> usize {
     7999 - nargs.min(7999)
 }
 /// Largest packed string.
-const MAX_OUTPUT: usize = super::cjson::MAX_OUTPUT;
+pub const MAX_OUTPUT: usize = super::cjson::MAX_OUTPUT;
 
 /// The `cmsgpack` table.
 pub fn library(lua: &Lua) -> mlua::Result<Table> {
@@ -50,10 +51,7 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
         }
         let mut out = Vec::new();
         for v in a.iter() {
-            encode(&mut out, v, 0)?;
-            if out.len() > MAX_OUTPUT {
-                return Err(mlua::Error::MemoryError("not enough memory".into()));
-            }
+            encode(&mut out, v, 0, MAX_OUTPUT)?;
         }
         Ok(Ok(Value::String(lua.create_string(out)?)))
     })?;
@@ -100,7 +98,13 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
 // ---------------------------------------------------------------------------------------------
 // Encoding
 
-fn encode(out: &mut Vec<u8>, v: &Value, level: usize) -> mlua::Result<()> {
+/// Appends `v`'s encoding to `out`; an out-of-memory error once `out` holds more than `limit`
+/// bytes (checked at every value: tables that share subtables can encode to far more bytes
+/// than they hold).
+fn encode(out: &mut Vec<u8>, v: &Value, level: usize, limit: usize) -> mlua::Result<()> {
+    if out.len() > limit {
+        return Err(mlua::Error::MemoryError("not enough memory".into()));
+    }
     match v {
         Value::String(s) => {
             let b = s.as_bytes();
@@ -121,7 +125,7 @@ fn encode(out: &mut Vec<u8>, v: &Value, level: usize) -> mlua::Result<()> {
         Value::Boolean(b) => out.push(if *b { 0xc3 } else { 0xc2 }),
         Value::Integer(i) => number(out, *i as f64),
         Value::Number(n) => number(out, *n),
-        Value::Table(t) if level < MAX_NESTING => table(out, t, level)?,
+        Value::Table(t) if level < MAX_NESTING => table(out, t, level, limit)?,
         _ => out.push(0xc0),
     }
     Ok(())
@@ -195,7 +199,7 @@ fn header(out: &mut Vec<u8>, n: usize, fix: u8, wide: u8) {
     }
 }
 
-fn table(out: &mut Vec<u8>, t: &Table, level: usize) -> mlua::Result<()> {
+fn table(out: &mut Vec<u8>, t: &Table, level: usize, limit: usize) -> mlua::Result<()> {
     // An array when every key is a number equal to a C int ≥ 1 and there are as many keys as
     // the largest one (so exactly 1..n).
     let mut count: i64 = 0;
@@ -223,14 +227,14 @@ fn table(out: &mut Vec<u8>, t: &Table, level: usize) -> mlua::Result<()> {
         header(out, len, 0x90, 0xdc);
         for i in 1..=len {
             let v: Value = t.raw_get(i)?;
-            encode(out, &v, level + 1)?;
+            encode(out, &v, level + 1, limit)?;
         }
     } else {
         let pairs: Vec<(Value, Value)> = t.pairs::<Value, Value>().collect::<mlua::Result<_>>()?;
         header(out, pairs.len(), 0x80, 0xde);
         for (k, v) in &pairs {
-            encode(out, k, level + 1)?;
-            encode(out, v, level + 1)?;
+            encode(out, k, level + 1, limit)?;
+            encode(out, v, level + 1, limit)?;
         }
     }
     Ok(())
@@ -431,5 +435,29 @@ impl Decoder<'_> {
         self.stack -= 1;
         self.refs -= 1;
         Ok(Value::Table(t))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A table that shares its subtables encodes to far more than it holds (here 64 MiB from
+    /// one 1 KiB string): the size bound stops the encoding as soon as it is passed, not after
+    /// the whole argument was encoded.
+    #[test]
+    fn the_output_bound_holds_inside_one_argument() {
+        let lua = Lua::new();
+        let t: Value = lua
+            .load("local t = string.rep('x', 1024) for _ = 1, 4 do local u = {} for i = 1, 16 do u[i] = t end t = u end return t")
+            .eval()
+            .unwrap();
+        let mut out = Vec::new();
+        let limit = 1 << 20;
+        assert!(matches!(encode(&mut out, &t, 0, limit), Err(mlua::Error::MemoryError(_))));
+        assert!(out.len() <= limit + 1024 + 8, "{} bytes", out.len());
+        let mut out = Vec::new();
+        encode(&mut out, &t, 0, usize::MAX).unwrap();
+        assert_eq!(out.len(), (16 * 16 * 16 * 16) * (1024 + 3) + 3 * (16 * 16 * 16 + 16 * 16 + 16 + 1));
     }
 }
