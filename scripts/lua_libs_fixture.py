@@ -114,7 +114,8 @@ for e in ["struct.pack('>i', 1)", "struct.pack('<i', -1)", "struct.pack('bBhHlLT
           "struct.pack('>I3', 2^24 + 5)", "struct.pack('s', 'a\\0b')", "struct.pack('c2', 'a\\0b')", "struct.unpack('c3', 'a\\0bc')", "struct.pack(' < i ', 258)",
           "struct.size('!2 b h b')", "struct.size('! b i2 d')", "struct.unpack('!8 b d', struct.pack('!8 b d', 1, 2))", "struct.pack('b', '12')", "struct.unpack('b', 'x', '2')",
           "struct.pack('i\\0i', 1, 2)", "struct.pack('hh', 65536+3, -65536-3)", "select('#', struct.unpack(string.rep('b', 7000), string.rep('\\1', 7000)))",
-          "struct.unpack(string.rep('b', 8000), string.rep('\\1', 8000))"]:
+          "struct.unpack(string.rep('b', 8000), string.rep('\\1', 8000))", "struct.pack('!0 b i', 1, 2)", "struct.size('!0 b')",
+          "struct.unpack('!0 b', 'a')"]:
     c(P % e)
 
 def resp(args):

@@ -94,7 +94,8 @@ impl Format<'_> {
             b'<' => h.little = true,
             b'!' => {
                 let a = self.number(MAX_ALIGN)?;
-                if a & a.wrapping_sub(1) != 0 {
+                // `isp2`: 0 is not a power of 2 either.
+                if a == 0 || a & (a - 1) != 0 {
                     return Err(LibErr::Msg(format!("alignment {a} is not a power of 2")));
                 }
                 h.align = a;
@@ -111,8 +112,8 @@ fn to_align(len: usize, h: &Header, opt: u8, size: usize) -> usize {
         return 0;
     }
     let size = size.min(h.align);
-    // As C computes it with size_t (an alignment of 0 gives absurd padding, refused later).
-    size.wrapping_sub(len & size.wrapping_sub(1)) & size.wrapping_sub(1)
+    // As C computes it with size_t; the alignment is a power of 2, so size ≥ 1.
+    size.wrapping_sub(len & (size - 1)) & (size - 1)
 }
 
 /// The format string (argument 1); it ends at a NUL byte, as a C string.
