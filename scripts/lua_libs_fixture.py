@@ -82,7 +82,11 @@ for e in ["{cmsgpack.unpack(cmsgpack.pack(1, 'a', {1,2,{x=3}}, true, nil, 0.5))}
           "{pcall(function() local r = {cmsgpack.unpack_limit(string.rep('\\1', 8000), 7996)} return #r, r[1] end)}", "{pcall(cmsgpack.unpack_limit, string.rep('\\1', 8000), 7999)}",
           "{(function(ok, v) return tostring(ok), type(v) end)(pcall(cmsgpack.unpack, string.rep('\\145', 3999) .. '\\1'))}",
           "{pcall(cmsgpack.unpack, string.rep('\\145', 4000) .. '\\1')}",
-          "cjson.encode(cmsgpack.unpack(cmsgpack.pack({a={1,2,{b='c'}}, d=false})))", "{cmsgpack.unpack(cmsgpack.pack('x', 2, 3))}"]:
+          "cjson.encode(cmsgpack.unpack(cmsgpack.pack({a={1,2,{b='c'}}, d=false})))", "{cmsgpack.unpack(cmsgpack.pack('x', 2, 3))}",
+          "{pcall(cmsgpack.unpack_limit, cmsgpack.pack(1, 2), 2^31)}", "{pcall(cmsgpack.unpack_limit, cmsgpack.pack(1, 2), 2^32)}",
+          "{pcall(cmsgpack.unpack_limit, cmsgpack.pack(1, 2), 1e300)}", "{pcall(cmsgpack.unpack_limit, cmsgpack.pack(1, 2), 1, 2^32)}",
+          "{pcall(cmsgpack.unpack_one, cmsgpack.pack(1, 2), 2^32 + 1)}", "{pcall(cmsgpack.unpack_one, cmsgpack.pack(1, 2), -2^32 + 1)}",
+          "{pcall(cmsgpack.unpack_one, cmsgpack.pack(1, 2), -1e300)}"]:
     c("return " + e)
 for raw in ['\x82\xc0\x01', '\x81\xc0\x01', '\xcf\xff\xff\xff\xff\xff\xff\xff\xff', '\xd3\x80\x00\x00\x00\x00\x00\x00\x00', '\xc4\x02ab\xd4\x01\x02',
             '\xcc', '\xc1', '\xc0\xc3\x01', '\xca\x7f\xc0\x00\x00', '\xcb\x3f\xf0\x00\x00\x00\x00\x00\x00', '\xd9\x03abc\xda\x00\x01z\xdb\x00\x00\x00\x01y',

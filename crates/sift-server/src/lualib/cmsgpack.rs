@@ -28,7 +28,7 @@
 
 use mlua::{Lua, MultiValue, Table, Value, Variadic};
 
-use super::{check_int, check_string, is_ref, opt_int, set, Answer, Fail, LibErr, MAX_REFS};
+use super::{check_integer, check_string, is_ref, opt_integer, set, Answer, Fail, LibErr, MAX_REFS};
 
 /// Tables nested deeper are packed as nil (`LUACMSGPACK_MAX_NESTING`).
 const MAX_NESTING: usize = 16;
@@ -63,7 +63,7 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
         unpack_full(lua, &s, 0, 0, a.len())
     })?;
     set(lua, &t, "unpack_one", |lua, a: Variadic<Value>| {
-        let offset = match opt_int(lua, &a, 1, 0)? {
+        let offset = match opt_integer(lua, &a, 1, 0)? {
             Ok(o) => o,
             Err(e) => return Ok(Err(e)),
         };
@@ -74,11 +74,11 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
         unpack_full(lua, &s, 1, offset, a.len())
     })?;
     set(lua, &t, "unpack_limit", |lua, a: Variadic<Value>| {
-        let limit = match check_int(lua, &a, 1)? {
+        let limit = match check_integer(lua, &a, 1)? {
             Ok(l) => l,
             Err(e) => return Ok(Err(e)),
         };
-        let offset = match opt_int(lua, &a, 2, 0)? {
+        let offset = match opt_integer(lua, &a, 2, 0)? {
             Ok(o) => o,
             Err(e) => return Ok(Err(e)),
         };
@@ -244,19 +244,25 @@ fn table(out: &mut Vec<u8>, t: &Table, level: usize, limit: usize) -> mlua::Resu
 // Decoding
 
 /// `mp_unpack_full`: `limit == 0 && offset == 0` decodes everything and returns the values only.
-fn unpack_full(lua: &Lua, s: &[u8], limit: i32, offset: i32, nargs: usize) -> Answer<MultiValue> {
+/// `limit` and `offset` are compared as the 64-bit integers Lua gives (as Redis's build does),
+/// and printed as C's `%d` prints them: their low 32 bits.
+fn unpack_full(lua: &Lua, s: &[u8], limit: i64, offset: i64, nargs: usize) -> Answer<MultiValue> {
     let len = s.len();
     let decode_all = limit == 0 && offset == 0;
     if offset < 0 || limit < 0 {
         // Redis's message prints the input length where it says "limit".
         return Ok(Err(LibErr::Msg(format!(
-            "Invalid request to unpack with offset of {offset} and limit of {len}."
+            "Invalid request to unpack with offset of {} and limit of {}.",
+            offset as i32, len as i32
         ))));
     }
-    if offset as usize > len {
-        return Ok(Err(LibErr::Msg(format!("Start offset {offset} greater than input length {len}."))));
+    if offset as u64 > len as u64 {
+        return Ok(Err(LibErr::Msg(format!(
+            "Start offset {} greater than input length {}.",
+            offset as i32, len as i32
+        ))));
     }
-    let limit = if decode_all { i32::MAX } else { limit };
+    let limit = if decode_all { i64::from(i32::MAX) } else { limit };
     let mut d = Decoder { s, pos: offset as usize, stack: 1, refs: 0 };
     let mut values = Vec::new();
     let mut count = 0;

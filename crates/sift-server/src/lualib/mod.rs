@@ -205,17 +205,19 @@ pub fn check_string(args: &[Value], i: usize) -> std::result::Result<Vec<u8>, Li
     }
 }
 
-/// `luaL_checkinteger` into a C `int`: argument `i` (0-based) truncated toward zero, its low
-/// 32 bits kept.
-pub fn check_int(lua: &Lua, args: &[Value], i: usize) -> Answer<i32> {
-    Ok(check_number(lua, args, i)?.map(|n| n as i64 as i32))
+/// `luaL_checkinteger`: argument `i` (0-based) as a `lua_Integer` (64 bits), converted as C
+/// casts a double on x86-64 (truncated toward zero; `i64::MIN` for NaN and out of range).
+pub fn check_integer(lua: &Lua, args: &[Value], i: usize) -> Answer<i64> {
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
+    let cast = |n: f64| if n.is_nan() || !(-LIMIT..LIMIT).contains(&n) { i64::MIN } else { n as i64 };
+    Ok(check_number(lua, args, i)?.map(cast))
 }
 
-/// `luaL_optinteger` into a C `int`: `default` when argument `i` is absent or nil.
-pub fn opt_int(lua: &Lua, args: &[Value], i: usize, default: i32) -> Answer<i32> {
+/// `luaL_optinteger`: `default` when argument `i` is absent or nil.
+pub fn opt_integer(lua: &Lua, args: &[Value], i: usize, default: i64) -> Answer<i64> {
     match args.get(i) {
         None | Some(Value::Nil) => Ok(Ok(default)),
-        Some(_) => check_int(lua, args, i),
+        Some(_) => check_integer(lua, args, i),
     }
 }
 
