@@ -376,6 +376,13 @@ for e in ["return cjson.encode({1e308, -0.0, 0.1, 1/3, 2^53, 2^63, -2^63, 123456
           "return {cmsgpack.unpack('\\1\\2\\3\\193')}"]:
     c(RESET + e)
 
+# An xpcall message handler sees a library's error as a string and a failed redis.call's as its
+# error table, as in Redis (not the error value the Rust side raised).
+H = "local ok, r = xpcall(function() %s end, function(e) return type(e) .. ':' .. (type(e) == 'table' and tostring(e.err) or tostring(e)) end) return {tostring(ok), r}"
+for e in ["cjson.decode('x')", "cjson.encode(print)", "bit.band('x')", "struct.pack('z')", "cmsgpack.unpack('\\193')", "redis.call('nosuch')", "error('plain')",
+          "error({err='mine'})"]:
+    c(H % e)
+
 def resp(args):
     out = b"*%d\r\n" % len(args)
     for a in args:

@@ -300,7 +300,14 @@ local function recheck(ok, ...)
 end
 local base_pcall, base_xpcall = pcall, xpcall
 pcall = function(...) return recheck(base_pcall(...)) end
-xpcall = function(...) return recheck(base_xpcall(...)) end
+-- The message handler, too, sees the error table of a failed redis.call and a library's error
+-- string, as in Redis, not the Rust error value.
+xpcall = function(f, h)
+  return recheck(base_xpcall(f, function(e)
+    if type(e) == 'userdata' then e = slot.convert(e) end
+    return h(e)
+  end))
+end
 local resume = coroutine.resume
 coroutine.resume = function(...) return recheck(resume(...)) end
 local runner = function(f, h) return base_xpcall(f, h) end
