@@ -157,7 +157,7 @@ pub struct Vm {
     /// The interpreter.
     pub lua: Lua,
     /// Compiled scripts by SHA-1.
-    scripts: HashMap<String, Script>,
+    scripts: HashMap<String, Cached>,
     /// Per-run state the Lua side reads: `raw` (the command dispatcher of this run) and `abort`
     /// (set when the script is being aborted).
     pub slot: Table,
@@ -300,7 +300,14 @@ local function recheck(ok, ...)
 end
 local base_pcall, base_xpcall = pcall, xpcall
 pcall = function(...) return recheck(base_pcall(...)) end
-xpcall = function(...) return recheck(base_xpcall(...)) end
+-- The message handler, too, sees the error table of a failed redis.call and a library's error
+-- string, as in Redis, not the Rust error value.
+xpcall = function(f, h)
+  return recheck(base_xpcall(f, function(e)
+    if type(e) == 'userdata' then e = slot.convert(e) end
+    return h(e)
+  end))
+end
 local resume = coroutine.resume
 coroutine.resume = function(...) return recheck(resume(...)) end
 local runner = function(f, h) return base_xpcall(f, h) end
@@ -486,7 +493,8 @@ impl Vm {
 
     /// The compiled script `sha`, if cached.
     pub fn get(&self, sha: &str) -> Option<Script> {
-        self.scripts.get(sha).cloned()
+        let c = self.scripts.get(sha)?;
+        Some(Script { function: self.lua.registry_value(&c.function).ok()?, shebang: c.shebang })
     }
 
     /// Is `sha` cached?
@@ -508,8 +516,8 @@ impl Vm {
     /// error reply (compile error, bad shebang).
     pub fn load(&mut self, body: &[u8]) -> Result<(String, Script), String> {
         let sha = sha1_hex(body);
-        if let Some(s) = self.scripts.get(&sha) {
-            return Ok((sha, s.clone()));
+        if let Some(s) = self.get(&sha) {
+            return Ok((sha, s));
         }
         let shebang = parse_shebang(body)?;
         // The shebang line becomes a comment, so line numbers stay those of the script.
@@ -528,9 +536,9 @@ impl Vm {
             .set_mode(ChunkMode::Text)
             .into_function()
             .map_err(|e| format!("ERR Error compiling script (new function): {}", error_text(&e)))?;
-        let script = Script { function: f, shebang };
-        self.scripts.insert(sha.clone(), script.clone());
-        Ok((sha, script))
+        let key = self.lua.create_registry_value(f.clone()).map_err(|e| format!("ERR {e}"))?;
+        self.scripts.insert(sha.clone(), Cached { function: key, shebang });
+        Ok((sha, Script { function: f, shebang }))
     }
 
     /// Runs `f` with `KEYS`/`ARGV` set, `raw` as the command dispatcher, a deadline and a
@@ -681,6 +689,14 @@ fn call_error(e: &mlua::Error) -> Option<String> {
         mlua::Error::ExternalError(x) => x.downcast_ref::<CallError>().map(|c| c.0.clone()),
         _ => None,
     }
+}
+
+/// A script in the cache: its function kept in the Lua registry. (Held as a [`Function`], it
+/// would take a slot of mlua's reference stack for as long as it is cached, and mlua panics
+/// past that stack's 8000 slots, see [`crate::lualib::MAX_REFS`]; Redis caches any number.)
+struct Cached {
+    function: mlua::RegistryKey,
+    shebang: Option<bool>,
 }
 
 /// A cached script.
@@ -1409,5 +1425,72 @@ mod tests {
         assert_eq!(arg(Value::Number(1e14)).as_deref(), Some("100000000000000"));
         assert_eq!(arg(Value::Boolean(true)), None);
         assert_eq!(arg(Value::Nil), None);
+    }
+
+    /// mlua holds every Lua value Rust code keeps (a table being filled, a string to return) in
+    /// one auxiliary stack of at most 8000 slots for the whole VM, and panics past it. The
+    /// libraries' decoders hold one per nesting level (two in a map: the table and its key) and
+    /// one per string or table they return: deep maps and thousands of returned strings, which
+    /// Redis decodes, answer an error here instead of panicking (the VM goes on working).
+    #[test]
+    fn library_results_stay_within_mluas_reference_stack() {
+        // Scripts run on the server's runtime workers, whose stacks are 8 MiB.
+        std::thread::Builder::new()
+            .stack_size(8 << 20)
+            .spawn(library_results_stay_within_mluas_reference_stack_on_a_worker_stack)
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    fn library_results_stay_within_mluas_reference_stack_on_a_worker_stack() {
+        let mut vm = Vm::new().unwrap();
+        let cases = [
+            // Maps nested in values under string keys, and in keys.
+            "string.rep(string.char(0x81, 0xa1, 0x61), 3990) .. string.char(0xc0)",
+            "string.rep(string.char(0x81, 0x80), 3990) .. string.char(0xc0)",
+            "string.rep(string.char(0x81), 7990) .. string.char(0x01, 0xc0) .. string.rep(string.char(0x01), 7990)",
+        ];
+        for s in cases {
+            let body = format!("local ok, e = pcall(cmsgpack.unpack, {s}) return {{tostring(ok), e}}");
+            match eval(&mut vm, &body) {
+                Frame::Array(v) if v.first() == Some(&bulk("false")) => {}
+                other => panic!("{s}: {other:?}"),
+            }
+        }
+        for body in [
+            "return select('#', cmsgpack.unpack(string.rep(string.char(0xa1, 0x61), 7900)))",
+            "return select('#', cmsgpack.unpack(string.rep(string.char(0x90), 7900)))",
+            "return select('#', struct.unpack(string.rep('c1', 7900), string.rep('a', 7900)))",
+        ] {
+            let body = format!("local ok, e = pcall(function() {body} end) return {{tostring(ok), e}}");
+            match eval(&mut vm, &body) {
+                Frame::Array(v) if v.first() == Some(&bulk("false")) => {}
+                other => panic!("{body}: {other:?}"),
+            }
+        }
+        // Below the bound, as many as Redis returns.
+        let many = "return select('#', cmsgpack.unpack(string.rep(string.char(0xa1, 0x61), 3000)))";
+        assert_eq!(eval(&mut vm, many), Frame::Integer(3000));
+        assert_eq!(
+            eval(&mut vm, "return cjson.encode(cmsgpack.unpack(string.char(0x81, 0xa1, 0x61, 1)))"),
+            bulk("{\"a\":1}")
+        );
+    }
+
+    /// Redis caches any number of scripts. Each cached one held as an mlua `Function` took a
+    /// slot of mlua's 8000-slot reference stack (see `crate::lualib::MAX_REFS`) for as long as
+    /// it was cached: past about 7700 scripts, loading or running any script panicked.
+    #[test]
+    fn thousands_of_cached_scripts() {
+        let mut vm = Vm::new().unwrap();
+        for i in 0..9000 {
+            vm.load(format!("return {i}").as_bytes()).unwrap();
+        }
+        assert_eq!(vm.len(), 9000);
+        assert_eq!(eval(&mut vm, "return 8999 + 1"), Frame::Integer(9000));
+        let s = vm.get(&sha1_hex(b"return 4711")).unwrap();
+        assert_eq!(s.shebang, None);
+        assert_eq!(s.function.call::<i64>(()).unwrap(), 4711);
     }
 }

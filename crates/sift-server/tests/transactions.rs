@@ -710,3 +710,34 @@ fn a_log_without_frames_still_loads() {
     drop(p);
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// DEBUG RELOAD inside an EXEC (allowed there, as in Redis) writes a snapshot holding the
+/// transaction's writes so far and starts a new log segment: those writes must not be logged
+/// again after it, or a restart applies them twice (a cuckoo filter then counts an item twice).
+#[test]
+fn a_reload_inside_exec_does_not_replay_the_writes_before_it() {
+    let dir = temp_dir("txn-reload");
+    let p = Proc::start(&dir);
+    let mut c = p.client();
+    ok(&mut c, &["CF.RESERVE", "cf", "1000"]);
+    ok(&mut c, &["MULTI"]);
+    ok(&mut c, &["CF.ADD", "cf", "x"]);
+    ok(&mut c, &["SET", "before", "1"]);
+    ok(&mut c, &["DEBUG", "RELOAD"]);
+    ok(&mut c, &["CF.ADD", "cf", "y"]);
+    ok(&mut c, &["SET", "after", "1"]);
+    assert_eq!(ok(&mut c, &["EXEC"]).as_sequence().map(|s| s.len()), Some(5));
+    assert_eq!(ok(&mut c, &["CF.COUNT", "cf", "x"]), Value::Int(1));
+    p.kill9();
+    let p = Proc::start(&dir);
+    let mut c = p.client();
+    assert_eq!(
+        ok(&mut c, &["CF.COUNT", "cf", "x"]),
+        Value::Int(1),
+        "the write before DEBUG RELOAD replayed twice"
+    );
+    assert_eq!(ok(&mut c, &["CF.COUNT", "cf", "y"]), Value::Int(1));
+    assert_eq!((get(&mut c, "before"), get(&mut c, "after")), (bulk("1"), bulk("1")));
+    drop(p);
+    let _ = fs::remove_dir_all(&dir);
+}

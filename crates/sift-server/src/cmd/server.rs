@@ -611,6 +611,12 @@ pub fn time(_ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
 /// DEBUG RELOAD: snapshot, empty, load back (spec §10).
 pub fn debug(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
     if eq_ignore_case(&argv[1], "reload") {
+        // Inside an EXEC: the transaction's writes so far go to the log now, ahead of the
+        // snapshot that holds them and of the segment it starts. Collected until the EXEC's
+        // end, they would land in that new segment and be replayed over the snapshot again.
+        if let Some(records) = ctx.session.tx_log.as_mut() {
+            super::log_transaction(ctx.server, std::mem::take(records));
+        }
         return match ctx.server.persistence.reload(ctx.keys) {
             Ok(()) => {
                 mark_saved(ctx);

@@ -9,7 +9,8 @@
 //!   exactly, else a float 64. Strings use fixstr / str 8 / 16 / 32. A table whose keys are
 //!   exactly `1..n` is an array; any other table is a map (keys and values in Lua's `next`
 //!   order). Tables nested more than 16 deep, functions, threads, userdata and `nil` are `nil`
-//!   (0xc0).
+//!   (0xc0). An encoding past [`MAX_OUTPUT`] bytes fails as an out-of-memory error as soon as
+//!   it passes it (tables sharing subtables can encode to far more than they hold).
 //! * **unpack** decodes every value (integers of all widths and floats become Lua numbers — an
 //!   unsigned 64-bit value is read as signed, as Redis does — str becomes strings (the bin types, like ext, are not supported), arrays
 //!   tables from 1, maps tables) and returns them all; truncated input is `Missing bytes in
@@ -18,12 +19,16 @@
 //!   next value (-1 at the end).
 //! * Redis's Lua stack (8000 slots) bounds how many values one call returns and how deep arrays
 //!   nest; the same bounds give the same `stack overflow (...)` errors here, and they also keep
-//!   the recursion of this decoder bounded. One difference: a call can return at most 7999 minus
-//!   its argument count values here (mlua's callback limit), where Redis returns 7999.
+//!   the recursion of this decoder bounded. Differences: a call can return at most 7999 minus
+//!   its argument count values here (mlua's callback limit), where Redis returns 7999; a call
+//!   holds at most [`MAX_REFS`] strings and tables at once (returned, being filled, or keys
+//!   waiting for their value), so more strings or tables than that, or maps nested deeper than
+//!   3000 levels under string keys, give the same `stack overflow (...)` errors; nested keys
+//!   count against the stack like values.
 
 use mlua::{Lua, MultiValue, Table, Value, Variadic};
 
-use super::{check_int, check_string, opt_int, set, Answer, Fail, LibErr};
+use super::{check_integer, check_string, is_ref, opt_integer, set, Answer, Fail, LibErr, MAX_REFS};
 
 /// Tables nested deeper are packed as nil (`LUACMSGPACK_MAX_NESTING`).
 const MAX_NESTING: usize = 16;
@@ -35,7 +40,7 @@ fn max_return(nargs: usize) -> usize {
     7999 - nargs.min(7999)
 }
 /// Largest packed string.
-const MAX_OUTPUT: usize = super::cjson::MAX_OUTPUT;
+pub const MAX_OUTPUT: usize = super::cjson::MAX_OUTPUT;
 
 /// The `cmsgpack` table.
 pub fn library(lua: &Lua) -> mlua::Result<Table> {
@@ -46,10 +51,7 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
         }
         let mut out = Vec::new();
         for v in a.iter() {
-            encode(&mut out, v, 0)?;
-            if out.len() > MAX_OUTPUT {
-                return Err(mlua::Error::MemoryError("not enough memory".into()));
-            }
+            encode(&mut out, v, 0, MAX_OUTPUT)?;
         }
         Ok(Ok(Value::String(lua.create_string(out)?)))
     })?;
@@ -61,7 +63,7 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
         unpack_full(lua, &s, 0, 0, a.len())
     })?;
     set(lua, &t, "unpack_one", |lua, a: Variadic<Value>| {
-        let offset = match opt_int(lua, &a, 1, 0)? {
+        let offset = match opt_integer(lua, &a, 1, 0)? {
             Ok(o) => o,
             Err(e) => return Ok(Err(e)),
         };
@@ -72,11 +74,11 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
         unpack_full(lua, &s, 1, offset, a.len())
     })?;
     set(lua, &t, "unpack_limit", |lua, a: Variadic<Value>| {
-        let limit = match check_int(lua, &a, 1)? {
+        let limit = match check_integer(lua, &a, 1)? {
             Ok(l) => l,
             Err(e) => return Ok(Err(e)),
         };
-        let offset = match opt_int(lua, &a, 2, 0)? {
+        let offset = match opt_integer(lua, &a, 2, 0)? {
             Ok(o) => o,
             Err(e) => return Ok(Err(e)),
         };
@@ -96,7 +98,13 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
 // ---------------------------------------------------------------------------------------------
 // Encoding
 
-fn encode(out: &mut Vec<u8>, v: &Value, level: usize) -> mlua::Result<()> {
+/// Appends `v`'s encoding to `out`; an out-of-memory error once `out` holds more than `limit`
+/// bytes (checked at every value: tables that share subtables can encode to far more bytes
+/// than they hold).
+fn encode(out: &mut Vec<u8>, v: &Value, level: usize, limit: usize) -> mlua::Result<()> {
+    if out.len() > limit {
+        return Err(mlua::Error::MemoryError("not enough memory".into()));
+    }
     match v {
         Value::String(s) => {
             let b = s.as_bytes();
@@ -117,7 +125,7 @@ fn encode(out: &mut Vec<u8>, v: &Value, level: usize) -> mlua::Result<()> {
         Value::Boolean(b) => out.push(if *b { 0xc3 } else { 0xc2 }),
         Value::Integer(i) => number(out, *i as f64),
         Value::Number(n) => number(out, *n),
-        Value::Table(t) if level < MAX_NESTING => table(out, t, level)?,
+        Value::Table(t) if level < MAX_NESTING => table(out, t, level, limit)?,
         _ => out.push(0xc0),
     }
     Ok(())
@@ -191,7 +199,7 @@ fn header(out: &mut Vec<u8>, n: usize, fix: u8, wide: u8) {
     }
 }
 
-fn table(out: &mut Vec<u8>, t: &Table, level: usize) -> mlua::Result<()> {
+fn table(out: &mut Vec<u8>, t: &Table, level: usize, limit: usize) -> mlua::Result<()> {
     // An array when every key is a number equal to a C int ≥ 1 and there are as many keys as
     // the largest one (so exactly 1..n).
     let mut count: i64 = 0;
@@ -219,14 +227,14 @@ fn table(out: &mut Vec<u8>, t: &Table, level: usize) -> mlua::Result<()> {
         header(out, len, 0x90, 0xdc);
         for i in 1..=len {
             let v: Value = t.raw_get(i)?;
-            encode(out, &v, level + 1)?;
+            encode(out, &v, level + 1, limit)?;
         }
     } else {
         let pairs: Vec<(Value, Value)> = t.pairs::<Value, Value>().collect::<mlua::Result<_>>()?;
         header(out, pairs.len(), 0x80, 0xde);
         for (k, v) in &pairs {
-            encode(out, k, level + 1)?;
-            encode(out, v, level + 1)?;
+            encode(out, k, level + 1, limit)?;
+            encode(out, v, level + 1, limit)?;
         }
     }
     Ok(())
@@ -236,28 +244,37 @@ fn table(out: &mut Vec<u8>, t: &Table, level: usize) -> mlua::Result<()> {
 // Decoding
 
 /// `mp_unpack_full`: `limit == 0 && offset == 0` decodes everything and returns the values only.
-fn unpack_full(lua: &Lua, s: &[u8], limit: i32, offset: i32, nargs: usize) -> Answer<MultiValue> {
+/// `limit` and `offset` are compared as the 64-bit integers Lua gives (as Redis's build does),
+/// and printed as C's `%d` prints them: their low 32 bits.
+fn unpack_full(lua: &Lua, s: &[u8], limit: i64, offset: i64, nargs: usize) -> Answer<MultiValue> {
     let len = s.len();
     let decode_all = limit == 0 && offset == 0;
     if offset < 0 || limit < 0 {
         // Redis's message prints the input length where it says "limit".
         return Ok(Err(LibErr::Msg(format!(
-            "Invalid request to unpack with offset of {offset} and limit of {len}."
+            "Invalid request to unpack with offset of {} and limit of {}.",
+            offset as i32, len as i32
         ))));
     }
-    if offset as usize > len {
-        return Ok(Err(LibErr::Msg(format!("Start offset {offset} greater than input length {len}."))));
+    if offset as u64 > len as u64 {
+        return Ok(Err(LibErr::Msg(format!(
+            "Start offset {} greater than input length {}.",
+            offset as i32, len as i32
+        ))));
     }
-    let limit = if decode_all { i32::MAX } else { limit };
-    let mut d = Decoder { s, pos: offset as usize, stack: 1 };
+    let limit = if decode_all { i64::from(i32::MAX) } else { limit };
+    let mut d = Decoder { s, pos: offset as usize, stack: 1, refs: 0 };
     let mut values = Vec::new();
     let mut count = 0;
     while d.pos < len && count < limit {
-        if d.stack + 1 > MAX_STACK {
+        if d.stack + 1 > MAX_STACK || d.refs + 1 > MAX_REFS {
             return Ok(Err(too_many()));
         }
         match super::answer(d.value(lua))? {
-            Ok(v) => values.push(v),
+            Ok(v) => {
+                d.refs += usize::from(is_ref(&v));
+                values.push(v)
+            }
             Err(e) => return Ok(Err(e)),
         }
         d.stack += 1;
@@ -287,6 +304,9 @@ struct Decoder<'a> {
     pos: usize,
     /// Lua stack slots Redis's decoder would hold at this point (see the module docs).
     stack: usize,
+    /// mlua references held at this point: values decoded so far, tables being filled, keys
+    /// waiting for their value ([`MAX_REFS`]: deep maps reach it before the stack bound).
+    refs: usize,
 }
 
 fn missing() -> Fail {
@@ -370,9 +390,10 @@ impl Decoder<'_> {
     fn array(&mut self, lua: &Lua, n: u64) -> Result<Value, Fail> {
         // The new table, then `luaL_checkstack(L, 1, ...)`.
         self.stack += 1;
-        if self.stack + 1 > MAX_STACK {
+        if self.stack + 1 > MAX_STACK || self.refs + 1 > MAX_REFS {
             return Err(LibErr::Msg("stack overflow (in function mp_decode_to_lua_array)".into()).into());
         }
+        self.refs += 1;
         let t = lua.create_table()?;
         for i in 1..=n {
             self.stack += 1; // the index
@@ -381,6 +402,7 @@ impl Decoder<'_> {
             t.raw_set(i, v)?;
         }
         self.stack -= 1;
+        self.refs -= 1;
         Ok(Value::Table(t))
     }
 
@@ -389,15 +411,26 @@ impl Decoder<'_> {
         // Redis's map decoder does not check the stack; past the array decoder's bound its
         // behaviour is not defined, so the bound applies here too (with the next check's
         // message), which also bounds this recursion.
-        if self.stack + 1 > MAX_STACK {
+        if self.stack + 1 > MAX_STACK || self.refs + 1 > MAX_REFS {
             return Err(too_many().into());
         }
+        self.refs += 1;
         let t = lua.create_table()?;
         for _ in 0..n {
+            // A key nests like a value: beyond the arrays' depth Redis pushes nested keys past
+            // its Lua stack unchecked, and this recursion stays within that depth.
+            self.stack += 1;
             let k = self.value(lua)?;
+            self.stack -= 1;
+            let held = usize::from(is_ref(&k));
+            if self.refs + held > MAX_REFS {
+                return Err(too_many().into());
+            }
+            self.refs += held;
             self.stack += 1;
             let v = self.value(lua)?;
             self.stack -= 1;
+            self.refs -= held;
             match &k {
                 Value::Nil => return Err(LibErr::Raw("table index is nil".into()).into()),
                 Value::Number(x) if x.is_nan() => return Err(LibErr::Raw("table index is NaN".into()).into()),
@@ -406,6 +439,31 @@ impl Decoder<'_> {
             t.raw_set(k, v)?;
         }
         self.stack -= 1;
+        self.refs -= 1;
         Ok(Value::Table(t))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A table that shares its subtables encodes to far more than it holds (here 64 MiB from
+    /// one 1 KiB string): the size bound stops the encoding as soon as it is passed, not after
+    /// the whole argument was encoded.
+    #[test]
+    fn the_output_bound_holds_inside_one_argument() {
+        let lua = Lua::new();
+        let t: Value = lua
+            .load("local t = string.rep('x', 1024) for _ = 1, 4 do local u = {} for i = 1, 16 do u[i] = t end t = u end return t")
+            .eval()
+            .unwrap();
+        let mut out = Vec::new();
+        let limit = 1 << 20;
+        assert!(matches!(encode(&mut out, &t, 0, limit), Err(mlua::Error::MemoryError(_))));
+        assert!(out.len() <= limit + 1024 + 8, "{} bytes", out.len());
+        let mut out = Vec::new();
+        encode(&mut out, &t, 0, usize::MAX).unwrap();
+        assert_eq!(out.len(), (16 * 16 * 16 * 16) * (1024 + 3) + 3 * (16 * 16 * 16 + 16 * 16 + 16 + 1));
     }
 }

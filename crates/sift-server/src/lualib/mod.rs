@@ -129,6 +129,21 @@ pub fn raise(lua: &Lua, why: LibErr) -> mlua::Error {
     mlua::Error::external(LibError(format!("{place}{msg}")))
 }
 
+/// Lua values (strings, tables) one library call may hold at once. mlua keeps every value Rust
+/// code holds in one auxiliary stack of at most 8000 slots (Lua's `LUAI_MAXCSTACK`) for the
+/// whole VM, and panics past it; the rest is left to the VM itself (its baseline, the cached
+/// scripts, the call's arguments). Redis's C libraries hold them on the Lua stack, up to 8000:
+/// a call that would hold more than this here answers the error Redis gives at its own bound.
+pub const MAX_REFS: usize = 6000;
+
+/// Is `v` held through an mlua reference (see [`MAX_REFS`])?
+pub fn is_ref(v: &Value) -> bool {
+    !matches!(
+        v,
+        Value::Nil | Value::Boolean(_) | Value::Integer(_) | Value::Number(_) | Value::LightUserData(_)
+    )
+}
+
 /// Installs `bit`, `cjson`, `cmsgpack` and `struct` as globals of `lua` (before the VM's baseline is taken, so they are
 /// protected like the other libraries).
 pub fn register(lua: &Lua) -> mlua::Result<()> {
@@ -190,17 +205,19 @@ pub fn check_string(args: &[Value], i: usize) -> std::result::Result<Vec<u8>, Li
     }
 }
 
-/// `luaL_checkinteger` into a C `int`: argument `i` (0-based) truncated toward zero, its low
-/// 32 bits kept.
-pub fn check_int(lua: &Lua, args: &[Value], i: usize) -> Answer<i32> {
-    Ok(check_number(lua, args, i)?.map(|n| n as i64 as i32))
+/// `luaL_checkinteger`: argument `i` (0-based) as a `lua_Integer` (64 bits), converted as C
+/// casts a double on x86-64 (truncated toward zero; `i64::MIN` for NaN and out of range).
+pub fn check_integer(lua: &Lua, args: &[Value], i: usize) -> Answer<i64> {
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
+    let cast = |n: f64| if n.is_nan() || !(-LIMIT..LIMIT).contains(&n) { i64::MIN } else { n as i64 };
+    Ok(check_number(lua, args, i)?.map(cast))
 }
 
-/// `luaL_optinteger` into a C `int`: `default` when argument `i` is absent or nil.
-pub fn opt_int(lua: &Lua, args: &[Value], i: usize, default: i32) -> Answer<i32> {
+/// `luaL_optinteger`: `default` when argument `i` is absent or nil.
+pub fn opt_integer(lua: &Lua, args: &[Value], i: usize, default: i64) -> Answer<i64> {
     match args.get(i) {
         None | Some(Value::Nil) => Ok(Ok(default)),
-        Some(_) => check_int(lua, args, i),
+        Some(_) => check_integer(lua, args, i),
     }
 }
 

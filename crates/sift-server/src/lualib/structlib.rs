@@ -10,7 +10,9 @@
 //! packing, the previous number as length when unpacking); spaces are ignored. Every item is
 //! aligned to the smaller of its size and the largest alignment. Numbers are truncated toward
 //! zero into integers, and integers of more than 8 bytes hold a 64-bit value (sign-extended).
-//! `unpack` returns the values and then the position after the last byte read.
+//! `unpack` returns the values and then the position after the last byte read; at most
+//! [`super::MAX_REFS`] of them strings (more are `stack overflow (too many results)`, which
+//! Redis answers from 7999 values on).
 
 use mlua::{Lua, MultiValue, Table, Value, Variadic};
 
@@ -92,7 +94,8 @@ impl Format<'_> {
             b'<' => h.little = true,
             b'!' => {
                 let a = self.number(MAX_ALIGN)?;
-                if a & a.wrapping_sub(1) != 0 {
+                // `isp2`: 0 is not a power of 2 either.
+                if a == 0 || a & (a - 1) != 0 {
                     return Err(LibErr::Msg(format!("alignment {a} is not a power of 2")));
                 }
                 h.align = a;
@@ -109,8 +112,8 @@ fn to_align(len: usize, h: &Header, opt: u8, size: usize) -> usize {
         return 0;
     }
     let size = size.min(h.align);
-    // As C computes it with size_t (an alignment of 0 gives absurd padding, refused later).
-    size.wrapping_sub(len & size.wrapping_sub(1)) & size.wrapping_sub(1)
+    // As C computes it with size_t; the alignment is a power of 2, so size ≥ 1.
+    size.wrapping_sub(len & (size - 1)) & (size - 1)
 }
 
 /// The format string (argument 1); it ends at a NUL byte, as a C string.
@@ -265,6 +268,8 @@ fn unpack(lua: &Lua, a: &[Value]) -> Answer<MultiValue> {
     let mut values: Vec<Value> = Vec::new();
     let short = || Ok(Err(LibErr::Arg(2, "data string too short".into())));
     let cap = 7999usize.saturating_sub(a.len());
+    // Strings among `values` (see `super::MAX_REFS`).
+    let mut refs = 0;
     while let Some(opt) = f.next() {
         let size = match f.size(opt) {
             Ok(s) => s,
@@ -274,7 +279,7 @@ fn unpack(lua: &Lua, a: &[Value]) -> Answer<MultiValue> {
         if size > len || pos > len - size {
             return short();
         }
-        if values.len() + 2 > cap {
+        if values.len() + 2 > cap || refs + 1 > super::MAX_REFS {
             return Ok(Err(LibErr::Msg("stack overflow (too many results)".into())));
         }
         let mut size = size;
@@ -330,12 +335,14 @@ fn unpack(lua: &Lua, a: &[Value]) -> Answer<MultiValue> {
                     }
                 }
                 values.push(Value::String(lua.create_string(&data[pos..pos + size])?));
+                refs += 1;
             }
             b's' => {
                 let Some(end) = data[pos..].iter().position(|&b| b == 0) else {
                     return Ok(Err(LibErr::Msg("unfinished string in data".into())));
                 };
                 values.push(Value::String(lua.create_string(&data[pos..pos + end])?));
+                refs += 1;
                 size = end + 1;
             }
             _ => {
