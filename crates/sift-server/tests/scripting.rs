@@ -387,6 +387,21 @@ fn limits_from_the_command_line() {
     .unwrap_err();
     assert!(error_text(&e).contains("not enough memory"), "{e}");
     assert_eq!(eval(&mut c, "return 2", &[], &[]).unwrap(), Value::Int(2));
+    // Redis's libraries enforce the limit themselves while they build many values (mlua's
+    // per-value protection is lifted meanwhile, see lualib::Unlimited), then restore it: a 2.4 MB
+    // JSON array of 200k strings decodes to more than 4 MB.
+    let big = format!("[{}]", (0..200_000).map(|i| format!("\"item{i}\"")).collect::<Vec<_>>().join(","));
+    for body in
+        ["return #cjson.decode(ARGV[1])", "return #cmsgpack.unpack(cmsgpack.pack(cjson.decode(ARGV[1])))"]
+    {
+        let e = eval(&mut c, body, &[], &[&big]).unwrap_err();
+        assert!(error_text(&e).contains("not enough memory"), "{body}: {e}");
+        let e =
+            eval(&mut c, "local t = {} for i = 1, 1e7 do t[i] = string.rep('x', 1024) .. i end", &[], &[])
+                .unwrap_err();
+        assert!(error_text(&e).contains("not enough memory"), "the limit is back after {body}: {e}");
+    }
+    assert_eq!(eval(&mut c, "return #cjson.decode('[1,2,3]')", &[], &[]).unwrap(), Value::Int(3));
 }
 
 /// Runs `while true do end` on a connection of its own; the thread returns the error the

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use mlua::{LightUserData, Lua, Table, Value, Variadic};
 use parking_lot::Mutex;
 
-use super::{answer, check_string, format_g, set, type_name, Answer, Fail, LibErr};
+use super::{answer, check_string, format_g, set, type_name, Answer, Fail, LibErr, Unlimited};
 
 /// Nesting limit whatever `encode_max_depth` / `decode_max_depth` say.
 pub const HARD_DEPTH: i32 = 2000;
@@ -218,6 +218,8 @@ fn enum_option(lua: &Lua, a: &[Value], i: usize, setting: &mut i32, options: &[&
 
 /// `cjson.encode(v)`.
 fn encode(lua: &Lua, cfg: &Config, v: &Value) -> Result<Vec<u8>, Fail> {
+    // Reading tables creates no Lua value, but mlua protects its table iteration under a limit.
+    let _unprotected = Unlimited::new(lua);
     let mut e = Encoder { cfg, out: Vec::new(), depth: 0 };
     e.value(lua, v)?;
     Ok(e.out)
@@ -402,7 +404,7 @@ fn decode(lua: &Lua, cfg: &Config, text: &[u8]) -> Result<Value, Fail> {
     }
     // The C parser reads a NUL-terminated string: it ends at the first NUL.
     let end = text.iter().position(|&b| b == 0).unwrap_or(text.len());
-    let mut d = Decoder { s: &text[..end], pos: 0, cfg, depth: 0 };
+    let mut d = Decoder { s: &text[..end], pos: 0, cfg, depth: 0, mem: Unlimited::new(lua) };
     let tok = d.next_token();
     let v = d.value(lua, tok)?;
     let tok = d.next_token();
@@ -438,6 +440,7 @@ struct Decoder<'a> {
     pos: usize,
     cfg: &'a Config,
     depth: i32,
+    mem: Unlimited<'a>,
 }
 
 impl Decoder<'_> {
@@ -471,6 +474,7 @@ impl Decoder<'_> {
     }
 
     fn value(&mut self, lua: &Lua, tok: Token) -> Result<Value, Fail> {
+        self.mem.tick()?;
         Ok(match tok.kind {
             Kind::Str(s) => Value::String(lua.create_string(s)?),
             Kind::Num(n) => Value::Number(n),

@@ -263,7 +263,7 @@ fn unpack_full(lua: &Lua, s: &[u8], limit: i64, offset: i64, nargs: usize) -> An
         ))));
     }
     let limit = if decode_all { i64::from(i32::MAX) } else { limit };
-    let mut d = Decoder { s, pos: offset as usize, stack: 1, refs: 0 };
+    let mut d = Decoder { s, pos: offset as usize, stack: 1, refs: 0, mem: super::Unlimited::new(lua) };
     let mut values = Vec::new();
     let mut count = 0;
     while d.pos < len && count < limit {
@@ -307,6 +307,8 @@ struct Decoder<'a> {
     /// mlua references held at this point: values decoded so far, tables being filled, keys
     /// waiting for their value ([`MAX_REFS`]: deep maps reach it before the stack bound).
     refs: usize,
+    /// The memory limit, enforced here while mlua creates values unprotected.
+    mem: super::Unlimited<'a>,
 }
 
 fn missing() -> Fail {
@@ -328,6 +330,7 @@ impl Decoder<'_> {
     }
 
     fn value(&mut self, lua: &Lua) -> Result<Value, Fail> {
+        self.mem.tick()?;
         let tag = self.take(1)?[0];
         let num = |x: f64| Ok(Value::Number(x));
         match tag {
