@@ -172,42 +172,7 @@ mod tests {
 
     use super::*;
     use crate::config::Params;
-    use crate::db::Locked;
-    use crate::persist::{PersistError, Persistence};
-
-    /// Keeps every recorded command, in order.
-    #[derive(Debug, Default)]
-    struct Recorder(Arc<Mutex<Vec<Vec<Bytes>>>>);
-
-    impl Persistence for Recorder {
-        fn name(&self) -> &'static str {
-            "recorder"
-        }
-        fn aof_enabled(&self) -> bool {
-            true
-        }
-        fn load(&self, _keys: &mut Locked<'_>) -> Result<usize, PersistError> {
-            Ok(0)
-        }
-        fn record(&self, argv: &[Bytes]) {
-            self.0.lock().push(argv.to_vec());
-        }
-        fn commit(&self) -> Result<(), PersistError> {
-            Ok(())
-        }
-        fn save(&self, _keys: &mut Locked<'_>) -> Result<(), PersistError> {
-            Ok(())
-        }
-        fn bgsave(&self, _keys: &mut Locked<'_>) -> Result<(), PersistError> {
-            Ok(())
-        }
-        fn bgsave_in_progress(&self) -> bool {
-            false
-        }
-        fn last_save_unix(&self) -> u64 {
-            0
-        }
-    }
+    use crate::persist::Recorder;
 
     fn request(line: &str) -> Vec<Bytes> {
         line.split(' ').filter(|a| !a.is_empty()).map(|a| Bytes::copy_from_slice(a.as_bytes())).collect()

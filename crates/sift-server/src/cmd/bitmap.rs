@@ -619,50 +619,17 @@ mod tests {
 
     /// The commands through the dispatcher: replies, error texts, what is logged, `maxmemory`.
     mod commands {
-        use std::sync::{Arc, Mutex};
+        use std::sync::Arc;
+
+        use parking_lot::Mutex;
 
         use bytes::Bytes;
 
         use crate::cmd::{execute, replay, Session};
         use crate::config::Params;
-        use crate::db::Locked;
         use crate::frame::Frame;
-        use crate::persist::{PersistError, Persistence};
+        use crate::persist::Recorder;
         use crate::shared::Shared;
-
-        /// Keeps what the dispatcher records.
-        #[derive(Debug, Default)]
-        struct Recorder(Arc<Mutex<Vec<Vec<Bytes>>>>);
-
-        impl Persistence for Recorder {
-            fn name(&self) -> &'static str {
-                "recorder"
-            }
-            fn aof_enabled(&self) -> bool {
-                true
-            }
-            fn load(&self, _keys: &mut Locked<'_>) -> Result<usize, PersistError> {
-                Ok(0)
-            }
-            fn record(&self, argv: &[Bytes]) {
-                self.0.lock().unwrap().push(argv.to_vec());
-            }
-            fn commit(&self) -> Result<(), PersistError> {
-                Ok(())
-            }
-            fn save(&self, _keys: &mut Locked<'_>) -> Result<(), PersistError> {
-                Ok(())
-            }
-            fn bgsave(&self, _keys: &mut Locked<'_>) -> Result<(), PersistError> {
-                Ok(())
-            }
-            fn bgsave_in_progress(&self) -> bool {
-                false
-            }
-            fn last_save_unix(&self) -> u64 {
-                0
-            }
-        }
 
         struct T {
             server: Shared,
@@ -694,7 +661,7 @@ mod tests {
             }
             /// The commands logged since the last call, space-joined.
             fn logged(&mut self) -> Vec<String> {
-                let mut log = self.log.lock().unwrap();
+                let mut log = self.log.lock();
                 let out = log
                     .iter()
                     .map(|c| {

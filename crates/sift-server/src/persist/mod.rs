@@ -122,6 +122,42 @@ pub trait Persistence: Send + Sync + 'static {
     }
 }
 
+/// For unit tests: keeps every recorded command, in order; nothing is durable.
+#[cfg(test)]
+#[derive(Debug, Default)]
+pub(crate) struct Recorder(pub(crate) std::sync::Arc<parking_lot::Mutex<Vec<Vec<Bytes>>>>);
+
+#[cfg(test)]
+impl Persistence for Recorder {
+    fn name(&self) -> &'static str {
+        "recorder"
+    }
+    fn aof_enabled(&self) -> bool {
+        true
+    }
+    fn load(&self, _keys: &mut Locked<'_>) -> Result<usize, PersistError> {
+        Ok(0)
+    }
+    fn record(&self, argv: &[Bytes]) {
+        self.0.lock().push(argv.to_vec());
+    }
+    fn commit(&self) -> Result<(), PersistError> {
+        Ok(())
+    }
+    fn save(&self, _keys: &mut Locked<'_>) -> Result<(), PersistError> {
+        Ok(())
+    }
+    fn bgsave(&self, _keys: &mut Locked<'_>) -> Result<(), PersistError> {
+        Ok(())
+    }
+    fn bgsave_in_progress(&self) -> bool {
+        false
+    }
+    fn last_save_unix(&self) -> u64 {
+        0
+    }
+}
+
 /// **Not durable.** A placeholder until the real store exists: nothing is written or read.
 /// `SAVE`, `BGSAVE` and `DEBUG RELOAD` succeed without doing anything (so the keyspace after a
 /// "reload" is trivially identical), and the keyspace is lost when the process exits. The
