@@ -10,65 +10,12 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{encode, temp_dir};
-
-/// A server process with its stderr kept in a file next to the data directory.
-struct Proc {
-    child: Child,
-    addr: SocketAddr,
-    stderr: PathBuf,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Proc {
-    /// Starts the server on `dir`; `Err(stderr)` if it exits instead of listening.
-    fn start(dir: &Path, extra: &[&str]) -> Result<Proc, String> {
-        let stderr =
-            dir.with_extension(format!("stderr-{}", std::time::UNIX_EPOCH.elapsed().unwrap().as_nanos()));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sift-server"))
-            .args(["--port", "0", "--dir"])
-            .arg(dir)
-            .args(extra)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(fs::File::create(&stderr).unwrap())
-            .spawn()
-            .expect("spawn sift-server");
-        let mut line = String::new();
-        let _ = BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
-        if line.is_empty() {
-            let status = child.wait().unwrap();
-            let text = fs::read_to_string(&stderr).unwrap_or_default();
-            return Err(format!("exit {status}: {text}"));
-        }
-        let addr = line.trim().rsplit(' ').next().unwrap().parse().unwrap();
-        Ok(Proc { child, addr, stderr })
-    }
-
-    fn kill9(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-
-    fn log(&self) -> String {
-        fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    fn client(&self) -> Client {
-        Client::connect(self.addr)
-    }
-}
+use common::{encode, temp_dir, Proc};
 
 /// A reply, enough of RESP2 for these tests.
 #[derive(Debug, Clone, PartialEq)]
@@ -363,12 +310,12 @@ fn kill_9_during_pipelined_writes_loses_nothing_acknowledged() {
     let mut acked = 0;
     for round in 0..20u64 {
         let p = Proc::start(&dir, &[]).unwrap();
-        exp.verify(&mut p.client(), &format!("before round {round}"));
+        exp.verify(&mut Client::connect(p.addr), &format!("before round {round}"));
         write_then_kill(p, &mut exp, 2, 16, |_| std::thread::sleep(Duration::from_millis(30 + 17 * round)));
         acked = exp.present.len() + exp.absent.len();
     }
     let p = Proc::start(&dir, &[]).unwrap();
-    exp.verify(&mut p.client(), "after the last round");
+    exp.verify(&mut Client::connect(p.addr), "after the last round");
     assert!(exp.present.len() > 1000, "too few writes to mean anything: {}", exp.present.len());
     eprintln!(
         "{} keys present, {} deleted, {} uncertain; {acked} checked",
@@ -403,7 +350,7 @@ fn torn_tail_is_truncated_and_reported() {
     ] {
         let dir = temp_dir("torn");
         let p = Proc::start(&dir, &[]).unwrap();
-        let mut c = p.client();
+        let mut c = Client::connect(p.addr);
         // Two batches: the second is synced after the space the first one's sync preallocated.
         for half in [0..100, 100..200] {
             let cmds: Vec<Vec<String>> =
@@ -419,7 +366,7 @@ fn torn_tail_is_truncated_and_reported() {
         f.write_all_at(tail, if past_prealloc { size } else { len }).unwrap();
         drop(f);
         let p = Proc::start(&dir, &[]).unwrap_or_else(|e| panic!("{case}: {e}"));
-        let mut c = p.client();
+        let mut c = Client::connect(p.addr);
         for i in 0..200 {
             assert_eq!(c.cmd(&["GET", &format!("k{i}")]).text(), format!("v{i}"), "{case}");
         }
@@ -442,7 +389,7 @@ fn torn_tail_is_truncated_and_reported() {
         assert_eq!(c.cmd(&["SET", "after", "1"]), Reply::Simple("OK".into()));
         p.kill9();
         let p = Proc::start(&dir, &[]).unwrap();
-        assert_eq!(p.client().cmd(&["DBSIZE"]), Reply::Int(201));
+        assert_eq!(Client::connect(p.addr).cmd(&["DBSIZE"]), Reply::Int(201));
         assert!(!p.log().contains("torn last record"), "{case}: {}", p.log());
         drop(p);
         let _ = fs::remove_dir_all(&dir);
@@ -455,7 +402,7 @@ fn corruption_stops_the_start_and_names_the_file() {
     let dir = temp_dir("corrupt-log");
     let p = Proc::start(&dir, &[]).unwrap();
     let cmds: Vec<Vec<String>> = (0..100).map(|i| cmd(&["SET", &format!("k{i}"), "value"])).collect();
-    assert_eq!(p.client().pipeline(&cmds).len(), 100);
+    assert_eq!(Client::connect(p.addr).pipeline(&cmds).len(), 100);
     p.kill9();
     let seg = segments(&dir).pop().unwrap();
     let mut data = fs::read(&seg).unwrap();
@@ -472,7 +419,7 @@ fn corruption_stops_the_start_and_names_the_file() {
     // A flipped byte in a snapshot.
     let dir = temp_dir("corrupt-snap");
     let p = Proc::start(&dir, &[]).unwrap();
-    let mut c = p.client();
+    let mut c = Client::connect(p.addr);
     assert_eq!(c.pipeline(&cmds).len(), 100);
     assert_eq!(c.cmd(&["SAVE"]), Reply::Simple("OK".into()));
     p.kill9();
@@ -506,7 +453,7 @@ fn check(c: &mut Client, to: usize, context: &str) {
 fn save_bgsave_reload_shutdown_keep_everything() {
     let dir = temp_dir("save");
     let p = Proc::start(&dir, &[]).unwrap();
-    let mut c = p.client();
+    let mut c = Client::connect(p.addr);
     fill(&mut c, 0, 1000);
     assert_eq!(c.cmd(&["SET", "ttl", "x", "EX", "5000"]), Reply::Simple("OK".into()));
     // SAVE, more writes in the log, SIGKILL.
@@ -518,7 +465,7 @@ fn save_bgsave_reload_shutdown_keep_everything() {
     assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), "1000");
     p.kill9();
     let p = Proc::start(&dir, &[]).unwrap();
-    let mut c = p.client();
+    let mut c = Client::connect(p.addr);
     check(&mut c, 2000, "SAVE + log + kill -9");
 
     // BGSAVE: the snapshot completes in the background.
@@ -533,7 +480,7 @@ fn save_bgsave_reload_shutdown_keep_everything() {
     fill(&mut c, 2000, 3000);
     p.kill9();
     let p = Proc::start(&dir, &[]).unwrap();
-    let mut c = p.client();
+    let mut c = Client::connect(p.addr);
     check(&mut c, 3000, "BGSAVE + log + kill -9");
 
     // DEBUG RELOAD.
@@ -548,7 +495,7 @@ fn save_bgsave_reload_shutdown_keep_everything() {
     assert!(status.success(), "{status}");
     drop(p);
     let p = Proc::start(&dir, &[]).unwrap();
-    let mut c = p.client();
+    let mut c = Client::connect(p.addr);
     check(&mut c, 4000, "SHUTDOWN");
 
     // SIGTERM: same.
@@ -560,12 +507,12 @@ fn save_bgsave_reload_shutdown_keep_everything() {
     assert!(status.success(), "{status}");
     drop(p);
     let p = Proc::start(&dir, &["--appendfsync", "everysec"]).unwrap();
-    check(&mut p.client(), 5000, "SIGTERM");
+    check(&mut Client::connect(p.addr), 5000, "SIGTERM");
     drop(p);
 
     // Snapshots only (--appendonly no): SAVE and SHUTDOWN keep everything.
     let p = Proc::start(&dir, &["--appendonly", "no"]).unwrap();
-    let mut c = p.client();
+    let mut c = Client::connect(p.addr);
     check(&mut c, 5000, "appendonly no, loading the old log");
     assert_eq!(info_field(&mut c, "aof_enabled"), "0");
     fill(&mut c, 5000, 6000);
@@ -574,7 +521,7 @@ fn save_bgsave_reload_shutdown_keep_everything() {
     assert!(p.child.wait().unwrap().success());
     drop(p);
     let p = Proc::start(&dir, &[]).unwrap();
-    check(&mut p.client(), 6000, "appendonly no + SHUTDOWN");
+    check(&mut Client::connect(p.addr), 6000, "appendonly no + SHUTDOWN");
     drop(p);
     let _ = fs::remove_dir_all(&dir);
 }
@@ -594,12 +541,12 @@ fn auto_rewrite_under_load_and_kill_during_it() {
     let mut killed_during = 0;
     for round in 0..6 {
         let p = Proc::start(&dir, &args).unwrap();
-        exp.verify(&mut p.client(), &format!("before round {round}"));
+        exp.verify(&mut Client::connect(p.addr), &format!("before round {round}"));
         let mut during = false;
         write_then_kill(p, &mut exp, 2, 1000, |p| {
             // Once a rewrite has completed in this process, kill as soon as the next one is
             // seen running (or after a while).
-            let mut c = p.client();
+            let mut c = Client::connect(p.addr);
             let t = Instant::now();
             while t.elapsed() < Duration::from_secs(8) {
                 if info_field(&mut c, "aof_rewrites") != "0"
@@ -614,7 +561,7 @@ fn auto_rewrite_under_load_and_kill_during_it() {
         killed_during += during as usize;
     }
     let p = Proc::start(&dir, &args).unwrap();
-    let mut c = p.client();
+    let mut c = Client::connect(p.addr);
     exp.verify(&mut c, "after the last round");
     assert!(killed_during >= 3, "only {killed_during} kills hit a running rewrite");
     assert!(snapshot_file(&dir).is_some(), "no rewrite ever completed");

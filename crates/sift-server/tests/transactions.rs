@@ -7,15 +7,14 @@
 mod common;
 
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{temp_dir, TestServer};
+use common::{temp_dir, Proc, TestServer};
 use redis::Value;
 use sift_server::persist::aof;
 
@@ -361,58 +360,6 @@ fn redis_transaction_retries_until_no_update_is_lost() {
 // ------------------------------------------------------------------------------------------------
 // The log: transactions are framed, a partial one is dropped.
 
-/// A server process on `dir`, its stderr kept in a file.
-struct Proc {
-    child: Child,
-    addr: SocketAddr,
-    stderr: PathBuf,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Proc {
-    fn start(dir: &Path) -> Proc {
-        let stderr =
-            dir.with_extension(format!("stderr-{}", std::time::UNIX_EPOCH.elapsed().unwrap().as_nanos()));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sift-server"))
-            .args(["--port", "0", "--dir"])
-            .arg(dir)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(fs::File::create(&stderr).unwrap())
-            .spawn()
-            .expect("spawn sift-server");
-        let mut line = String::new();
-        let _ = BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
-        assert!(
-            !line.is_empty(),
-            "the server did not start: {}",
-            fs::read_to_string(&stderr).unwrap_or_default()
-        );
-        let addr = line.trim().rsplit(' ').next().unwrap().parse().unwrap();
-        Proc { child, addr, stderr }
-    }
-
-    fn kill9(mut self) -> String {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-        fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    fn log(&self) -> String {
-        fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    fn client(&self) -> redis::Connection {
-        connect(self.addr, false)
-    }
-}
-
 /// The data directory's log segments, oldest first.
 fn segments(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = fs::read_dir(dir)
@@ -454,8 +401,8 @@ fn get(c: &mut redis::Connection, key: &str) -> Value {
 #[test]
 fn exec_and_scripts_are_logged_as_frames_and_replayed() {
     let dir = temp_dir("txn-frames");
-    let p = Proc::start(&dir);
-    let mut c = p.client();
+    let p = Proc::started(&dir);
+    let mut c = connect(p.addr, false);
     ok(&mut c, &["SET", "before", "0"]);
     ok(&mut c, &["MULTI"]);
     ok(&mut c, &["SET", "a", "1"]);
@@ -512,8 +459,8 @@ fn exec_and_scripts_are_logged_as_frames_and_replayed() {
         "{recs:?}"
     );
     assert!(recs.iter().filter(|r| r.len() == 1).all(|r| r[0] == "MULTI" || r[0] == "EXEC"));
-    let p = Proc::start(&dir);
-    let mut c = p.client();
+    let p = Proc::started(&dir);
+    let mut c = connect(p.addr, false);
     for (k, v) in [
         ("before", "0"),
         ("a", "1"),
@@ -540,7 +487,7 @@ fn exec_and_scripts_are_logged_as_frames_and_replayed() {
 #[test]
 fn frames_are_never_interleaved_with_other_clients_records() {
     let dir = temp_dir("txn-interleave");
-    let p = Proc::start(&dir);
+    let p = Proc::started(&dir);
     let addr = p.addr;
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -600,8 +547,8 @@ fn a_partial_transaction_at_the_tail_is_dropped_and_cut() {
     ];
     for (case, written) in cases {
         let dir = temp_dir("txn-tail");
-        let p = Proc::start(&dir);
-        let mut c = p.client();
+        let p = Proc::started(&dir);
+        let mut c = connect(p.addr, false);
         ok(&mut c, &["SET", "base", "1"]);
         ok(&mut c, &["MULTI"]);
         ok(&mut c, &["SET", "whole1", "1"]);
@@ -613,8 +560,8 @@ fn a_partial_transaction_at_the_tail_is_dropped_and_cut() {
         let f = fs::OpenOptions::new().write(true).open(&seg).unwrap();
         f.write_all_at(&full[..written], len).unwrap();
         drop(f);
-        let p = Proc::start(&dir);
-        let mut c = p.client();
+        let p = Proc::started(&dir);
+        let mut c = connect(p.addr, false);
         for k in ["x", "y", "z"] {
             assert_eq!(ok(&mut c, &["EXISTS", k]), Value::Int(0), "{case}: {k} from the partial transaction");
         }
@@ -630,8 +577,8 @@ fn a_partial_transaction_at_the_tail_is_dropped_and_cut() {
         ok(&mut c, &["SET", "after2", "2"]);
         ok(&mut c, &["EXEC"]);
         p.kill9();
-        let p = Proc::start(&dir);
-        let mut c = p.client();
+        let p = Proc::started(&dir);
+        let mut c = connect(p.addr, false);
         assert_eq!(get(&mut c, "after"), bulk("1"), "{case}");
         assert_eq!(get(&mut c, "x"), bulk("new"), "{case}");
         assert_eq!(get(&mut c, "after2"), bulk("2"), "{case}");
@@ -653,8 +600,8 @@ fn a_broken_frame_inside_the_log_refuses_the_start() {
         ("nested MULTI", vec![argv(&["MULTI"]), argv(&["SET", "a", "1"]), argv(&["MULTI"]), argv(&["EXEC"])]),
     ] {
         let dir = temp_dir("txn-broken");
-        let p = Proc::start(&dir);
-        ok(&mut p.client(), &["SET", "base", "1"]);
+        let p = Proc::started(&dir);
+        ok(&mut connect(p.addr, false), &["SET", "base", "1"]);
         p.kill9();
         let seg = segments(&dir).pop().unwrap();
         let mut bytes = Vec::new();
@@ -690,8 +637,8 @@ fn a_log_without_frames_still_loads() {
     }
     let recs = records(segments(&dir).last().unwrap());
     assert!(recs.iter().all(|r| r[0] != "MULTI" && r[0] != "EXEC"), "{recs:?}");
-    let p = Proc::start(&dir);
-    let mut c = p.client();
+    let p = Proc::started(&dir);
+    let mut c = connect(p.addr, false);
     for (k, v) in [("plain", "1"), ("tx1", "a"), ("tx2", "b"), ("lua1", "c"), ("lua2", "d")] {
         assert_eq!(get(&mut c, k), bulk(v), "{k}");
     }
@@ -703,8 +650,8 @@ fn a_log_without_frames_still_loads() {
     ok(&mut c, &["SET", "new2", "2"]);
     ok(&mut c, &["EXEC"]);
     p.kill9();
-    let p = Proc::start(&dir);
-    let mut c = p.client();
+    let p = Proc::started(&dir);
+    let mut c = connect(p.addr, false);
     assert_eq!(ok(&mut c, &["DBSIZE"]), Value::Int(8));
     assert_eq!(get(&mut c, "new2"), bulk("2"));
     drop(p);
@@ -717,8 +664,8 @@ fn a_log_without_frames_still_loads() {
 #[test]
 fn a_reload_inside_exec_does_not_replay_the_writes_before_it() {
     let dir = temp_dir("txn-reload");
-    let p = Proc::start(&dir);
-    let mut c = p.client();
+    let p = Proc::started(&dir);
+    let mut c = connect(p.addr, false);
     ok(&mut c, &["CF.RESERVE", "cf", "1000"]);
     ok(&mut c, &["MULTI"]);
     ok(&mut c, &["CF.ADD", "cf", "x"]);
@@ -729,8 +676,8 @@ fn a_reload_inside_exec_does_not_replay_the_writes_before_it() {
     assert_eq!(ok(&mut c, &["EXEC"]).as_sequence().map(|s| s.len()), Some(5));
     assert_eq!(ok(&mut c, &["CF.COUNT", "cf", "x"]), Value::Int(1));
     p.kill9();
-    let p = Proc::start(&dir);
-    let mut c = p.client();
+    let p = Proc::started(&dir);
+    let mut c = connect(p.addr, false);
     assert_eq!(
         ok(&mut c, &["CF.COUNT", "cf", "x"]),
         Value::Int(1),

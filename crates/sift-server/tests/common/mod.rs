@@ -82,3 +82,63 @@ impl Drop for TestServer {
 #[path = "../suite/client.rs"]
 mod client;
 pub use client::*;
+
+/// A server process on a data directory of the test's own (kept across restarts, unlike
+/// [`TestServer`]'s), its stderr in a file beside it so the log can be read while it runs and
+/// after it is killed; killed on drop.
+pub struct Proc {
+    pub child: Child,
+    pub addr: SocketAddr,
+    stderr: std::path::PathBuf,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Proc {
+    /// Starts the server on `dir` with `extra` flags; `Err(status and stderr)` if it exits
+    /// instead of listening.
+    pub fn start(dir: &std::path::Path, extra: &[&str]) -> Result<Proc, String> {
+        let stderr =
+            dir.with_extension(format!("stderr-{}", std::time::UNIX_EPOCH.elapsed().unwrap().as_nanos()));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sift-server"))
+            .args(["--port", "0", "--dir"])
+            .arg(dir)
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .expect("spawn sift-server");
+        let mut line = String::new();
+        let _ = BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
+        if line.is_empty() {
+            let status = child.wait().unwrap();
+            let text = std::fs::read_to_string(&stderr).unwrap_or_default();
+            return Err(format!("exit {status}: {text}"));
+        }
+        let addr = line.trim().rsplit(' ').next().unwrap().parse().unwrap();
+        Ok(Proc { child, addr, stderr })
+    }
+
+    /// [`Proc::start`] with no extra flags, which must succeed.
+    pub fn started(dir: &std::path::Path) -> Proc {
+        Proc::start(dir, &[]).unwrap_or_else(|e| panic!("the server did not start: {e}"))
+    }
+
+    /// Kills the process (SIGKILL) and returns its log.
+    pub fn kill9(mut self) -> String {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        self.log()
+    }
+
+    /// What the process logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+}
