@@ -1,9 +1,8 @@
 //! The extra Lua libraries Redis 7 gives scripts: [`bit`] (LuaBitOp's 32-bit operations),
 //! [`cjson`] (JSON), [`cmsgpack`] (MessagePack) and [`structlib`] (`struct`, binary records),
-//! written for sift from their documented
-//! behaviour and checked reply for reply against Debian's redis-server 7.0.15: the cases
-//! recorded by `scripts/lua_libs_fixture.py` are replayed byte for byte by
-//! `tests/scripting.rs`.
+//! written for sift from their documented behaviour and checked reply for reply against
+//! Debian's redis-server 7.0.15: the cases recorded by `scripts/lua_libs_fixture.py` are
+//! replayed byte for byte by `tests/scripting.rs`.
 //!
 //! # How a library function fails
 //!
@@ -152,7 +151,8 @@ pub fn is_ref(v: &Value) -> bool {
 /// the collector per value. That made `cjson.decode` of 13 MB ~9× slower than Redis's, and ten
 /// of them in a row ran past a minute. Without a limit mlua calls Lua directly. The limit comes
 /// back when this is dropped; meanwhile `tick` fails the call with Lua's memory error once the VM
-/// uses more than it, so a decode passes the limit by at most [`Unlimited::EVERY`] values.
+/// uses more than it, so a decode passes the limit by at most [`Unlimited::EVERY`] values (each
+/// no larger than the call's input, which is already in memory).
 pub struct Unlimited<'a> {
     lua: &'a Lua,
     limit: usize,
