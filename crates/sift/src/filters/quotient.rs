@@ -316,14 +316,14 @@ impl Quotient {
     pub fn try_insert<T: AsRef<[u8]>>(&mut self, item: T) -> Result<bool> {
         #[cfg(target_arch = "x86_64")]
         if self.fast {
-            // SAFETY: `fast` is `fast_bits()`, set at construction: the CPU has POPCNT and BMI2,
-            // the only requirement of the `target_feature` function.
+            // SAFETY: `fast` is `fast_bits()`, set at construction: the CPU has POPCNT, BMI1 and
+            // BMI2, the only requirements of the `target_feature` function.
             return unsafe { self.try_insert_item_fast(item) };
         }
         self.try_insert_item_portable(item)
     }
 
-    /// Hash and insert in one function compiled with POPCNT and BMI2: one call per insert.
+    /// Hash and insert in one function compiled with POPCNT, BMI1 and BMI2: one call per insert.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "popcnt,bmi1,bmi2")]
     fn try_insert_item_fast<T: AsRef<[u8]>>(&mut self, item: T) -> Result<bool> {
@@ -331,7 +331,7 @@ impl Quotient {
         self.insert_fingerprint_body::<true>(v).map(|present| !present)
     }
 
-    /// [`Quotient::try_insert_item_fast`] for CPUs without POPCNT and BMI2.
+    /// [`Quotient::try_insert_item_fast`] for CPUs without POPCNT, BMI1 and BMI2.
     #[inline(never)]
     fn try_insert_item_portable<T: AsRef<[u8]>>(&mut self, item: T) -> Result<bool> {
         let v = self.fingerprint(self.hot_digest(item.as_ref()));
@@ -994,20 +994,22 @@ impl Quotient {
         Some(!(((x & low) + low) | x) & high & mask != 0)
     }
 
-    // ---- dispatch: POPCNT and BMI2 where the CPU has them ------------------------------------
+    // ---- dispatch: POPCNT, BMI1 and BMI2 where the CPU has them -------------------------------
 
-    /// Whether the CPU has POPCNT and BMI2 (std caches the detection: one load and a branch).
+    /// Whether the CPU has POPCNT, BMI1 and BMI2 (std caches the detection: one load and a branch).
     #[inline(always)]
     fn fast_bits() -> bool {
         #[cfg(target_arch = "x86_64")]
         {
-            std::is_x86_feature_detected!("popcnt") && std::is_x86_feature_detected!("bmi2")
+            std::is_x86_feature_detected!("popcnt")
+                && std::is_x86_feature_detected!("bmi1")
+                && std::is_x86_feature_detected!("bmi2")
         }
         #[cfg(not(target_arch = "x86_64"))]
         false
     }
 
-    /// [`Quotient::contains_fingerprint_body`], compiled with POPCNT and BMI2 when the CPU has
+    /// [`Quotient::contains_fingerprint_body`], compiled with POPCNT, BMI1 and BMI2 when the CPU has
     /// them. The baseline x86-64 target has neither, so `count_ones` (the rank of every query and
     /// insert) is a dozen-instruction bit trick and the select a call; qfilter, the reference of
     /// issue 3, issues both instructions unconditionally. Same bits either way (the same source,
@@ -1016,7 +1018,7 @@ impl Quotient {
     fn contains_fingerprint(&self, v: u64) -> bool {
         #[cfg(target_arch = "x86_64")]
         if Self::fast_bits() {
-            // SAFETY: the CPU has POPCNT and BMI2 (checked just above), the only requirement
+            // SAFETY: the CPU has POPCNT, BMI1 and BMI2 (checked just above), the only requirement
             // of the `target_feature` function.
             return unsafe { self.contains_fingerprint_fast(v) };
         }
@@ -1029,25 +1031,25 @@ impl Quotient {
         self.contains_fingerprint_body(v)
     }
 
-    /// Hash and query in one function compiled with POPCNT and BMI2: one call per query.
+    /// Hash and query in one function compiled with POPCNT, BMI1 and BMI2: one call per query.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "popcnt,bmi1,bmi2")]
     fn contains_item_fast<T: AsRef<[u8]>>(&self, item: T) -> bool {
         self.contains_fingerprint_body(self.fingerprint(self.hot_digest(item.as_ref())))
     }
 
-    /// [`Quotient::contains_item_fast`] for CPUs without POPCNT and BMI2.
+    /// [`Quotient::contains_item_fast`] for CPUs without POPCNT, BMI1 and BMI2.
     #[inline(never)]
     fn contains_item_portable<T: AsRef<[u8]>>(&self, item: T) -> bool {
         self.contains_fingerprint_body(self.fingerprint(self.hot_digest(item.as_ref())))
     }
 
-    /// [`Quotient::insert_fingerprint_body`] with POPCNT and BMI2 when the CPU has them (see
+    /// [`Quotient::insert_fingerprint_body`] with POPCNT, BMI1 and BMI2 when the CPU has them (see
     /// [`Quotient::contains_fingerprint`]).
     fn insert_fingerprint(&mut self, v: u64) -> Result<bool> {
         #[cfg(target_arch = "x86_64")]
         if Self::fast_bits() {
-            // SAFETY: the CPU has POPCNT and BMI2 (checked just above), the only requirement
+            // SAFETY: the CPU has POPCNT, BMI1 and BMI2 (checked just above), the only requirement
             // of the `target_feature` function.
             return unsafe { self.insert_fingerprint_fast(v) };
         }
@@ -1060,12 +1062,12 @@ impl Quotient {
         self.insert_fingerprint_body::<true>(v)
     }
 
-    /// [`Quotient::remove_fingerprint_body`] with POPCNT and BMI2 when the CPU has them (see
+    /// [`Quotient::remove_fingerprint_body`] with POPCNT, BMI1 and BMI2 when the CPU has them (see
     /// [`Quotient::contains_fingerprint`]).
     fn remove_fingerprint(&mut self, v: u64) -> bool {
         #[cfg(target_arch = "x86_64")]
         if Self::fast_bits() {
-            // SAFETY: the CPU has POPCNT and BMI2 (checked just above), the only requirement
+            // SAFETY: the CPU has POPCNT, BMI1 and BMI2 (checked just above), the only requirement
             // of the `target_feature` function.
             return unsafe { self.remove_fingerprint_fast(v) };
         }
@@ -1193,8 +1195,8 @@ impl Filter for Quotient {
     {
         #[cfg(target_arch = "x86_64")]
         if self.fast {
-            // SAFETY: `fast` is `fast_bits()`, set at construction: the CPU has POPCNT and BMI2,
-            // the only requirement of the `target_feature` function.
+            // SAFETY: `fast` is `fast_bits()`, set at construction: the CPU has POPCNT, BMI1 and
+            // BMI2, the only requirements of the `target_feature` function.
             return unsafe { self.contains_item_fast(item) };
         }
         self.contains_item_portable(item)
@@ -1529,7 +1531,10 @@ mod tests {
     #[test]
     fn fast_and_portable_paths_agree() {
         #[cfg(target_arch = "x86_64")]
-        assert!(Quotient::fast_bits(), "the test machine has POPCNT and BMI2; else this test checks nothing");
+        assert!(
+            Quotient::fast_bits(),
+            "the test machine has POPCNT, BMI1 and BMI2; else this test checks nothing"
+        );
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = || {
             x ^= x << 13;
@@ -1579,7 +1584,7 @@ mod tests {
     fn item_paths_fast_and_portable_agree() {
         let mut fast = Quotient::new(20_000, 0.01).unwrap();
         #[cfg(target_arch = "x86_64")]
-        assert!(fast.fast, "the test machine has POPCNT and BMI2; else this test checks nothing");
+        assert!(fast.fast, "the test machine has POPCNT, BMI1 and BMI2; else this test checks nothing");
         let mut portable = fast.clone();
         portable.fast = false;
         for i in 0..10_000u64 {
