@@ -171,7 +171,7 @@ fn parse_reserve<A: AsRef<[u8]>>(argv: &[A], default_expansion: i64) -> Result<R
     Ok(Reserve { error_rate, capacity, growth, nonscaling })
 }
 
-/// BF.RESERVE key error_rate capacity [EXPANSION expansion] [NONSCALING].
+/// `BF.RESERVE key error_rate capacity [EXPANSION expansion] [NONSCALING]`.
 pub fn reserve<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
     if argv.len() > 7 {
         return Frame::error(err::arity("bf.reserve"));
@@ -300,7 +300,7 @@ fn parse_insert<A: AsRef<[u8]>>(argv: &[A], d: BloomDefaults) -> Result<Insert, 
     Ok(r)
 }
 
-/// BF.INSERT key [CAPACITY cap] [ERROR rate] [EXPANSION exp] [NOCREATE] [NONSCALING] ITEMS item...
+/// `BF.INSERT key [CAPACITY cap] [ERROR rate] [EXPANSION exp] [NOCREATE] [NONSCALING] ITEMS item...`
 pub fn insert<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
     let d = env.bloom_defaults();
     let r = match parse_insert(argv, d) {

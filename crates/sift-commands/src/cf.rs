@@ -305,12 +305,12 @@ fn insert_impl<S: FilterStore, A: AsRef<[u8]>>(
     Frame::Array(replies.collect())
 }
 
-/// CF.INSERT key [CAPACITY capacity] [NOCREATE] ITEMS item [item ...].
+/// `CF.INSERT key [CAPACITY capacity] [NOCREATE] ITEMS item [item ...]`.
 pub fn insert<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
     insert_impl(store, env, argv, false)
 }
 
-/// CF.INSERTNX key [CAPACITY capacity] [NOCREATE] ITEMS item [item ...].
+/// `CF.INSERTNX key [CAPACITY capacity] [NOCREATE] ITEMS item [item ...]`.
 pub fn insertnx<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
     insert_impl(store, env, argv, true)
 }

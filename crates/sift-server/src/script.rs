@@ -22,7 +22,7 @@
 //! get past that guard (Redis 7 patches Lua for truly read-only tables), so after
 //! every script the VM puts back what scripts share — the globals table, `_G`, `redis`, the
 //! libraries, the metatables of `_G` and of strings, the script's own environment — as it was
-//! when the VM was created ([`Baseline`]): no script can change what the next one sees (e.g.
+//! when the VM was created (`Baseline`): no script can change what the next one sees (e.g.
 //! replace `redis.call` for every client). `loadstring` and `load` refuse precompiled chunks:
 //! Lua 5.1 would load them, and crafted bytecode escapes the sandbox (Redis's CVE-2015-4335).
 //!

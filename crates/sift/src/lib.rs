@@ -35,7 +35,7 @@
 //! | [`Xor8`] | 9.84 (p = 0.39%) | build once | no | no | static sets; compatibility (prefer binary fuse) |
 //! | [`Gcs`] | 8.6 (p = 1/128) | build once | no | no | static sets on disk or the wire (BIP-158); slow queries |
 //!
-//! [`recommend`] picks a family and its parameters from what you need (static, deletes, growth,
+//! [`recommend()`] picks a family and its parameters from what you need (static, deletes, growth,
 //! memory).
 //!
 //! ## Other systems' formats

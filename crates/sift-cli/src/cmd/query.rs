@@ -11,7 +11,7 @@ use crate::any::AnyFilter;
 use crate::input::{self, Source, Split};
 use crate::output;
 
-/// Query a filter: print KEY<TAB>maybe|no for each key (arguments, or stdin one per line).
+/// Query a filter: print `KEY<TAB>maybe|no` for each key (arguments, or stdin one per line).
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
   sift query urls.sift https://example.com/ https://example.org/

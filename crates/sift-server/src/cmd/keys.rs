@@ -167,7 +167,7 @@ fn rename_impl(ctx: &mut Ctx<'_, '_>, argv: &[Bytes], nx: bool) -> Frame {
     }
 }
 
-/// COPY source destination [DB db] [REPLACE]. Filter keys cannot be copied (spec §10).
+/// `COPY source destination [DB db] [REPLACE]`. Filter keys cannot be copied (spec §10).
 pub fn copy(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
     let (src, dst) = (&argv[1], &argv[2]);
     let mut replace = false;

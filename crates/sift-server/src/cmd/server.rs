@@ -35,7 +35,7 @@ fn bulk(s: impl Into<String>) -> Frame {
     Frame::bulk(s.into())
 }
 
-/// PING [message].
+/// `PING [message]`.
 pub fn ping(_ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
     match argv.len() {
         1 => Frame::Simple("PONG".into()),
@@ -74,7 +74,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// AUTH [username] password.
+/// `AUTH [username] password`.
 pub fn auth(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
     let (user, pass) = match argv.len() {
         2 => (None, &argv[1]),
@@ -576,7 +576,7 @@ pub fn save(ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
     }
 }
 
-/// BGSAVE [SCHEDULE].
+/// `BGSAVE [SCHEDULE]`.
 pub fn bgsave(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
     if argv.len() > 2 || (argv.len() == 2 && !eq_ignore_case(&argv[1], "schedule")) {
         return Frame::error(err::SYNTAX);
@@ -631,7 +631,7 @@ pub fn debug(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
     Frame::error(err::unknown_subcommand(&argv[1], "debug"))
 }
 
-/// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: saves (unless NOSAVE), then stops the server;
+/// `SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]`: saves (unless NOSAVE), then stops the server;
 /// the client gets no reply, only the closed connection, as with Redis.
 pub fn shutdown(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
     let (mut nosave, mut save, mut force) = (false, false, false);

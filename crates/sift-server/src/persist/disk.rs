@@ -20,7 +20,7 @@
 //! and every connection waiting meanwhile is covered by the sync thread's next single
 //! write + fdatasync (the group); after it, the sync thread wakes only the connections that
 //! sync covered. With `always` the segment is also preallocated with zeros ahead of its records
-//! ([`Inner::preallocate_locked`]; a zero tail is the end of the log for recovery, see
+//! (`Inner::preallocate_locked`; a zero tail is the end of the log for recovery, see
 //! [`super::aof`]). `everysec` writes at commit (a killed process loses nothing) and a
 //! background thread fsyncs once a second; `no` leaves the fsync to the OS. A failed write or fsync is sticky: the
 //! failing batch gets error replies, and every later write command is refused (MISCONF) until a

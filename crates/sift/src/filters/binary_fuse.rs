@@ -219,7 +219,7 @@ impl<F: Fingerprint> Filter for BinaryFuse<F> {
         self.query(digest.h1)
     }
 
-    /// Same answer as the provided method; hashes with [`Hasher::digest_inline`] so that a
+    /// Same answer as the provided method; hashes with `Hasher::digest_inline` so that a
     /// query is one inlined XXH3 and 3 (4) loads.
     #[inline]
     fn contains<T: AsRef<[u8]>>(&self, item: T) -> bool

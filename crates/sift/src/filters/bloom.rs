@@ -271,7 +271,7 @@ impl Filter for Bloom {
         self.contains_digest(self.hot.digest(item.as_ref()))
     }
 
-    /// On a filter larger than the cache: [`staged_contains`] (the probe lines of a group of
+    /// On a filter larger than the cache: `staged_contains` (the probe lines of a group of
     /// items are requested together, in two steps); below, one query after the other.
     fn contains_digests(&self, digests: &[Digest], out: &mut [bool]) {
         assert_eq!(digests.len(), out.len(), "one output slot per digest");

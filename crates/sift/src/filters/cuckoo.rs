@@ -941,7 +941,7 @@ impl Filter for Cuckoo {
         }
     }
 
-    /// Same answer as the provided method; hashes with [`Hasher::digest_inline`].
+    /// Same answer as the provided method; hashes with `Hasher::digest_inline`.
     #[inline]
     fn contains<T: AsRef<[u8]>>(&self, item: T) -> bool
     where
