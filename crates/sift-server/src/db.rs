@@ -183,6 +183,19 @@ pub struct Watcher {
     pub expired: bool,
 }
 
+/// An existing watched key is removed (it expired) or emptied away (FLUSHALL): its watchers are
+/// dirty, except those that watched it already expired, for whom the key did not exist all
+/// along (Redis 7.0's `touchWatchedKey`: their `expired` mark is cleared instead).
+fn touch_existing(ws: &mut [Watcher]) {
+    for w in ws {
+        if w.expired {
+            w.expired = false;
+        } else {
+            w.dirty.store(true, Ordering::Release);
+        }
+    }
+}
+
 /// One shard: its map, its deadline index and its change counter.
 #[derive(Debug, Default)]
 pub struct Shard {
@@ -305,13 +318,7 @@ impl Shard {
             return;
         }
         if let Some(ws) = self.watched.get_mut(key) {
-            for w in ws {
-                if w.expired {
-                    w.expired = false;
-                } else {
-                    w.dirty.store(true, Ordering::Release);
-                }
-            }
+            touch_existing(ws);
         }
     }
 
@@ -348,13 +355,7 @@ impl Shard {
         if !self.watched.is_empty() {
             let map = &self.map;
             for (_, ws) in self.watched.iter_mut().filter(|(k, _)| map.contains_key(&k[..])) {
-                for w in ws {
-                    if w.expired {
-                        w.expired = false;
-                    } else {
-                        w.dirty.store(true, Ordering::Release);
-                    }
-                }
+                touch_existing(ws);
             }
         }
         let n = self.map.len();
@@ -427,6 +428,11 @@ impl Db {
         }
     }
 
+    /// A view holding `guards` (ascending shard indexes), its clock not read yet.
+    fn view<'a>(&'a self, guards: Vec<(usize, MutexGuard<'a, Shard>)>) -> Locked<'a> {
+        Locked { db: self, guards, now: Cell::new(0), mutations: 0, changed_in_place: Vec::new() }
+    }
+
     /// Is any key WATCHed by anyone?
     #[inline]
     pub fn watched(&self) -> bool {
@@ -461,14 +467,14 @@ impl Db {
         for i in idx {
             guards.push((i, self.shards[i].try_lock()?));
         }
-        Some(Locked { db: self, guards, now: Cell::new(0), mutations: 0, changed_in_place: Vec::new() })
+        Some(self.view(guards))
     }
 
     /// Locks the given shard indexes, which must be sorted and distinct.
     pub fn lock_shards(&self, idx: Vec<usize>) -> Locked<'_> {
         debug_assert!(idx.windows(2).all(|w| w[0] < w[1]));
         let guards = idx.into_iter().map(|i| (i, self.shards[i].lock())).collect();
-        Locked { db: self, guards, now: Cell::new(0), mutations: 0, changed_in_place: Vec::new() }
+        self.view(guards)
     }
 
     /// Locks every shard: an atomic view of the whole keyspace (SAVE, FLUSHALL, EXEC of such).
@@ -479,7 +485,7 @@ impl Db {
     /// A view holding no lock, for commands that only visit shards one at a time
     /// ([`Locked::for_each_shard`]) or touch no key.
     pub fn unlocked(&self) -> Locked<'_> {
-        Locked { db: self, guards: Vec::new(), now: Cell::new(0), mutations: 0, changed_in_place: Vec::new() }
+        self.view(Vec::new())
     }
 
     /// Removes up to `budget` expired keys from each shard; returns how many were removed.

@@ -859,18 +859,6 @@ pub fn value_to_arg(v: &Value) -> Option<Bytes> {
     }
 }
 
-/// C's `(long long)` cast of a double on x86-64, as Redis converts a Lua number to an integer
-/// reply: truncation toward zero, and `LLONG_MIN` for NaN and for values out of range
-/// (`cvttsd2si`'s "integer indefinite"), where Rust's `as` would saturate.
-fn c_long_long(n: f64) -> i64 {
-    const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
-    if n.is_nan() || !(-LIMIT..LIMIT).contains(&n) {
-        i64::MIN
-    } else {
-        n as i64
-    }
-}
-
 /// A reply as the script sees it: RESP2 shapes by default, RESP3 ones after
 /// `redis.setresp(3)` (see the module docs).
 pub fn frame_to_lua(lua: &Lua, f: &Frame, resp3: bool) -> mlua::Result<Value> {
@@ -963,7 +951,7 @@ fn convert(v: &Value, depth: usize, resp3: bool, budget: &mut usize) -> Option<F
         Value::Boolean(false) => Frame::Null,
         Value::Boolean(true) => Frame::Integer(1),
         Value::Integer(i) => Frame::Integer(*i),
-        Value::Number(n) => Frame::Integer(c_long_long(*n)),
+        Value::Number(n) => Frame::Integer(crate::lualib::c_int64(*n)),
         Value::String(s) => Frame::Bulk(Bytes::copy_from_slice(&s.as_bytes())),
         Value::Table(t) => {
             if depth >= MAX_DEPTH {

@@ -277,6 +277,15 @@ fn locking<'d, R>(
     }
 }
 
+/// [`locking`] of the shards `shards` (ascending, distinct): `f` runs with all of them held.
+fn locking_shards<R>(server: &Shared, shards: Vec<usize>, f: impl FnOnce(&mut Locked<'_>) -> R) -> R {
+    locking(
+        server,
+        || server.db.try_lock_shards(shards.clone()),
+        |keys| f(&mut keys.unwrap_or_else(|| server.db.lock_shards(shards.clone()))),
+    )
+}
+
 /// Does `spec` take the Lua VM's lock, which a running script holds (SCRIPT LOAD, EXISTS,
 /// FLUSH; not KILL)?
 fn takes_vm(spec: &CommandSpec) -> bool {
@@ -386,30 +395,25 @@ fn exec(server: &Shared, session: &mut Session) -> Frame {
         crate::db::shards_of(queued.chain(&session.watching).map(|k| &k[..]))
     };
     let _pending = multi.queued.iter().any(|(s, _)| is_script(s)).then(|| Pending::new(server));
-    locking(
-        server,
-        || server.db.try_lock_shards(shards.clone()),
-        |keys| {
-            let mut keys = keys.unwrap_or_else(|| server.db.lock_shards(shards.clone()));
-            // Redis 7.0: a watched key that expired since it was watched fails the EXEC too.
-            let id = session.id;
-            let failed = session.watch_dirty.load(Ordering::Acquire)
-                || session.watching.iter().any(|k| keys.watched_key_expired(k, id));
-            // EXEC unwatches everything first, whatever the outcome (a queued UNWATCH is then
-            // a no-op, as in Redis).
-            unwatch_locked(session, &mut keys);
-            if failed {
-                return Frame::NullArray;
-            }
-            session.tx_log = Some(Vec::new());
-            let mut replies = Vec::with_capacity(multi.queued.len());
-            for (spec, argv) in &multi.queued {
-                replies.push(run_locked(server, session, spec, argv, &mut keys));
-            }
-            log_transaction(server, session.tx_log.take().unwrap_or_default());
-            Frame::Array(replies)
-        },
-    )
+    locking_shards(server, shards, |keys| {
+        // Redis 7.0: a watched key that expired since it was watched fails the EXEC too.
+        let id = session.id;
+        let failed = session.watch_dirty.load(Ordering::Acquire)
+            || session.watching.iter().any(|k| keys.watched_key_expired(k, id));
+        // EXEC unwatches everything first, whatever the outcome (a queued UNWATCH is then
+        // a no-op, as in Redis).
+        unwatch_locked(session, keys);
+        if failed {
+            return Frame::NullArray;
+        }
+        session.tx_log = Some(Vec::new());
+        let mut replies = Vec::with_capacity(multi.queued.len());
+        for (spec, argv) in &multi.queued {
+            replies.push(run_locked(server, session, spec, argv, keys));
+        }
+        log_transaction(server, session.tx_log.take().unwrap_or_default());
+        Frame::Array(replies)
+    })
 }
 
 /// Forgets every key `session` WATCHes; `keys` holds their shards.
@@ -429,14 +433,7 @@ pub fn unwatch_all(server: &Shared, session: &mut Session) {
         return;
     }
     let shards = crate::db::shards_of(session.watching.iter().map(|k| &k[..]));
-    locking(
-        server,
-        || server.db.try_lock_shards(shards.clone()),
-        |keys| {
-            let mut keys = keys.unwrap_or_else(|| server.db.lock_shards(shards.clone()));
-            unwatch_locked(session, &mut keys);
-        },
-    )
+    locking_shards(server, shards, |keys| unwatch_locked(session, keys))
 }
 
 /// WATCH key [key ...]: registers the keys in their shards (locked by the dispatcher).

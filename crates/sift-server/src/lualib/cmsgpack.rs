@@ -131,18 +131,8 @@ fn encode(out: &mut Vec<u8>, v: &Value, level: usize, limit: usize) -> mlua::Res
     Ok(())
 }
 
-/// C's `(int64_t)` cast of a double on x86-64 (`INT64_MIN` for NaN and out of range).
-fn c_int64(n: f64) -> i64 {
-    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
-    if n.is_nan() || !(-LIMIT..LIMIT).contains(&n) {
-        i64::MIN
-    } else {
-        n as i64
-    }
-}
-
 fn number(out: &mut Vec<u8>, n: f64) {
-    let i = c_int64(n);
+    let i = super::c_int64(n);
     if !n.is_infinite() && i as f64 == n {
         integer(out, i);
     } else if f64::from(n as f32) == n {

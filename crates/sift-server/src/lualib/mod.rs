@@ -247,12 +247,23 @@ pub fn check_string(args: &[Value], i: usize) -> std::result::Result<Vec<u8>, Li
     }
 }
 
-/// `luaL_checkinteger`: argument `i` (0-based) as a `lua_Integer` (64 bits), converted as C
-/// casts a double on x86-64 (truncated toward zero; `i64::MIN` for NaN and out of range).
-pub fn check_integer(lua: &Lua, args: &[Value], i: usize) -> Answer<i64> {
+/// C's `(int64_t)` / `(long long)` cast of a double on x86-64: truncation toward zero, and
+/// `i64::MIN` (`cvttsd2si`'s "integer indefinite") for NaN and for values out of range, where
+/// Rust's `as` saturates. How Redis turns a Lua number into an integer reply, and how its C
+/// libraries read integer arguments.
+pub fn c_int64(n: f64) -> i64 {
     const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
-    let cast = |n: f64| if n.is_nan() || !(-LIMIT..LIMIT).contains(&n) { i64::MIN } else { n as i64 };
-    Ok(check_number(lua, args, i)?.map(cast))
+    if n.is_nan() || !(-LIMIT..LIMIT).contains(&n) {
+        i64::MIN
+    } else {
+        n as i64
+    }
+}
+
+/// `luaL_checkinteger`: argument `i` (0-based) as a `lua_Integer` (64 bits), converted as C
+/// casts a double on x86-64 ([`c_int64`]).
+pub fn check_integer(lua: &Lua, args: &[Value], i: usize) -> Answer<i64> {
+    Ok(check_number(lua, args, i)?.map(c_int64))
 }
 
 /// `luaL_optinteger`: `default` when argument `i` is absent or nil.

@@ -129,13 +129,12 @@ fn format_arg(a: &[Value]) -> Result<Vec<u8>, LibErr> {
 /// `(Uinttype)(Inttype)n` for a negative `n`) as x86-64 code computes it.
 fn to_u64(n: f64) -> u64 {
     const TWO63: f64 = 9_223_372_036_854_775_808.0;
-    let c_i64 = |x: f64| if x.is_nan() || !(-TWO63..TWO63).contains(&x) { i64::MIN } else { x as i64 };
     if n < 0.0 {
-        c_i64(n) as u64
+        super::c_int64(n) as u64
     } else if n < TWO63 {
         n as u64
     } else {
-        (c_i64(n - TWO63) as u64) ^ (1 << 63)
+        (super::c_int64(n - TWO63) as u64) ^ (1 << 63)
     }
 }
 
