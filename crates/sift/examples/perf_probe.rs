@@ -87,6 +87,12 @@ fn main() {
         "exp q0 fused remix",
         "exp q1 fused mulC",
         "exp q2 fused salts",
+        "exp ins set-only",
+        "exp ins test+set",
+        "exp ins t+s memcount",
+        "exp ins t+s via fnptr",
+        "exp ins hash outside",
+        "exp ins seeded in fn",
     ];
     let mut res = vec![vec![]; names.len()];
     for round in 0..7 {
@@ -160,7 +166,78 @@ fn main() {
                 // SAFETY: AVX2 checked above.
                 13 => time(&mut || others.iter().filter(|k| unsafe { ex[1].q1(black_box(k)) }).count(), n),
                 // SAFETY: AVX2 checked above.
-                _ => time(&mut || others.iter().filter(|k| unsafe { ex[2].q2(black_box(k)) }).count(), n),
+                14 => time(&mut || others.iter().filter(|k| unsafe { ex[2].q2(black_box(k)) }).count(), n),
+                15 => time(
+                    &mut || {
+                        for k in &keys {
+                            // SAFETY: AVX2 checked above.
+                            unsafe { ex[0].ins(black_box(k), 0) };
+                        }
+                        0
+                    },
+                    n,
+                ),
+                16 => time(
+                    &mut || {
+                        let mut new = 0;
+                        for k in &keys {
+                            // SAFETY: AVX2 checked above.
+                            new += unsafe { ex[0].ins_t(black_box(k)) } as usize;
+                        }
+                        new
+                    },
+                    n,
+                ),
+                20 => time(
+                    &mut || {
+                        let mut new = 0;
+                        for k in &keys {
+                            // SAFETY: AVX2 checked above.
+                            new += unsafe { ex[0].ins_s(black_box(k)) } as usize;
+                        }
+                        new
+                    },
+                    n,
+                ),
+                19 => time(
+                    &mut || {
+                        let mut new = 0;
+                        for k in &keys {
+                            let h = xxhash_rust::xxh3::xxh3_64(&black_box(k).to_le_bytes());
+                            // SAFETY: AVX2 checked above.
+                            new += unsafe { ex[0].ins_h(h) } as usize;
+                        }
+                        new
+                    },
+                    n,
+                ),
+                18 => time(
+                    &mut || {
+                        let mut new = 0;
+                        let f: unsafe fn(&mut exp::F, &u64) -> bool = black_box(exp::F::ins_t);
+                        for k in &keys {
+                            // SAFETY: AVX2 checked above.
+                            new += unsafe { f(&mut ex[0], black_box(k)) } as usize;
+                        }
+                        new
+                    },
+                    n,
+                ),
+                _ => time(
+                    &mut || {
+                        let mut cnt = 0usize;
+                        let c: *mut usize = &mut cnt;
+                        for k in &keys {
+                            // SAFETY: AVX2 checked above; `c` points to the live local `cnt`.
+                            unsafe {
+                                let new = ex[0].ins_t(black_box(k)) as usize;
+                                c.write_volatile(c.read_volatile() + new);
+                            }
+                        }
+                        cnt
+                    },
+                    n,
+                ),
             };
             res[i].push(v);
         }
@@ -174,12 +251,14 @@ fn main() {
 // ---- layout experiments (standalone re-implementations, u64 keys) ----
 mod exp {
     use core::arch::x86_64::*;
+    use std::hint::black_box;
     #[repr(C, align(64))]
     #[derive(Clone, Copy, Default)]
     pub struct Blk(pub [u64; 8]);
     pub struct F {
         pub blocks: Vec<Blk>,
         pub k: u32,
+        pub seedkey: u64,
     }
     static DISABLE: [[Blk; 8]; 9] = {
         let mut t = [[Blk([0; 8]); 8]; 9];
@@ -273,7 +352,7 @@ mod exp {
     }
     impl F {
         pub fn new(blocks: usize, k: u32) -> F {
-            F { blocks: vec![Blk::default(); blocks], k }
+            F { blocks: vec![Blk::default(); blocks], k, seedkey: black_box(0xc73a_b174_c5ec_d5a2) }
         }
         #[inline(always)]
         fn blk(&self, h: u64) -> &Blk {
@@ -295,6 +374,33 @@ mod exp {
             let k = self.k;
             let _ = k;
             set(self.blk_mut(h), lo, hi);
+        }
+        #[target_feature(enable = "avx2")]
+        pub unsafe fn ins_s(&mut self, key: &u64) -> bool {
+            let mut v = key.rotate_left(32) ^ self.seedkey;
+            v ^= v.rotate_left(49) ^ v.rotate_left(24);
+            v = v.wrapping_mul(0x9fb2_1c65_1e98_df25);
+            v ^= (v >> 35).wrapping_add(8);
+            v = v.wrapping_mul(0x9fb2_1c65_1e98_df25);
+            let h = v ^ (v >> 28);
+            debug_assert_eq!(h, xx(key));
+            self.ins_h(h)
+        }
+        #[target_feature(enable = "avx2")]
+        pub unsafe fn ins_t(&mut self, key: &u64) -> bool {
+            self.ins_h(xx(key))
+        }
+        #[target_feature(enable = "avx2")]
+        #[inline]
+        pub unsafe fn ins_h(&mut self, h: u64) -> bool {
+            let (lo, hi) = masks(remix(h), self.k);
+            let b = self.blk_mut(h);
+            let p = b.0.as_mut_ptr() as *mut __m256i;
+            let (blo, bhi) = (_mm256_load_si256(p), _mm256_load_si256(p.add(1)));
+            let present = (_mm256_testc_si256(blo, lo) & _mm256_testc_si256(bhi, hi)) != 0;
+            _mm256_store_si256(p, _mm256_or_si256(blo, lo));
+            _mm256_store_si256(p.add(1), _mm256_or_si256(bhi, hi));
+            !present
         }
         /// current layout, fused
         #[target_feature(enable = "avx2")]
