@@ -93,7 +93,15 @@ fn main() {
         "exp ins t+s via fnptr",
         "exp ins hash outside",
         "exp ins seeded in fn",
+        "G1 lib-like",
+        "G2 no counter",
+        "G3 unseeded",
+        "G4 no kind check",
+        "G5 counter only",
+        "G6 runtime-k kernel",
+        "G7 ins_h via G",
     ];
+    let mut gs: Vec<exp::G> = (0..7).map(|v| exp::G::new(nb, v)).collect();
     let mut res = vec![vec![]; names.len()];
     for round in 0..7 {
         for j in 0..names.len() {
@@ -188,6 +196,20 @@ fn main() {
                     },
                     n,
                 ),
+                21..=27 => {
+                    let v = i - 21;
+                    time(
+                        &mut || {
+                            let g = &mut gs[v];
+                            for k in &keys {
+                                // SAFETY: AVX2 checked above.
+                                unsafe { g.ins(black_box(k), v) };
+                            }
+                            g.items as usize
+                        },
+                        n,
+                    )
+                }
                 20 => time(
                     &mut || {
                         let mut new = 0;
@@ -345,6 +367,92 @@ mod exp {
         let clo = _mm256_or_si256(_mm256_cvtepu32_epi64(_mm256_castsi256_si128(pos)), dlo);
         let chi = _mm256_or_si256(_mm256_cvtepu32_epi64(_mm256_extracti128_si256(pos, 1)), dhi);
         (_mm256_sllv_epi64(one, clo), _mm256_sllv_epi64(one, chi))
+    }
+    /// The library's single insert, re-created: fields read by the caller, a per-k kernel
+    /// through a function pointer, the item counter in the struct.
+    pub struct G {
+        pub blocks: Vec<Blk>,
+        pub kind: u8,
+        pub key: u64,
+        pub items: u64,
+        pub fp: unsafe fn(&mut Blk, u64) -> bool,
+    }
+    #[target_feature(enable = "avx2")]
+    unsafe fn kern6(b: &mut Blk, h2: u64) -> bool {
+        let (lo, hi) = masks(h2, 6);
+        let p = b.0.as_mut_ptr() as *mut __m256i;
+        let (blo, bhi) = (_mm256_load_si256(p), _mm256_load_si256(p.add(1)));
+        let present = (_mm256_testc_si256(blo, lo) & _mm256_testc_si256(bhi, hi)) != 0;
+        _mm256_store_si256(p, _mm256_or_si256(blo, lo));
+        _mm256_store_si256(p.add(1), _mm256_or_si256(bhi, hi));
+        !present
+    }
+    static KRT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(6);
+    #[target_feature(enable = "avx2")]
+    unsafe fn kern_rt(b: &mut Blk, h2: u64) -> bool {
+        let (lo, hi) = masks(h2, KRT.load(std::sync::atomic::Ordering::Relaxed));
+        let p = b.0.as_mut_ptr() as *mut __m256i;
+        let (blo, bhi) = (_mm256_load_si256(p), _mm256_load_si256(p.add(1)));
+        let present = (_mm256_testc_si256(blo, lo) & _mm256_testc_si256(bhi, hi)) != 0;
+        _mm256_store_si256(p, _mm256_or_si256(blo, lo));
+        _mm256_store_si256(p.add(1), _mm256_or_si256(bhi, hi));
+        !present
+    }
+    #[target_feature(enable = "avx2")]
+    unsafe fn ins_h_g(blocks: &mut [Blk], h: u64) -> bool {
+        let n = blocks.len() as u64;
+        // SAFETY: fastrange maps into 0..n and the vector is not empty.
+        let b = unsafe { blocks.get_unchecked_mut(fr(h, n) as usize) };
+        kern6(b, remix(h))
+    }
+    impl G {
+        pub fn new(blocks: usize, v: usize) -> G {
+            G {
+                blocks: vec![Blk::default(); blocks],
+                kind: black_box(1),
+                key: black_box(0xc73a_b174_c5ec_d5a2),
+                items: 0,
+                fp: black_box(if v == 5 { kern_rt } else { kern6 } as unsafe fn(&mut Blk, u64) -> bool),
+            }
+        }
+        /// Variant `v` of the library-like insert.
+        ///
+        /// # Safety
+        /// The CPU must support AVX2 (`fp` is an AVX2 function).
+        #[inline(always)]
+        pub unsafe fn ins(&mut self, key: &u64, v: usize) {
+            let kind_ok = v == 3 || self.kind == 1;
+            if !kind_ok {
+                return;
+            }
+            let seed = if v == 2 { 0xc73a_b174_c5ec_d5a2 } else { self.key };
+            let mut x = key.rotate_left(32) ^ seed;
+            x ^= x.rotate_left(49) ^ x.rotate_left(24);
+            x = x.wrapping_mul(0x9fb2_1c65_1e98_df25);
+            x ^= (x >> 35).wrapping_add(8);
+            x = x.wrapping_mul(0x9fb2_1c65_1e98_df25);
+            let h = x ^ (x >> 28);
+            if v == 6 {
+                // SAFETY: AVX2 (this function's contract).
+                let new = unsafe { ins_h_g(&mut self.blocks, h) };
+                self.items += new as u64;
+                return;
+            }
+            let n = self.blocks.len() as u64;
+            // SAFETY: fastrange maps into 0..n and the vector is not empty.
+            let b = unsafe { self.blocks.get_unchecked_mut(fr(h, n) as usize) };
+            if v == 4 {
+                self.items += 1;
+                // SAFETY: AVX2 (this function's contract).
+                unsafe { (self.fp)(b, remix(h)) };
+                return;
+            }
+            // SAFETY: AVX2 (this function's contract).
+            let new = unsafe { (self.fp)(b, remix(h)) };
+            if v != 1 {
+                self.items += new as u64;
+            }
+        }
     }
     #[inline(always)]
     fn xx(key: &u64) -> u64 {
