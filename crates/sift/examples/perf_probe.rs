@@ -100,6 +100,8 @@ fn main() {
         "G5 counter only",
         "G6 runtime-k kernel",
         "G7 ins_h via G",
+        "exp ins_s count in F",
+        "exp ins_s count far",
     ];
     let mut gs: Vec<exp::G> = (0..7).map(|v| exp::G::new(nb, v)).collect();
     let mut res = vec![vec![]; names.len()];
@@ -196,6 +198,26 @@ fn main() {
                     },
                     n,
                 ),
+                28 => time(
+                    &mut || {
+                        for k in &keys {
+                            // SAFETY: AVX2 checked above.
+                            unsafe { ex[0].ins_c(black_box(k)) };
+                        }
+                        ex[0].items as usize
+                    },
+                    n,
+                ),
+                29 => time(
+                    &mut || {
+                        for k in &keys {
+                            // SAFETY: AVX2 checked above.
+                            unsafe { ex[0].ins_far(black_box(k)) };
+                        }
+                        ex[0].far.0 as usize
+                    },
+                    n,
+                ),
                 21..=27 => {
                     let v = i - 21;
                     time(
@@ -281,7 +303,13 @@ mod exp {
         pub blocks: Vec<Blk>,
         pub k: u32,
         pub seedkey: u64,
+        pub items: u64,
+        pub far: Far,
     }
+    /// A counter on its own cache line.
+    #[repr(align(128))]
+    #[derive(Default)]
+    pub struct Far(pub u64);
     static DISABLE: [[Blk; 8]; 9] = {
         let mut t = [[Blk([0; 8]); 8]; 9];
         let mut len = 0;
@@ -460,7 +488,13 @@ mod exp {
     }
     impl F {
         pub fn new(blocks: usize, k: u32) -> F {
-            F { blocks: vec![Blk::default(); blocks], k, seedkey: black_box(0xc73a_b174_c5ec_d5a2) }
+            F {
+                blocks: vec![Blk::default(); blocks],
+                k,
+                seedkey: black_box(0xc73a_b174_c5ec_d5a2),
+                items: 0,
+                far: Far::default(),
+            }
         }
         #[inline(always)]
         fn blk(&self, h: u64) -> &Blk {
@@ -484,6 +518,17 @@ mod exp {
             set(self.blk_mut(h), lo, hi);
         }
         #[target_feature(enable = "avx2")]
+        pub unsafe fn ins_c(&mut self, key: &u64) {
+            let new = self.ins_s(key);
+            self.items += new as u64;
+        }
+        #[target_feature(enable = "avx2")]
+        pub unsafe fn ins_far(&mut self, key: &u64) {
+            let new = self.ins_s(key);
+            self.far.0 += new as u64;
+        }
+        #[target_feature(enable = "avx2")]
+        #[inline]
         pub unsafe fn ins_s(&mut self, key: &u64) -> bool {
             let mut v = key.rotate_left(32) ^ self.seedkey;
             v ^= v.rotate_left(49) ^ v.rotate_left(24);
