@@ -81,6 +81,67 @@ impl Probes {
         self.b = self.b.wrapping_add(i as u64);
         x
     }
+
+    /// The first `K` positions, the same as `K` calls of [`Probes::next`] (tested), each computed
+    /// from the digest directly: the recurrence of `next` gives `a_i = h1 + i·h2 + C(i, 3)`
+    /// (mod 2^64), so the `K` multiplies do not wait on one another and, `K` being known, the
+    /// offsets are constants.
+    #[inline(always)]
+    pub(crate) fn first<const K: usize>(d: Digest, m: u64) -> [u64; K] {
+        core::array::from_fn(|i| {
+            let i = i as u64;
+            let c3 = i * i.saturating_sub(1) * i.saturating_sub(2) / 6;
+            fastrange(d.h1.wrapping_add(i.wrapping_mul(d.h2)).wrapping_add(c3), m)
+        })
+    }
+}
+
+/// The word holding bit `x` of `words`, without a bounds check.
+///
+/// # Safety
+/// `x < m` where `m` is the bit count of a [`BitVec`] whose words are `words`: a `BitVec` of `m`
+/// bits has exactly `ceil(m / 64)` words (`BitVec::zeroed`, `BitVec::from_le_bytes`), so
+/// `x / 64 < words.len()`. Every probe position is `fastrange(_, m) < m`.
+#[inline(always)]
+unsafe fn word_at(words: &[u64], x: u64) -> u64 {
+    debug_assert!(((x >> 6) as usize) < words.len());
+    // SAFETY: the caller's contract, above.
+    unsafe { *words.get_unchecked((x >> 6) as usize) }
+}
+
+/// [`word_at`], mutably.
+///
+/// # Safety
+/// As for [`word_at`].
+#[inline(always)]
+unsafe fn word_at_mut(words: &mut [u64], x: u64) -> &mut u64 {
+    debug_assert!(((x >> 6) as usize) < words.len());
+    // SAFETY: the caller's contract (see `word_at`).
+    unsafe { words.get_unchecked_mut((x >> 6) as usize) }
+}
+
+/// Whether the `K` probe bits of `d` are all set, testing every one (no branch). `m` is the bit
+/// count of the `BitVec` whose words are `words`.
+#[inline(always)]
+fn all_set<const K: usize>(words: &[u64], m: u64, d: Digest) -> bool {
+    let mut all = 1u64;
+    for x in Probes::first::<K>(d, m) {
+        // SAFETY: `x = fastrange(_, m) < m`, the bit count of `words` (see `word_at`).
+        all &= unsafe { word_at(words, x) } >> (x & 63);
+    }
+    all & 1 == 1
+}
+
+/// Whether the `K` probe bits of `d` are all set, stopping at the first clear one.
+#[inline(always)]
+fn all_set_early_exit<const K: usize>(words: &[u64], m: u64, d: Digest) -> bool {
+    for x in Probes::first::<K>(d, m) {
+        // SAFETY: `x = fastrange(_, m) < m`, the bit count of `words` (see `word_at`).
+        if unsafe { word_at(words, x) } >> (x & 63) & 1 == 0 {
+            return false;
+        }
+    }
+    true
 }
 
 impl Bloom {
@@ -219,6 +280,38 @@ impl Bloom {
         self.ones = 0;
     }
 
+    /// [`Filter::contains_digest`] for any `k`: a loop over [`Probes`].
+    #[inline(never)]
+    fn contains_any_k(&self, d: Digest) -> bool {
+        let mut p = Probes::new(d, self.bits.len());
+        let words = self.bits.words();
+        if words.len() * 8 > EARLY_EXIT_BYTES {
+            // A filter larger than the core's L2: stop at the first clear bit. A member tests
+            // all k bits either way (the branches are predicted, so its loads still overlap);
+            // a non-member of a half-full filter stops after two probes on average, saving most
+            // of its cache misses (at n = 10M, 12 MB: non-member query 1.7–2.0x fastbloom's with
+            // the branch-free loop, 1.1–1.4x with this one; docs/BENCHMARKS.md).
+            for i in 0..self.k {
+                let x = p.next(i);
+                // SAFETY: `x = fastrange(_, m) < m`, the bit count of `words` (see `word_at`).
+                if unsafe { word_at(words, x) } >> (x & 63) & 1 == 0 {
+                    return false;
+                }
+            }
+            return true;
+        }
+        // Cache-resident: branch-free, all k loads issued together and no mispredicted exit
+        // (an early exit mispredicts about once per non-member, which costs more than the hits
+        // it saves when the lines are in cache).
+        let mut all = 1u64;
+        for i in 0..self.k {
+            let x = p.next(i);
+            // SAFETY: `x = fastrange(_, m) < m`, the bit count of `words` (see `word_at`).
+            all &= unsafe { word_at(words, x) } >> (x & 63);
+        }
+        all & 1 == 1
+    }
+
     #[inline(always)]
     fn prefetch_digest(&self, d: Digest) {
         let mut p = Probes::new(d, self.bits.len());
@@ -235,33 +328,18 @@ impl Filter for Bloom {
         self.hasher
     }
 
-    #[inline]
+    #[inline(always)]
     fn contains_digest(&self, d: Digest) -> bool {
-        let mut p = Probes::new(d, self.bits.len());
-        let words = self.bits.words();
-        if words.len() * 8 > EARLY_EXIT_BYTES {
-            // A filter larger than the core's L2: stop at the first clear bit. A member tests
-            // all k bits either way (the branches are predicted, so its loads still overlap);
-            // a non-member of a half-full filter stops after two probes on average, saving most
-            // of its cache misses (at n = 10M, 12 MB: non-member query 1.7–2.0x fastbloom's with
-            // the branch-free loop, 1.1–1.4x with this one; docs/BENCHMARKS.md).
-            for i in 0..self.k {
-                let x = p.next(i);
-                if words[(x >> 6) as usize] >> (x & 63) & 1 == 0 {
-                    return false;
-                }
-            }
-            return true;
+        if self.k == 7 {
+            // The usual k (FPR 1%): unrolled, inlined, positions computed independently.
+            let words = self.bits.words();
+            return if words.len() * 8 > EARLY_EXIT_BYTES {
+                all_set_early_exit::<7>(words, self.bits.len(), d)
+            } else {
+                all_set::<7>(words, self.bits.len(), d)
+            };
         }
-        // Cache-resident: branch-free, all k loads issued together and no mispredicted exit
-        // (an early exit mispredicts about once per non-member, which costs more than the hits
-        // it saves when the lines are in cache).
-        let mut all = 1u64;
-        for i in 0..self.k {
-            let x = p.next(i);
-            all &= words[(x >> 6) as usize] >> (x & 63);
-        }
-        all & 1 == 1
+        self.contains_any_k(d)
     }
 
     /// Same answer as the trait's default; hashes through the precomputed per-seed state
@@ -301,18 +379,15 @@ impl Filter for Bloom {
 }
 
 impl Insert for Bloom {
-    #[inline]
+    #[inline(always)]
     fn insert_digest(&mut self, d: Digest) -> bool {
-        let mut p = Probes::new(d, self.bits.len());
-        let words = self.bits.words_mut();
-        let mut flipped = 0;
-        for i in 0..self.k {
-            let x = p.next(i);
-            let w = &mut words[(x >> 6) as usize];
-            let mask = 1u64 << (x & 63);
-            flipped += (*w & mask == 0) as u64;
-            *w |= mask;
-        }
+        let m = self.bits.len();
+        let flipped = if self.k == 7 {
+            // The usual k (FPR 1%): unrolled, inlined, positions computed independently.
+            set_all::<7>(self.bits.words_mut(), m, d)
+        } else {
+            set_any_k(self.bits.words_mut(), m, self.k, d)
+        };
         self.ones += flipped;
         let new = flipped != 0;
         self.items += new as u64;
@@ -339,6 +414,36 @@ impl Insert for Bloom {
         }
         new
     }
+}
+
+/// Sets the `K` probe bits of `d`; returns how many were clear.
+#[inline(always)]
+fn set_all<const K: usize>(words: &mut [u64], m: u64, d: Digest) -> u64 {
+    let mut flipped = 0;
+    for x in Probes::first::<K>(d, m) {
+        // SAFETY: `x = fastrange(_, m) < m`, the bit count of `words` (see `word_at`).
+        let w = unsafe { word_at_mut(words, x) };
+        let mask = 1u64 << (x & 63);
+        flipped += (*w & mask == 0) as u64;
+        *w |= mask;
+    }
+    flipped
+}
+
+/// [`set_all`] for any `k`: a loop over [`Probes`].
+#[inline(never)]
+fn set_any_k(words: &mut [u64], m: u64, k: u32, d: Digest) -> u64 {
+    let mut p = Probes::new(d, m);
+    let mut flipped = 0;
+    for i in 0..k {
+        let x = p.next(i);
+        // SAFETY: `x = fastrange(_, m) < m`, the bit count of `words` (see `word_at`).
+        let w = unsafe { word_at_mut(words, x) };
+        let mask = 1u64 << (x & 63);
+        flipped += (*w & mask == 0) as u64;
+        *w |= mask;
+    }
+    flipped
 }
 
 /// Probe positions buffered per group of a staged query ([`staged_contains`]): about 500 cache
@@ -491,11 +596,39 @@ mod tests {
         }
     }
 
-    /// Both query loops (early exit above `EARLY_EXIT_BYTES`, branch-free below) answer what
-    /// testing every probe bit answers, for members and random digests, on a filter on each
-    /// side of the threshold.
+    /// `Probes::first` (closed form, used by the unrolled paths) gives the positions of
+    /// successive `Probes::next` calls (the recurrence CountingBloom and the format rely on),
+    /// for every `K` the unrolled paths use and a few more, at small, odd and huge `m`.
     #[test]
-    fn early_exit_and_branch_free_queries_agree_with_all_probes() {
+    fn first_positions_equal_the_recurrence() {
+        fn check<const K: usize>(d: Digest, m: u64) {
+            let mut p = Probes::new(d, m);
+            let want: Vec<u64> = (0..K as u32).map(|i| p.next(i)).collect();
+            assert_eq!(Probes::first::<K>(d, m).to_vec(), want, "K {K} m {m} {d:?}");
+        }
+        let mut st = 5u64;
+        let mut next = || crate::filters::blocked_bloom::tests::splitmix(&mut st);
+        for m in [1u64, 2, 63, 64, 65, 9_585_059, 1 << 40, u64::MAX] {
+            for _ in 0..200 {
+                let d = Digest { h1: next(), h2: next() };
+                check::<1>(d, m);
+                check::<3>(d, m);
+                check::<7>(d, m);
+                check::<10>(d, m);
+                check::<64>(d, m);
+            }
+            check::<7>(Digest { h1: u64::MAX, h2: u64::MAX }, m);
+            check::<64>(Digest { h1: 0, h2: 0 }, m);
+        }
+    }
+
+    /// The query paths (unrolled for k = 7, the loop for other k; early exit above
+    /// `EARLY_EXIT_BYTES`, branch-free below; all without bounds checks) answer what testing
+    /// every probe bit with checked indexing answers, and the insert paths set exactly the bits
+    /// a checked insert sets, for members and random digests, on filters on each side of the
+    /// threshold whose bit counts are not multiples of 64 (the last word partly used).
+    #[test]
+    fn unchecked_paths_agree_with_checked_probes() {
         fn all_probes(f: &Bloom, d: Digest) -> bool {
             let mut p = Probes::new(d, f.bits.len());
             (0..f.k).all(|i| {
@@ -505,24 +638,37 @@ mod tests {
         }
         let mut st = 77u64;
         let mut next = || crate::filters::blocked_bloom::tests::splitmix(&mut st);
-        for bits in [1u64 << 20, (EARLY_EXIT_BYTES as u64 * 8) * 3 / 2] {
-            let mut f = Bloom::with_params(bits, 7, Hasher::default()).unwrap();
-            let n = (bits / 10) as usize;
-            let members: Vec<Digest> = (0..n).map(|_| Digest { h1: next(), h2: next() }).collect();
-            for d in &members {
-                f.insert_digest(*d);
+        for k in [7u32, 3, 10] {
+            for bits in [(1u64 << 20) + 13, (EARLY_EXIT_BYTES as u64 * 8) * 3 / 2 + 37] {
+                let mut f = Bloom::with_params(bits, k, Hasher::default()).unwrap();
+                let mut checked = vec![0u64; f.bits.words().len()];
+                let n = (bits / 10) as usize;
+                let members: Vec<Digest> = (0..n).map(|_| Digest { h1: next(), h2: next() }).collect();
+                for d in &members {
+                    let mut p = Probes::new(*d, bits);
+                    let mut flipped = 0;
+                    for i in 0..k {
+                        let x = p.next(i);
+                        flipped += (checked[(x >> 6) as usize] >> (x & 63) & 1 == 0) as u64;
+                        checked[(x >> 6) as usize] |= 1 << (x & 63);
+                    }
+                    assert_eq!(f.insert_digest(*d), flipped != 0, "k {k} bits {bits}");
+                }
+                assert_eq!(f.bits.words(), &checked[..], "k {k} bits {bits}");
+                assert_eq!(f.ones, f.bits.count_ones(), "k {k} bits {bits}");
+                assert_eq!(f.bits.words().len() * 8 > EARLY_EXIT_BYTES, bits > 1 << 21);
+                assert!(members.iter().all(|d| f.contains_digest(*d)), "k {k} bits {bits}");
+                let mut hits = 0;
+                for _ in 0..200_000 {
+                    let d = Digest { h1: next(), h2: next() };
+                    let want = all_probes(&f, d);
+                    assert_eq!(f.contains_digest(d), want, "k {k} bits {bits}");
+                    hits += want as u32;
+                }
+                // 1.0–1.7% at 10 bits/key for these k, so both answers occur and the comparison
+                // means something.
+                assert!(hits > 500 && hits < 5_000, "k {k} bits {bits}: {hits} hits");
             }
-            assert_eq!(f.bits.words().len() * 8 > EARLY_EXIT_BYTES, bits > 1 << 20);
-            assert!(members.iter().all(|d| f.contains_digest(*d)), "bits {bits}");
-            let mut hits = 0;
-            for _ in 0..200_000 {
-                let d = Digest { h1: next(), h2: next() };
-                let want = all_probes(&f, d);
-                assert_eq!(f.contains_digest(d), want, "bits {bits}");
-                hits += want as u32;
-            }
-            // Near 1% at 10 bits/key, so both answers occur and the comparison means something.
-            assert!(hits > 500 && hits < 5_000, "bits {bits}: {hits} hits");
         }
     }
 
