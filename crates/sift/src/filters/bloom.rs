@@ -132,10 +132,15 @@ fn all_set<const K: usize>(words: &[u64], m: u64, d: Digest) -> bool {
     all & 1 == 1
 }
 
-/// Whether the `K` probe bits of `d` are all set, stopping at the first clear one.
+/// Whether the `K` probe bits of `d` are all set, stopping at the first clear one. Positions
+/// by the recurrence, each computed just before its test: a non-member stops after about two,
+/// and computing all `K` first (`Probes::first`) made its query 8% slower at n = 4M (members
+/// the same; docs/BENCHMARKS.md, branch bloom10).
 #[inline(always)]
 fn all_set_early_exit<const K: usize>(words: &[u64], m: u64, d: Digest) -> bool {
-    for x in Probes::first::<K>(d, m) {
+    let mut p = Probes::new(d, m);
+    for i in 0..K as u32 {
+        let x = p.next(i);
         // SAFETY: `x = fastrange(_, m) < m`, the bit count of `words` (see `word_at`).
         if unsafe { word_at(words, x) } >> (x & 63) & 1 == 0 {
             return false;
