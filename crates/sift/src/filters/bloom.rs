@@ -81,6 +81,72 @@ impl Probes {
         self.b = self.b.wrapping_add(i as u64);
         x
     }
+
+    /// The first `K` positions, the same as `K` calls of [`Probes::next`] (tested), each computed
+    /// from the digest directly: the recurrence of `next` gives `a_i = h1 + i·h2 + C(i, 3)`
+    /// (mod 2^64), so the `K` multiplies do not wait on one another and, `K` being known, the
+    /// offsets are constants.
+    #[inline(always)]
+    pub(crate) fn first<const K: usize>(d: Digest, m: u64) -> [u64; K] {
+        core::array::from_fn(|i| {
+            let i = i as u64;
+            let c3 = i * i.saturating_sub(1) * i.saturating_sub(2) / 6;
+            fastrange(d.h1.wrapping_add(i.wrapping_mul(d.h2)).wrapping_add(c3), m)
+        })
+    }
+}
+
+/// The word holding bit `x` of `words`, without a bounds check.
+///
+/// # Safety
+/// `x < m` where `m` is the bit count of a [`BitVec`] whose words are `words`: a `BitVec` of `m`
+/// bits has exactly `ceil(m / 64)` words (`BitVec::zeroed`, `BitVec::from_le_bytes`), so
+/// `x / 64 < words.len()`. Every probe position is `fastrange(_, m) < m`.
+#[inline(always)]
+unsafe fn word_at(words: &[u64], x: u64) -> u64 {
+    debug_assert!(((x >> 6) as usize) < words.len());
+    // SAFETY: the caller's contract, above.
+    unsafe { *words.get_unchecked((x >> 6) as usize) }
+}
+
+/// [`word_at`], mutably.
+///
+/// # Safety
+/// As for [`word_at`].
+#[inline(always)]
+unsafe fn word_at_mut(words: &mut [u64], x: u64) -> &mut u64 {
+    debug_assert!(((x >> 6) as usize) < words.len());
+    // SAFETY: the caller's contract (see `word_at`).
+    unsafe { words.get_unchecked_mut((x >> 6) as usize) }
+}
+
+/// Whether the `K` probe bits of `d` are all set, testing every one (no branch). `m` is the bit
+/// count of the `BitVec` whose words are `words`.
+#[inline(always)]
+fn all_set<const K: usize>(words: &[u64], m: u64, d: Digest) -> bool {
+    let mut all = 1u64;
+    for x in Probes::first::<K>(d, m) {
+        // SAFETY: `x = fastrange(_, m) < m`, the bit count of `words` (see `word_at`).
+        all &= unsafe { word_at(words, x) } >> (x & 63);
+    }
+    all & 1 == 1
+}
+
+/// Whether the `K` probe bits of `d` are all set, stopping at the first clear one. Positions
+/// by the recurrence, each computed just before its test: a non-member stops after about two,
+/// and computing all `K` first (`Probes::first`) made its query 8% slower at n = 4M (members
+/// the same; docs/BENCHMARKS.md, branch bloom10).
+#[inline(always)]
+fn all_set_early_exit<const K: usize>(words: &[u64], m: u64, d: Digest) -> bool {
+    let mut p = Probes::new(d, m);
+    for i in 0..K as u32 {
+        let x = p.next(i);
+        // SAFETY: `x = fastrange(_, m) < m`, the bit count of `words` (see `word_at`).
+        if unsafe { word_at(words, x) } >> (x & 63) & 1 == 0 {
+            return false;
+        }
+    }
+    true
 }
 
 impl Bloom {
@@ -219,6 +285,58 @@ impl Bloom {
         self.ones = 0;
     }
 
+    /// [`Filter::contains_digest`] for any `k`: unrolled for `k` up to 16, a loop over
+    /// [`Probes`] above.
+    #[inline(never)]
+    fn contains_any_k(&self, d: Digest) -> bool {
+        let m = self.bits.len();
+        let words = self.bits.words();
+        let large = words.len() * 8 > EARLY_EXIT_BYTES;
+        // Unrolled for the k of the usual FPRs (k = 1..=16: FPR down to about 1e-5), one call
+        // and a jump table away.
+        macro_rules! unrolled {
+            ($($k:literal)*) => {
+                match self.k {
+                    $($k => {
+                        return if large {
+                            all_set_early_exit::<$k>(words, m, d)
+                        } else {
+                            all_set::<$k>(words, m, d)
+                        }
+                    })*
+                    _ => {}
+                }
+            };
+        }
+        unrolled!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
+        let mut p = Probes::new(d, m);
+        if large {
+            // A filter larger than the core's L2: stop at the first clear bit. A member tests
+            // all k bits either way (the branches are predicted, so its loads still overlap);
+            // a non-member of a half-full filter stops after two probes on average, saving most
+            // of its cache misses (at n = 10M, 12 MB: non-member query 1.7–2.0x fastbloom's with
+            // the branch-free loop, 1.1–1.4x with this one; docs/BENCHMARKS.md).
+            for i in 0..self.k {
+                let x = p.next(i);
+                // SAFETY: `x = fastrange(_, m) < m`, the bit count of `words` (see `word_at`).
+                if unsafe { word_at(words, x) } >> (x & 63) & 1 == 0 {
+                    return false;
+                }
+            }
+            return true;
+        }
+        // Cache-resident: branch-free, all k loads issued together and no mispredicted exit
+        // (an early exit mispredicts about once per non-member, which costs more than the hits
+        // it saves when the lines are in cache).
+        let mut all = 1u64;
+        for i in 0..self.k {
+            let x = p.next(i);
+            // SAFETY: `x = fastrange(_, m) < m`, the bit count of `words` (see `word_at`).
+            all &= unsafe { word_at(words, x) } >> (x & 63);
+        }
+        all & 1 == 1
+    }
+
     #[inline(always)]
     fn prefetch_digest(&self, d: Digest) {
         let mut p = Probes::new(d, self.bits.len());
@@ -235,33 +353,18 @@ impl Filter for Bloom {
         self.hasher
     }
 
-    #[inline]
+    #[inline(always)]
     fn contains_digest(&self, d: Digest) -> bool {
-        let mut p = Probes::new(d, self.bits.len());
-        let words = self.bits.words();
-        if words.len() * 8 > EARLY_EXIT_BYTES {
-            // A filter larger than the core's L2: stop at the first clear bit. A member tests
-            // all k bits either way (the branches are predicted, so its loads still overlap);
-            // a non-member of a half-full filter stops after two probes on average, saving most
-            // of its cache misses (at n = 10M, 12 MB: non-member query 1.7–2.0x fastbloom's with
-            // the branch-free loop, 1.1–1.4x with this one; docs/BENCHMARKS.md).
-            for i in 0..self.k {
-                let x = p.next(i);
-                if words[(x >> 6) as usize] >> (x & 63) & 1 == 0 {
-                    return false;
-                }
-            }
-            return true;
+        if self.k == 7 {
+            // The usual k (FPR 1%): unrolled, inlined, positions computed independently.
+            let words = self.bits.words();
+            return if words.len() * 8 > EARLY_EXIT_BYTES {
+                all_set_early_exit::<7>(words, self.bits.len(), d)
+            } else {
+                all_set::<7>(words, self.bits.len(), d)
+            };
         }
-        // Cache-resident: branch-free, all k loads issued together and no mispredicted exit
-        // (an early exit mispredicts about once per non-member, which costs more than the hits
-        // it saves when the lines are in cache).
-        let mut all = 1u64;
-        for i in 0..self.k {
-            let x = p.next(i);
-            all &= words[(x >> 6) as usize] >> (x & 63);
-        }
-        all & 1 == 1
+        self.contains_any_k(d)
     }
 
     /// Same answer as the trait's default; hashes through the precomputed per-seed state
@@ -301,18 +404,15 @@ impl Filter for Bloom {
 }
 
 impl Insert for Bloom {
-    #[inline]
+    #[inline(always)]
     fn insert_digest(&mut self, d: Digest) -> bool {
-        let mut p = Probes::new(d, self.bits.len());
-        let words = self.bits.words_mut();
-        let mut flipped = 0;
-        for i in 0..self.k {
-            let x = p.next(i);
-            let w = &mut words[(x >> 6) as usize];
-            let mask = 1u64 << (x & 63);
-            flipped += (*w & mask == 0) as u64;
-            *w |= mask;
-        }
+        let m = self.bits.len();
+        let flipped = if self.k == 7 {
+            // The usual k (FPR 1%): unrolled, inlined, positions computed independently.
+            set_all::<7>(self.bits.words_mut(), m, d)
+        } else {
+            set_any_k(self.bits.words_mut(), m, self.k, d)
+        };
         self.ones += flipped;
         let new = flipped != 0;
         self.items += new as u64;
@@ -339,6 +439,79 @@ impl Insert for Bloom {
         }
         new
     }
+}
+
+/// Sets the `K` probe bits of `d`; returns how many were clear.
+#[inline(always)]
+fn set_all<const K: usize>(words: &mut [u64], m: u64, d: Digest) -> u64 {
+    let mut already = 0u64;
+    for x in Probes::first::<K>(d, m) {
+        // SAFETY: `x = fastrange(_, m) < m`, the bit count of `words` (see `word_at`).
+        let w = unsafe { word_at_mut(words, x) };
+        *w = set_bit_count(*w, x, &mut already);
+    }
+    K as u64 - already
+}
+
+/// `v` with bit `x & 63` set; adds that bit's old value (0 or 1) to `already`. On x86-64 one
+/// `bts` (which leaves the old bit in the carry flag) and one `adc`: LLVM tests the bit and sets
+/// it in two separate instructions on a copy of the word, and the insert was 10% slower for it
+/// (n = 1M, docs/BENCHMARKS.md, branch bloom10).
+#[inline(always)]
+fn set_bit_count(v: u64, x: u64, already: &mut u64) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut v = v;
+        // SAFETY: register-only instructions (no memory, no stack): `bts` with a register bit
+        // offset works on `x mod 64` of the register, `adc` adds the carry it left. The portable
+        // version below is tested to give the same results.
+        unsafe {
+            core::arch::asm!(
+                "bts {v}, {x}",
+                "adc {a}, 0",
+                v = inout(reg) v,
+                x = in(reg) x,
+                a = inout(reg) *already,
+                options(pure, nomem, nostack),
+            );
+        }
+        v
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        set_bit_count_portable(v, x, already)
+    }
+}
+
+/// [`set_bit_count`] in plain Rust (the version of other targets, and the reference of the test).
+#[cfg(any(test, not(target_arch = "x86_64")))]
+#[inline(always)]
+fn set_bit_count_portable(v: u64, x: u64, already: &mut u64) -> u64 {
+    *already += v >> (x & 63) & 1;
+    v | 1 << (x & 63)
+}
+
+/// [`set_all`] for any `k`: unrolled for `k` up to 16, a loop over [`Probes`] above.
+#[inline(never)]
+fn set_any_k(words: &mut [u64], m: u64, k: u32, d: Digest) -> u64 {
+    macro_rules! unrolled {
+        ($($k:literal)*) => {
+            match k {
+                $($k => return set_all::<$k>(words, m, d),)*
+                _ => {}
+            }
+        };
+    }
+    unrolled!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
+    let mut p = Probes::new(d, m);
+    let mut already = 0;
+    for i in 0..k {
+        let x = p.next(i);
+        // SAFETY: `x = fastrange(_, m) < m`, the bit count of `words` (see `word_at`).
+        let w = unsafe { word_at_mut(words, x) };
+        *w = set_bit_count(*w, x, &mut already);
+    }
+    k as u64 - already
 }
 
 /// Probe positions buffered per group of a staged query ([`staged_contains`]): about 500 cache
@@ -491,11 +664,62 @@ mod tests {
         }
     }
 
-    /// Both query loops (early exit above `EARLY_EXIT_BYTES`, branch-free below) answer what
-    /// testing every probe bit answers, for members and random digests, on a filter on each
-    /// side of the threshold.
+    /// `Probes::first` (closed form, used by the unrolled paths) gives the positions of
+    /// successive `Probes::next` calls (the recurrence CountingBloom and the format rely on),
+    /// for every `K` the unrolled paths use and a few more, at small, odd and huge `m`.
     #[test]
-    fn early_exit_and_branch_free_queries_agree_with_all_probes() {
+    fn first_positions_equal_the_recurrence() {
+        fn check<const K: usize>(d: Digest, m: u64) {
+            let mut p = Probes::new(d, m);
+            let want: Vec<u64> = (0..K as u32).map(|i| p.next(i)).collect();
+            assert_eq!(Probes::first::<K>(d, m).to_vec(), want, "K {K} m {m} {d:?}");
+        }
+        let mut st = 5u64;
+        let mut next = || crate::filters::blocked_bloom::tests::splitmix(&mut st);
+        for m in [1u64, 2, 63, 64, 65, 9_585_059, 1 << 40, u64::MAX] {
+            for _ in 0..200 {
+                let d = Digest { h1: next(), h2: next() };
+                check::<1>(d, m);
+                check::<3>(d, m);
+                check::<7>(d, m);
+                check::<10>(d, m);
+                check::<64>(d, m);
+            }
+            check::<7>(Digest { h1: u64::MAX, h2: u64::MAX }, m);
+            check::<64>(Digest { h1: 0, h2: 0 }, m);
+        }
+    }
+
+    /// The `bts`/`adc` of `set_bit_count` gives what the portable version gives, for every bit
+    /// offset (including offsets of 64 and above, taken mod 64) of random and edge words.
+    #[test]
+    fn set_bit_count_agrees_with_portable() {
+        let mut st = 3u64;
+        let mut next = || crate::filters::blocked_bloom::tests::splitmix(&mut st);
+        let mut words = vec![0u64, u64::MAX, 1, 1 << 63];
+        words.extend((0..200).map(|_| next()));
+        for v in words {
+            for x in (0..256u64).chain([u64::MAX, u64::MAX - 63, 1 << 40]) {
+                for start in [0u64, 5] {
+                    let (mut a, mut b) = (start, start);
+                    assert_eq!(
+                        set_bit_count(v, x, &mut a),
+                        set_bit_count_portable(v, x, &mut b),
+                        "{v:#x} {x}"
+                    );
+                    assert_eq!(a, b, "{v:#x} {x}");
+                }
+            }
+        }
+    }
+
+    /// The query paths (unrolled for k = 7, the loop for other k; early exit above
+    /// `EARLY_EXIT_BYTES`, branch-free below; all without bounds checks) answer what testing
+    /// every probe bit with checked indexing answers, and the insert paths set exactly the bits
+    /// a checked insert sets, for members and random digests, on filters on each side of the
+    /// threshold whose bit counts are not multiples of 64 (the last word partly used).
+    #[test]
+    fn unchecked_paths_agree_with_checked_probes() {
         fn all_probes(f: &Bloom, d: Digest) -> bool {
             let mut p = Probes::new(d, f.bits.len());
             (0..f.k).all(|i| {
@@ -505,24 +729,40 @@ mod tests {
         }
         let mut st = 77u64;
         let mut next = || crate::filters::blocked_bloom::tests::splitmix(&mut st);
-        for bits in [1u64 << 20, (EARLY_EXIT_BYTES as u64 * 8) * 3 / 2] {
-            let mut f = Bloom::with_params(bits, 7, Hasher::default()).unwrap();
-            let n = (bits / 10) as usize;
-            let members: Vec<Digest> = (0..n).map(|_| Digest { h1: next(), h2: next() }).collect();
-            for d in &members {
-                f.insert_digest(*d);
+        // k = 7: the inlined path; 3, 10, 16: the unrolled arms of the other k; 20: the loop.
+        for k in [7u32, 3, 10, 16, 20] {
+            for bits in [(1u64 << 20) + 13, (EARLY_EXIT_BYTES as u64 * 8) * 3 / 2 + 37] {
+                let mut f = Bloom::with_params(bits, k, Hasher::default()).unwrap();
+                let mut checked = vec![0u64; f.bits.words().len()];
+                // The load at which the FPR is 1%: fill 0.01^(1/k) = 1 - e^(-kn/m).
+                let fill = 0.01f64.powf(1.0 / k as f64);
+                let n = (-(1.0 - fill).ln() * bits as f64 / k as f64) as usize;
+                let members: Vec<Digest> = (0..n).map(|_| Digest { h1: next(), h2: next() }).collect();
+                for d in &members {
+                    let mut p = Probes::new(*d, bits);
+                    let mut flipped = 0;
+                    for i in 0..k {
+                        let x = p.next(i);
+                        flipped += (checked[(x >> 6) as usize] >> (x & 63) & 1 == 0) as u64;
+                        checked[(x >> 6) as usize] |= 1 << (x & 63);
+                    }
+                    assert_eq!(f.insert_digest(*d), flipped != 0, "k {k} bits {bits}");
+                }
+                assert_eq!(f.bits.words(), &checked[..], "k {k} bits {bits}");
+                assert_eq!(f.ones, f.bits.count_ones(), "k {k} bits {bits}");
+                assert_eq!(f.bits.words().len() * 8 > EARLY_EXIT_BYTES, bits > 1 << 21);
+                assert!(members.iter().all(|d| f.contains_digest(*d)), "k {k} bits {bits}");
+                let mut hits = 0;
+                for _ in 0..200_000 {
+                    let d = Digest { h1: next(), h2: next() };
+                    let want = all_probes(&f, d);
+                    assert_eq!(f.contains_digest(d), want, "k {k} bits {bits}");
+                    hits += want as u32;
+                }
+                // About 1% (2,000 expected), so both answers occur and the comparison means
+                // something.
+                assert!(hits > 500 && hits < 5_000, "k {k} bits {bits}: {hits} hits");
             }
-            assert_eq!(f.bits.words().len() * 8 > EARLY_EXIT_BYTES, bits > 1 << 20);
-            assert!(members.iter().all(|d| f.contains_digest(*d)), "bits {bits}");
-            let mut hits = 0;
-            for _ in 0..200_000 {
-                let d = Digest { h1: next(), h2: next() };
-                let want = all_probes(&f, d);
-                assert_eq!(f.contains_digest(d), want, "bits {bits}");
-                hits += want as u32;
-            }
-            // Near 1% at 10 bits/key, so both answers occur and the comparison means something.
-            assert!(hits > 500 && hits < 5_000, "bits {bits}: {hits} hits");
         }
     }
 
