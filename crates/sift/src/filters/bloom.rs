@@ -120,10 +120,10 @@ unsafe fn word_at_mut(words: &mut [u64], x: u64) -> &mut u64 {
     unsafe { words.get_unchecked_mut((x >> 6) as usize) }
 }
 
-/// Whether the `K` probe bits of `d` are all set, testing every one (no branch). `m` is the bit
-/// count of the `BitVec` whose words are `words`.
+/// Whether the `K` probe bits of `d` are all set, testing every one (no branch).
 #[inline(always)]
-fn all_set<const K: usize>(words: &[u64], m: u64, d: Digest) -> bool {
+fn all_set<const K: usize>(bits: &BitVec, d: Digest) -> bool {
+    let (words, m) = (bits.words(), bits.len());
     let mut all = 1u64;
     for x in Probes::first::<K>(d, m) {
         // SAFETY: `x = fastrange(_, m) < m`, the bit count of `words` (see `word_at`).
@@ -137,7 +137,8 @@ fn all_set<const K: usize>(words: &[u64], m: u64, d: Digest) -> bool {
 /// and computing all `K` first (`Probes::first`) made its query 8% slower at n = 4M (members
 /// the same; docs/BENCHMARKS.md, branch bloom10).
 #[inline(always)]
-fn all_set_early_exit<const K: usize>(words: &[u64], m: u64, d: Digest) -> bool {
+fn all_set_early_exit<const K: usize>(bits: &BitVec, d: Digest) -> bool {
+    let (words, m) = (bits.words(), bits.len());
     let mut p = Probes::new(d, m);
     for i in 0..K as u32 {
         let x = p.next(i);
@@ -299,9 +300,9 @@ impl Bloom {
                 match self.k {
                     $($k => {
                         return if large {
-                            all_set_early_exit::<$k>(words, m, d)
+                            all_set_early_exit::<$k>(&self.bits, d)
                         } else {
-                            all_set::<$k>(words, m, d)
+                            all_set::<$k>(&self.bits, d)
                         }
                     })*
                     _ => {}
@@ -359,9 +360,9 @@ impl Filter for Bloom {
             // The usual k (FPR 1%): unrolled, inlined, positions computed independently.
             let words = self.bits.words();
             return if words.len() * 8 > EARLY_EXIT_BYTES {
-                all_set_early_exit::<7>(words, self.bits.len(), d)
+                all_set_early_exit::<7>(&self.bits, d)
             } else {
-                all_set::<7>(words, self.bits.len(), d)
+                all_set::<7>(&self.bits, d)
             };
         }
         self.contains_any_k(d)
@@ -406,12 +407,11 @@ impl Filter for Bloom {
 impl Insert for Bloom {
     #[inline(always)]
     fn insert_digest(&mut self, d: Digest) -> bool {
-        let m = self.bits.len();
         let flipped = if self.k == 7 {
             // The usual k (FPR 1%): unrolled, inlined, positions computed independently.
-            set_all::<7>(self.bits.words_mut(), m, d)
+            set_all::<7>(&mut self.bits, d)
         } else {
-            set_any_k(self.bits.words_mut(), m, self.k, d)
+            set_any_k(&mut self.bits, self.k, d)
         };
         self.ones += flipped;
         let new = flipped != 0;
@@ -443,7 +443,9 @@ impl Insert for Bloom {
 
 /// Sets the `K` probe bits of `d`; returns how many were clear.
 #[inline(always)]
-fn set_all<const K: usize>(words: &mut [u64], m: u64, d: Digest) -> u64 {
+fn set_all<const K: usize>(bits: &mut BitVec, d: Digest) -> u64 {
+    let m = bits.len();
+    let words = bits.words_mut();
     let mut already = 0u64;
     for x in Probes::first::<K>(d, m) {
         // SAFETY: `x = fastrange(_, m) < m`, the bit count of `words` (see `word_at`).
@@ -493,16 +495,18 @@ fn set_bit_count_portable(v: u64, x: u64, already: &mut u64) -> u64 {
 
 /// [`set_all`] for any `k`: unrolled for `k` up to 16, a loop over [`Probes`] above.
 #[inline(never)]
-fn set_any_k(words: &mut [u64], m: u64, k: u32, d: Digest) -> u64 {
+fn set_any_k(bits: &mut BitVec, k: u32, d: Digest) -> u64 {
     macro_rules! unrolled {
         ($($k:literal)*) => {
             match k {
-                $($k => return set_all::<$k>(words, m, d),)*
+                $($k => return set_all::<$k>(bits, d),)*
                 _ => {}
             }
         };
     }
     unrolled!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
+    let m = bits.len();
+    let words = bits.words_mut();
     let mut p = Probes::new(d, m);
     let mut already = 0;
     for i in 0..k {
