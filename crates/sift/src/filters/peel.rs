@@ -658,13 +658,15 @@ impl<'a, S: HashSource + ?Sized> Peeler<'a, S> {
             counts.fill(0);
         }
         let mut duplicates = 0usize;
-        // Keys in item order (xor filter) hit random slots: fetch the lines of a key a few keys
-        // ahead. Bucketed keys (binary fuse) sweep the array and need no help.
-        const AHEAD: usize = 16;
-        let prefetch_ahead = bb == 0 && slots >= 1 << 16;
+        // Fetch the lines of the slots of a key a few keys ahead: keys in item order (xor filter)
+        // hit random slots; bucketed keys (binary fuse) sweep the array, but meet each line of
+        // the segments after the first one's at random (the offsets are hashed), a miss each.
+        // Not for arrays that stay in cache.
+        let ahead = if bb == 0 { 16 } else { 32 };
+        let prefetch_ahead = slots >= 1 << 16;
         for i in 0..n {
-            if prefetch_ahead && i + AHEAD < n {
-                for s in layout.positions(keys[i + AHEAD]) {
+            if prefetch_ahead && i + ahead < n {
+                for s in layout.positions(keys[i + ahead]) {
                     prefetch(xors.as_ptr().wrapping_add(s));
                     prefetch(counts.as_ptr().wrapping_add(s));
                 }
