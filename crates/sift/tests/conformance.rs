@@ -265,25 +265,53 @@ conformance!(split_block_bloom: sift::SplitBlockBloom = Family::dynamic(sift::Sp
 
 conformance!(xor8: sift::Xor8 = Family::built(|_, k| sift::Xor8::build(k), |_, h| sift::Xor8::build_from_hashes(h))
     .fpr_targets(&[1.0 / 256.0])
-    .with_eq());
+    .with_eq();
+
+    /// `xor8_old_order.sift`: written before branch `fuse10` changed the peeling order.
+    #[test]
+    fn old_order_golden_still_decodes() {
+        suite::older_golden(&family(), "xor8_old_order");
+    }
+);
 
 conformance!(binary_fuse8: sift::BinaryFuse8 = Family::built(
         |_, k| sift::BinaryFuse8::build(k),
         |_, h| sift::BinaryFuse8::build_from_hashes(h))
     .fpr_targets(&[1.0 / 256.0])
-    .with_eq());
+    .with_eq();
+
+    /// `binary_fuse8_old_order.sift`: written before branch `fuse10` changed the peeling order.
+    #[test]
+    fn old_order_golden_still_decodes() {
+        suite::older_golden(&family(), "binary_fuse8_old_order");
+    }
+);
 
 conformance!(binary_fuse8_4wise: sift::BinaryFuse8 = Family::built(
         |_, k| sift::BinaryFuse8::build_with(k, sift::Arity::Four, sift::Hasher::default()),
         |_, h| sift::BinaryFuse8::from_hashes_with(h, sift::Arity::Four, sift::Hasher::default()))
     .fpr_targets(&[1.0 / 256.0])
-    .with_eq());
+    .with_eq();
+
+    /// `binary_fuse8_4wise_old_order.sift`: written before branch `fuse10` changed the peeling order.
+    #[test]
+    fn old_order_golden_still_decodes() {
+        suite::older_golden(&family(), "binary_fuse8_4wise_old_order");
+    }
+);
 
 conformance!(binary_fuse16: sift::BinaryFuse16 = Family::built(
         |_, k| sift::BinaryFuse16::build(k),
         |_, h| sift::BinaryFuse16::build_from_hashes(h))
     .fpr_targets(&[1.0 / 65536.0])
-    .with_eq());
+    .with_eq();
+
+    /// `binary_fuse16_old_order.sift`: written before branch `fuse10` changed the peeling order.
+    #[test]
+    fn old_order_golden_still_decodes() {
+        suite::older_golden(&family(), "binary_fuse16_old_order");
+    }
+);
 
 conformance!(gcs: sift::Gcs = Family::built(
         |p, k| sift::Gcs::build_with_params(k, sift::GcsParams::for_fpr(p)?),

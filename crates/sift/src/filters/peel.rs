@@ -28,16 +28,18 @@
 //!   places them next to each other. Should duplicates slip through (or a slot's count overflow),
 //!   peeling fails and the next attempt works on a sorted, deduplicated copy of the hashes: exact,
 //!   at the cost of one sort that only adversarial input pays.
-//! * **Peeling order**: depth first, driven by a descending scan over the slots (8 counts read
-//!   at a time): at each slot with one key, that key is taken out, then at once every slot this
-//!   leaves with one key (a small stack), so the work stays in the few segments around the scan.
-//!   This is the same order as the earlier construction (a stack first filled with every degree-1
-//!   slot, popped from the top), so the filters are byte-identical to it; `peel/reference.rs`
-//!   keeps that construction and the tests compare the two. For the xor filter, whose slots are
-//!   anywhere in the array, the lines of the keys about to be peeled are prefetched.
+//! * **Peeling order** (since branch `fuse10`): a descending scan over the slots queues the
+//!   slots with one key, and a FIFO queue is worked off a few dozen entries behind the scan;
+//!   taking a key out queues the slots it leaves with one key. The work stays in the few
+//!   segments around the scan, consecutive entries seldom depend on each other (so several keys
+//!   are in flight at once, where a depth-first stack waited for each key's slots in turn), and
+//!   the slots of the key a few entries on are prefetched. Which seeds work does not depend on
+//!   the order; the fingerprints do, so filters built since `fuse10` differ from earlier ones
+//!   for the same input (the format is the same: both read and answer alike). `peel/reference.rs`
+//!   keeps the construction of before `fuse7` as the tests' oracle for seed, shape and items.
 //! * **Scratch memory** (in `bits::Storage`: 2 MiB-aligned, huge pages where the kernel gives
 //!   them): keys `8·n`, peel positions `n`, slot xors `8·s`, counts `s` bytes (`s` slots), reused
-//!   across attempts, plus `8·n` for the deduplicated copy if it is ever needed: about 19.2 bytes
+//!   across attempts, a queue of a few hundred entries, plus `8·n` for the deduplicated copy if it is ever needed: about 19.2 bytes
 //!   per key for a binary fuse filter (s ≈ 1.13·n), 20.5 for an xor filter (s ≈ 1.23·n),
 //!   measured by `examples/fuse_probe.rs`. Building from items hashes each item straight into its
 //!   place in the key array (no vector of hashes first); a retry hashes the items again.
@@ -261,8 +263,8 @@ pub(crate) struct Peeler<'a, S: HashSource + ?Sized> {
     counts: Option<Storage<u8>>,
     /// Whether `keys`, `xors` and `counts` are still all zero (freshly allocated).
     clean: bool,
-    /// The depth-first stack of slots that became degree 1 (small: see `attempt`).
-    stack: Vec<u32>,
+    /// The ring buffer of slots with one key waiting to be peeled (small: see `peel`).
+    queue: Vec<u32>,
     buckets: Vec<u32>,
     next_attempt: u32,
 }
@@ -417,6 +419,124 @@ fn place_exact<S: HashSource + ?Sized>(src: &S, seed: u64, bb: u32, keys: &mut [
     });
 }
 
+/// Takes the key of slot `s` out if `s` still has one key: stacks it (key and which of its slots
+/// it was taken from) and removes it from all its slots, queueing every slot this leaves with one
+/// key (branch-free: write, advance only if the count is 1).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn take<const A: usize, L: Layout<A>>(
+    layout: &L,
+    s: usize,
+    counts: &mut [u8],
+    xors: &mut [u64],
+    keys: &mut [u64],
+    found: &mut [u8],
+    stacked: &mut usize,
+    q: &mut [u32],
+    tail: &mut usize,
+) {
+    let c = counts[s];
+    if c >> 2 != 1 {
+        // Its key was taken out meanwhile from another slot (count 0).
+        return;
+    }
+    let x = xors[s];
+    keys[*stacked] = x;
+    found[*stacked] = c & 3;
+    *stacked += 1;
+    let mask = q.len() - 1;
+    // The own slot too: there the update gives count 0 and xor 0, so it is not queued again
+    // and a second entry of it in the queue is skipped.
+    for (j, t) in layout.positions(x).into_iter().enumerate() {
+        let ct = (counts[t] ^ j as u8).wrapping_sub(4);
+        counts[t] = ct;
+        xors[t] ^= x;
+        q[*tail & mask] = t as u32;
+        *tail += (ct >> 2 == 1) as usize;
+    }
+}
+
+/// Doubles the ring buffer `q`, keeping the entries `head..tail` at their (masked) places.
+fn grow(q: &mut Vec<u32>, head: usize, tail: usize) -> Result<()> {
+    let old = q.len();
+    let mut next = Vec::new();
+    alloc(&mut next, old * 2)?;
+    for i in head..tail {
+        next[i & (old * 2 - 1)] = q[i & (old - 1)];
+    }
+    *q = next;
+    Ok(())
+}
+
+/// Entries the peeling queue keeps before it takes the front one (see [`peel`]).
+const LAG: usize = 32;
+/// How far ahead of the front of the queue the slots of an entry's key are prefetched.
+const PREFETCH: usize = 16;
+/// Slots scanned at a time.
+const BLOCK: usize = 64;
+
+/// Peels the keys counted in `counts` and `xors`, stacking them in `keys` and `found` in the
+/// order they are taken out; returns how many.
+///
+/// A descending scan over the slots queues every slot with one key (branch-free), `BLOCK` slots
+/// at a time, and the queue (a ring buffer, first in first out) is worked off down to `LAG`
+/// entries after each block, so the work stays among the few segments around the scan. Taking a
+/// key out queues the slots it leaves with one key at the back. Consecutive entries of a FIFO
+/// seldom depend on each other, so the processor overlaps the work of several keys (a stack,
+/// depth first, chains them: each step waits for the slots of the key before), and the slots
+/// of the key `PREFETCH` entries on are fetched while the front one is taken out. A slot can
+/// be queued twice (by the scan and when a key is taken out) or lose its key before its turn;
+/// its count is 0 then and it is skipped. Every slot that has one key at some point is queued
+/// after that point, so the peeling is complete: the keys left are the 2-core of the hypergraph,
+/// whatever the order, and the order changes only the fingerprints, not which seeds work.
+fn peel<const A: usize, L: Layout<A>>(
+    layout: &L,
+    counts: &mut [u8],
+    xors: &mut [u64],
+    keys: &mut [u64],
+    found: &mut [u8],
+    queue: &mut Vec<u32>,
+) -> Result<usize> {
+    if queue.len() < 4 * BLOCK {
+        alloc(queue, 4 * BLOCK)?;
+    }
+    let slots = counts.len();
+    let (mut head, mut tail, mut stacked) = (0usize, 0usize, 0usize);
+    let mut end = slots;
+    while end > 0 {
+        let start = end.saturating_sub(BLOCK);
+        if tail - head + BLOCK > queue.len() {
+            grow(queue, head, tail)?;
+        }
+        let mask = queue.len() - 1;
+        for s in (start..end).rev() {
+            queue[tail & mask] = s as u32;
+            tail += (counts[s] >> 2 == 1) as usize;
+        }
+        // The last block drains the queue.
+        let keep = if start == 0 { 0 } else { LAG };
+        while tail - head > keep {
+            if tail - head + A > queue.len() {
+                grow(queue, head, tail)?;
+            }
+            let mask = queue.len() - 1;
+            if tail - head > PREFETCH {
+                // Only a hint: the entry may lose its key before its turn (count and xor 0).
+                let ahead = queue[(head + PREFETCH) & mask] as usize;
+                for u in layout.positions(xors[ahead]) {
+                    prefetch(xors.as_ptr().wrapping_add(u));
+                    prefetch(counts.as_ptr().wrapping_add(u));
+                }
+            }
+            let s = queue[head & mask] as usize;
+            head += 1;
+            take(layout, s, counts, xors, keys, found, &mut stacked, queue, &mut tail);
+        }
+        end = start;
+    }
+    Ok(stacked)
+}
+
 impl<'a, S: HashSource + ?Sized> Peeler<'a, S> {
     /// Starts a build of the hashes of `src` (duplicates allowed).
     pub(crate) fn new(src: &'a S) -> Self {
@@ -428,7 +548,7 @@ impl<'a, S: HashSource + ?Sized> Peeler<'a, S> {
             xors: None,
             counts: None,
             clean: false,
-            stack: Vec::new(),
+            queue: Vec::new(),
             buckets: Vec::new(),
             next_attempt: 0,
         }
@@ -538,13 +658,15 @@ impl<'a, S: HashSource + ?Sized> Peeler<'a, S> {
             counts.fill(0);
         }
         let mut duplicates = 0usize;
-        // Keys in item order (xor filter) hit random slots: fetch the lines of a key a few keys
-        // ahead. Bucketed keys (binary fuse) sweep the array and need no help.
-        const AHEAD: usize = 16;
-        let prefetch_ahead = bb == 0 && slots >= 1 << 16;
+        // Fetch the lines of the slots of a key a few keys ahead: keys in item order (xor filter)
+        // hit random slots; bucketed keys (binary fuse) sweep the array, but meet each line of
+        // the segments after the first one's at random (the offsets are hashed), a miss each.
+        // Not for arrays that stay in cache.
+        let ahead = if bb == 0 { 16 } else { 32 };
+        let prefetch_ahead = slots >= 1 << 16;
         for i in 0..n {
-            if prefetch_ahead && i + AHEAD < n {
-                for s in layout.positions(keys[i + AHEAD]) {
+            if prefetch_ahead && i + ahead < n {
+                for s in layout.positions(keys[i + ahead]) {
                     prefetch(xors.as_ptr().wrapping_add(s));
                     prefetch(counts.as_ptr().wrapping_add(s));
                 }
@@ -573,106 +695,8 @@ impl<'a, S: HashSource + ?Sized> Peeler<'a, S> {
             }
         }
         clock.lap(1);
-        // 3. Peel, depth first from a descending scan over the slots: at each slot used by one
-        // key, take the key out, then at once the slots this leaves with one key (a stack, so
-        // the work stays among the few segments around the scan and in cache). This is exactly
-        // the order of a stack first filled with every degree-1 slot in ascending order and
-        // popped from the top (the construction before `fuse7`, see `reference.rs`): when the
-        // scan reaches a slot, every slot that came down to one key meanwhile has been peeled
-        // by its depth-first run, so the slots with one key that the scan finds are the ones that
-        // had one key from the start, met in the same descending order.
-        let stack = &mut self.stack;
-        if stack.len() < 64 {
-            stack.resize(64, 0);
-        }
-        let mut stacked = 0usize;
-        let mut peel = |s0: usize, counts: &mut [u8], xors: &mut [u64]| {
-            let mut top = 0usize;
-            let mut s = s0;
-            loop {
-                if counts[s] >> 2 == 1 {
-                    let x = xors[s];
-                    let idx = counts[s] & 3;
-                    // The stack of peeled keys reuses `keys`: the keys now live in `xors`, and
-                    // `stacked` never overtakes the keys counted.
-                    keys[stacked] = x;
-                    found[stacked] = idx;
-                    stacked += 1;
-                    if top + A > stack.len() {
-                        let len = stack.len() * 2;
-                        stack.resize(len, 0);
-                    }
-                    // Take the key out of all its slots, its own included: there the update
-                    // gives count 0 and xor 0 (`(4 | idx) ^ idx - 4 = 0`, `x ^ x = 0`), so the own
-                    // slot is neither special-cased nor pushed. Pushes are branch-free (write,
-                    // advance only if the count is 1): which slots qualify is data-dependent.
-                    let p = layout.positions(x);
-                    for (j, &t) in p.iter().enumerate() {
-                        counts[t] = (counts[t] ^ j as u8).wrapping_sub(4);
-                        xors[t] ^= x;
-                        stack[top] = t as u32;
-                        let one = counts[t] >> 2 == 1;
-                        top += one as usize;
-                        if prefetch_ahead && one {
-                            // Xor filter: the key left alone at `t` is peeled soon; fetch its
-                            // other slots now (only the last one pushed is peeled at once).
-                            for u in layout.positions(xors[t]) {
-                                prefetch(xors.as_ptr().wrapping_add(u));
-                                prefetch(counts.as_ptr().wrapping_add(u));
-                            }
-                        }
-                    }
-                }
-                if top == 0 {
-                    break;
-                }
-                top -= 1;
-                s = stack[top] as usize;
-            }
-        };
-        // The scan reads 8 counts at a time and visits only the slots with one key among them
-        // (a branch per slot would mispredict about as often as such slots occur). Peeling can
-        // only lower counts, and every slot it brings down to one key it peels at once, so the
-        // slots found in a word stay the only candidates; each is checked again when visited.
-        let words = slots / 8;
-        for s0 in (words * 8..slots).rev() {
-            if counts[s0] >> 2 == 1 {
-                peel(s0, counts, xors);
-            }
-        }
-        const LO: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-        // Bytes whose count field (bits 2..8) is 1 become 0, then get their top bit set (an
-        // exact zero-byte test: no carries between bytes).
-        let degree_one = |counts: &[u8], base: usize| {
-            let word = u64::from_le_bytes(counts[base..base + 8].try_into().expect("8 counts"));
-            let t = (word & 0xfcfc_fcfc_fcfc_fcfc) ^ 0x0404_0404_0404_0404;
-            !(((t & LO) + LO) | t | LO)
-        };
-        // Xor filter: a key's slots are anywhere in the array, so each step of a depth-first
-        // run waits for a cache miss. Runs start at the scan's degree-1 slots: fetch the lines of
-        // their keys' slots a few words ahead of the scan (only a hint: the order is unchanged).
-        const SCAN_AHEAD: usize = 8;
-        for w in (0..words).rev() {
-            let base = w * 8;
-            if prefetch_ahead && w >= SCAN_AHEAD {
-                let ahead = base - SCAN_AHEAD * 8;
-                let mut m = degree_one(counts, ahead);
-                while m != 0 {
-                    let bit = 63 - m.leading_zeros();
-                    m ^= 1 << bit;
-                    for t in layout.positions(xors[ahead + (bit / 8) as usize]) {
-                        prefetch(xors.as_ptr().wrapping_add(t));
-                        prefetch(counts.as_ptr().wrapping_add(t));
-                    }
-                }
-            }
-            let mut m = degree_one(counts, base);
-            while m != 0 {
-                let bit = 63 - m.leading_zeros();
-                m ^= 1 << bit;
-                peel(base + (bit / 8) as usize, counts, xors);
-            }
-        }
+        // 3. Peel (see `peel`).
+        let stacked = peel(layout, counts, xors, keys, found, &mut self.queue)?;
         clock.lap(2);
         if stacked + duplicates != n {
             return Ok(None);
@@ -769,37 +793,54 @@ mod tests {
         }
     }
 
+    /// The filter of `h` has the reference construction's seed, shape and item count (peeling
+    /// succeeds for the same seeds in any order, and duplicates are found in the same counting
+    /// pass), and it is valid: every key's fingerprint is the xor of its slots (`contains_hash`
+    /// compares exactly that). Its fingerprints differ from the reference's since `fuse10`
+    /// (another peeling order).
     fn check_fuse<F: Fingerprint>(h: &[u64], arity: Arity, what: &str) {
         let want = reference::binary_fuse::<F>(h, arity.get()).unwrap();
         let got = BinaryFuse::<F>::from_hashes_with(h, arity, Hasher::default()).unwrap();
-        let got = reference::RefFilter {
-            seed: got.seed(),
-            shape: (got.segment_length() as u64, got.segment_count() as u64),
-            fingerprints: got.fingerprints().to_vec(),
-            items: crate::traits::Filter::len(&got) as u64,
-        };
-        assert!(
-            got == want,
-            "{what}: n = {}, arity {arity:?}, {} bits: not the reference's bytes",
-            h.len(),
-            F::BITS
+        let shape = (got.segment_length() as u64, got.segment_count() as u64);
+        let items = crate::traits::Filter::len(&got) as u64;
+        let bits = F::BITS;
+        let n = h.len();
+        assert_eq!(
+            (got.seed(), shape, got.fingerprints().len(), items),
+            (want.seed, want.shape, want.fingerprints.len(), want.items),
+            "{what}: n = {n}, arity {arity:?}, {bits} bits: not the reference's seed, shape or items",
+        );
+        let missing = h.iter().filter(|&&x| !crate::traits::Filter::contains_hash(&got, x)).count();
+        assert_eq!(
+            missing, 0,
+            "{what}: n = {n}, arity {arity:?}, {bits} bits: keys whose slots do not xor to them"
         );
     }
 
     fn check_xor(h: &[u64], what: &str) {
         let want = reference::xor8(h).unwrap();
         let got = Xor8::from_hashes_with(h, Hasher::default()).unwrap();
-        let got = reference::RefFilter {
-            seed: got.seed(),
-            shape: (got.fingerprints().len() as u64 / 3, 0),
-            fingerprints: got.fingerprints().to_vec(),
-            items: crate::traits::Filter::len(&got) as u64,
-        };
-        assert!(got == want, "{what}: n = {}, xor8: not the reference's bytes", h.len());
+        let n = h.len();
+        assert_eq!(
+            (got.seed(), got.fingerprints().len(), crate::traits::Filter::len(&got) as u64),
+            (want.seed, want.fingerprints.len(), want.items),
+            "{what}: n = {n}, xor8: not the reference's seed, shape or items"
+        );
+        let missing = h.iter().filter(|&&x| !crate::traits::Filter::contains_hash(&got, x)).count();
+        assert_eq!(missing, 0, "{what}: n = {n}, xor8: keys whose slots do not xor to them");
     }
 
     #[test]
-    fn identical_to_reference_construction() {
+    fn grow_keeps_the_queue_in_order() {
+        // Entries 5..13 of a ring of 8 wrap around; doubled, they read back in order.
+        let mut q: Vec<u32> = (0..8).map(|i| if i < 5 { i + 8 } else { i }).collect();
+        grow(&mut q, 5, 13).unwrap();
+        assert_eq!(q.len(), 16);
+        assert_eq!((5..13).map(|i| q[i & 15]).collect::<Vec<_>>(), (5..13).collect::<Vec<u32>>());
+    }
+
+    #[test]
+    fn valid_and_same_seeds_as_reference() {
         for n in sizes() {
             for dup in 0..=4 {
                 if dup == 4 && n > 1000 {
@@ -817,7 +858,7 @@ mod tests {
     }
 
     #[test]
-    fn identical_to_reference_from_items() {
+    fn valid_and_same_seeds_as_reference_from_items() {
         // Items hashed while placing give the filter of their hashes (with repeated items).
         for n in [0usize, 1, 7, 1000, 30_000] {
             let items: Vec<[u8; 8]> =
@@ -837,7 +878,7 @@ mod tests {
     }
 
     #[test]
-    fn identical_to_reference_large() {
+    fn valid_and_same_seeds_as_reference_large() {
         // Large enough for huge-page scratch storage and the xor filter's prefetching.
         for n in [300_000usize, 1_000_000] {
             let h = hashes(n, 5, 0);

@@ -1,6 +1,8 @@
 //! The construction as it was before branch `fuse7` (breadth-first queue of all degree-1 slots,
-//! keys hashed into a separate vector first), kept unchanged as the reference the identity tests
-//! hold the current construction to: both must give byte-identical filters.
+//! keys hashed into a separate vector first), kept unchanged as the oracle of the tests: since
+//! branch `fuse10` peels in another order, the current construction must find the same seed,
+//! shape and item count (which seeds work does not depend on the peeling order, and duplicates
+//! are taken out in the same counting pass) and a valid filter, not the same fingerprints.
 
 use super::{attempt_seed, mix, Fingerprint, Layout, Peeled};
 use crate::error::{Error, Result};
