@@ -412,11 +412,11 @@ impl Cuckoo {
             // The 8 bytes at each bucket's first byte, unmasked: the bits past the bucket (the
             // next bucket's, or guard bytes) change none of the field tests, and the word is
             // written back whole, so they are stored unchanged (nothing else is written between).
-            let (w1, w2) = (self.word(at1), self.word(at2));
+            let (w1, w2) = (self.bucket_word::<F>(i1), self.bucket_word::<F>(i2));
             if at1.abs_diff(at2) >= 8 {
                 if let Some((v1, v2, present)) = sse2::insert_words::<F>(w1, w2, fp) {
-                    self.table[at1..at1 + 8].copy_from_slice(&v1.to_le_bytes());
-                    self.table[at2..at2 + 8].copy_from_slice(&v2.to_le_bytes());
+                    self.set_bucket_word::<F>(i1, v1);
+                    self.set_bucket_word::<F>(i2, v2);
                     self.items += 1;
                     return Ok(!(present || self.stashed(i1, i2, fp)));
                 }
@@ -471,6 +471,34 @@ impl Cuckoo {
     #[inline(always)]
     fn word(&self, at: usize) -> u64 {
         u64::from_le_bytes(self.table[at..at + 8].try_into().expect("8 bytes"))
+    }
+
+    /// [`Cuckoo::word`] at the first byte of bucket `i`, `at = i · 4F/8`, without the bounds
+    /// check, for the x86-64 fast paths (insert and query). The caller passes a bucket index
+    /// from [`fastrange`] or [`Cuckoo::alt`], both `< self.buckets`.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn bucket_word<const F: u32>(&self, i: u64) -> u64 {
+        debug_assert_eq!(F, self.fp_bits);
+        debug_assert!(i < self.buckets);
+        let at = i as usize * (BUCKET_SLOTS * F as usize / 8);
+        // SAFETY: the table holds `buckets · 4F/8 + 8` bytes (`with_params`, the only place it
+        // is made; neither `buckets` nor its length change afterwards), and `i < buckets` (a
+        // `fastrange` result or `alt`, both reduced modulo `buckets`), so the 8 bytes at
+        // `at ≤ (buckets − 1) · 4F/8` are in the table. Unaligned read of plain bytes.
+        unsafe { self.table.as_ptr().add(at).cast::<u64>().read_unaligned() }.to_le()
+    }
+
+    /// Stores `v` as the 8 bytes at the first byte of bucket `i` (`i < self.buckets`), without
+    /// the bounds check: see [`Cuckoo::bucket_word`].
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn set_bucket_word<const F: u32>(&mut self, i: u64, v: u64) {
+        debug_assert!(i < self.buckets);
+        let at = i as usize * (BUCKET_SLOTS * F as usize / 8);
+        // SAFETY: as in `bucket_word`: the 8 bytes at `at` are in the table, which `&mut self`
+        // borrows exclusively. Unaligned write of plain bytes.
+        unsafe { self.table.as_mut_ptr().add(at).cast::<u64>().write_unaligned(v.to_le()) }
     }
 
     /// The rest of [`Cuckoo::insert_width`] when both buckets are full: out of line (and called
@@ -632,6 +660,12 @@ impl Cuckoo {
         let fp = (fastrange(d.h2, (1u64 << F) - 1) + 1) as u16;
         let i2 = self.alt(i1, fp);
         let bb = BUCKET_SLOTS as u64 * F as u64;
+        #[cfg(target_arch = "x86_64")]
+        let (b1, b2) = {
+            let mask = u64::MAX >> (64 - bb);
+            (self.bucket_word::<F>(i1) & mask, self.bucket_word::<F>(i2) & mask)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
         let (b1, b2) = (self.bucket_at(i1, bb), self.bucket_at(i2, bb));
         (bucket_has(b1, fp, F) | bucket_has(b2, fp, F)) || self.stashed(i1, i2, fp)
     }
@@ -1380,6 +1414,40 @@ mod tests {
             }
         }
         assert!(deep > 10, "the stash was reached in only {deep} tables");
+    }
+
+    /// The unchecked bucket words of the x86-64 fast paths against the checked [`Cuckoo::word`]
+    /// (their safe fallback) at every bucket, last bucket and guard bytes included, for every
+    /// width and several bucket counts; and a store through `set_bucket_word` lands where the
+    /// checked slice write would.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn unchecked_bucket_words_match_the_checked_ones() {
+        fn check<const F: u32>(buckets: u64) {
+            let mut f = Cuckoo::with_params(buckets, F, Hasher::default()).unwrap();
+            let step = BUCKET_SLOTS * F as usize / 8;
+            let len = f.table.len();
+            assert_eq!(len, buckets as usize * step + 8);
+            for (k, b) in f.table[..len - 8].iter_mut().enumerate() {
+                *b = (k as u8).wrapping_mul(151).wrapping_add(7);
+            }
+            for i in 0..buckets {
+                assert_eq!(f.bucket_word::<F>(i), f.word(i as usize * step), "F = {F}, bucket {i}");
+            }
+            let mut g = f.clone();
+            for i in [0, buckets / 2, buckets - 1] {
+                let v = 0x0123_4567_89ab_cdef_u64.rotate_left(i as u32);
+                f.set_bucket_word::<F>(i, v);
+                let at = i as usize * step;
+                g.table[at..at + 8].copy_from_slice(&v.to_le_bytes());
+                assert_eq!(f.table[..], g.table[..], "F = {F}, bucket {i}");
+            }
+        }
+        for buckets in [1, 2, 3, 7, 64, 1000] {
+            check::<8>(buckets);
+            check::<12>(buckets);
+            check::<16>(buckets);
+        }
     }
 
     /// The SSE2 field arithmetic of the insert against the scalar one, on words with empty
