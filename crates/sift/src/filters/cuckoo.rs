@@ -418,7 +418,10 @@ impl Cuckoo {
                     self.set_bucket_word::<F>(i1, v1);
                     self.set_bucket_word::<F>(i2, v2);
                     self.items += 1;
-                    return Ok(!(present || self.stashed(i1, i2, fp)));
+                    // `|`, not `||`: the stash test branches only on the stash being empty, not
+                    // on `present` (which waits for both loads), and a caller that ignores the
+                    // answer lets the membership test be dropped.
+                    return Ok(!(present | self.stashed(i1, i2, fp)));
                 }
             }
         }
