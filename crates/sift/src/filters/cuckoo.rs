@@ -181,7 +181,7 @@ const fn first_empty(b: u64, f: u32) -> Option<usize> {
     }
 }
 
-/// The insert's field arithmetic on both candidate words at once, in SSE2 registers (part of
+/// The insert's (and the query's) field arithmetic on both candidate words at once, in SSE2 registers (part of
 /// every x86-64 CPU).
 #[cfg(target_arch = "x86_64")]
 mod sse2 {
@@ -242,6 +242,24 @@ mod sse2 {
             let v = _mm_or_si128(w, _mm_and_si128(_mm_and_si128(fpv, field), m));
             let present = _mm_cvtsi128_si64(_mm_or_si128(z, _mm_unpackhi_epi64(z, z))) != 0;
             Some((_mm_cvtsi128_si64(v) as u64, _mm_cvtsi128_si64(_mm_unpackhi_epi64(v, v)) as u64, present))
+        }
+    }
+
+    /// Whether either of the 8-byte words `w1`, `w2` at two buckets holds `fp` in one of its 4
+    /// low `F`-bit fields: `bucket_has` on both lanes at once (the bits past the bucket change
+    /// nothing: a borrow only moves up, and only the 4 fields' top bits are kept).
+    #[inline(always)]
+    pub(super) fn has_words<const F: u32>(w1: u64, w2: u64, fp: u16) -> bool {
+        let lows = field_lows(F);
+        // SAFETY: SSE2 is part of the x86-64 baseline; no memory is accessed.
+        unsafe {
+            let w = _mm_set_epi64x(w2 as i64, w1 as i64);
+            let x = _mm_xor_si128(w, _mm_set1_epi64x((fp as u64).wrapping_mul(lows) as i64));
+            let z = _mm_and_si128(
+                _mm_andnot_si128(x, _mm_sub_epi64(x, _mm_set1_epi64x(lows as i64))),
+                _mm_set1_epi64x((lows << (F - 1)) as i64),
+            );
+            _mm_movemask_epi8(_mm_cmpeq_epi8(z, _mm_setzero_si128())) != 0xffff
         }
     }
 }
@@ -662,15 +680,18 @@ impl Cuckoo {
         let i1 = fastrange(d.h1, self.buckets);
         let fp = (fastrange(d.h2, (1u64 << F) - 1) + 1) as u16;
         let i2 = self.alt(i1, fp);
-        let bb = BUCKET_SLOTS as u64 * F as u64;
+        // On x86-64 the field test of both words in one SSE2 register (as the insert's): the
+        // work that waits for the two loads stays out of the integer scheduler (n = 1M:
+        // 7.9-8.3 -> 7.3 ns per u64 query).
         #[cfg(target_arch = "x86_64")]
-        let (b1, b2) = {
-            let mask = u64::MAX >> (64 - bb);
-            (self.bucket_word::<F>(i1) & mask, self.bucket_word::<F>(i2) & mask)
-        };
+        let has = sse2::has_words::<F>(self.bucket_word::<F>(i1), self.bucket_word::<F>(i2), fp);
         #[cfg(not(target_arch = "x86_64"))]
-        let (b1, b2) = (self.bucket_at(i1, bb), self.bucket_at(i2, bb));
-        (bucket_has(b1, fp, F) | bucket_has(b2, fp, F)) || self.stashed(i1, i2, fp)
+        let has = {
+            let bb = BUCKET_SLOTS as u64 * F as u64;
+            let (b1, b2) = (self.bucket_at(i1, bb), self.bucket_at(i2, bb));
+            bucket_has(b1, fp, F) | bucket_has(b2, fp, F)
+        };
+        has || self.stashed(i1, i2, fp)
     }
 
     /// Removes every item.
@@ -1453,8 +1474,8 @@ mod tests {
         }
     }
 
-    /// The SSE2 field arithmetic of the insert against the scalar one, on words with empty
-    /// fields, repeated fingerprints and junk past the bucket (the next bucket's bytes).
+    /// The SSE2 field arithmetic of the insert and of the query against the scalar one, on words
+    /// with empty fields, repeated fingerprints and junk past the bucket (the next bucket's bytes).
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn sse2_insert_words_match_the_scalar_fields() {
@@ -1472,6 +1493,14 @@ mod tests {
             assert_eq!((v1, v2), want, "F={F} {w1:#x} {w2:#x} fp {fp}");
             assert_eq!(present, bucket_has(w1, fp, F) | bucket_has(w2, fp, F), "F={F} {w1:#x} {w2:#x}");
         }
+        // The query's test against the scalar one on the buckets alone (junk masked off).
+        fn check_has<const F: u32>(w1: u64, w2: u64, fp: u16) -> bool {
+            let m = u64::MAX >> (64 - 4 * F);
+            let want = bucket_has(w1 & m, fp, F) | bucket_has(w2 & m, fp, F);
+            assert_eq!(sse2::has_words::<F>(w1, w2, fp), want, "F={F} {w1:#x} {w2:#x} fp {fp}");
+            want
+        }
+        let mut answers = [0u32; 2];
         let mut x = 0x0123_4567_89ab_cdefu64;
         let mut next = || {
             x ^= x << 13;
@@ -1504,8 +1533,16 @@ mod tests {
                     12 => check::<12>(w1, w2, fp as u16),
                     _ => check::<16>(w1, w2, fp as u16),
                 }
+                let has = match f {
+                    8 => check_has::<8>(w1, w2, fp as u16),
+                    12 => check_has::<12>(w1, w2, fp as u16),
+                    _ => check_has::<16>(w1, w2, fp as u16),
+                };
+                answers[has as usize] += 1;
             }
         }
+        // Both answers are exercised many times.
+        assert!(answers.iter().all(|&n| n > 10_000), "{answers:?}");
     }
 
     #[test]
