@@ -181,7 +181,7 @@ const fn first_empty(b: u64, f: u32) -> Option<usize> {
     }
 }
 
-/// The insert's field arithmetic on both candidate words at once, in SSE2 registers (part of
+/// The insert's (and the query's) field arithmetic on both candidate words at once, in SSE2 registers (part of
 /// every x86-64 CPU).
 #[cfg(target_arch = "x86_64")]
 mod sse2 {
@@ -242,6 +242,24 @@ mod sse2 {
             let v = _mm_or_si128(w, _mm_and_si128(_mm_and_si128(fpv, field), m));
             let present = _mm_cvtsi128_si64(_mm_or_si128(z, _mm_unpackhi_epi64(z, z))) != 0;
             Some((_mm_cvtsi128_si64(v) as u64, _mm_cvtsi128_si64(_mm_unpackhi_epi64(v, v)) as u64, present))
+        }
+    }
+
+    /// Whether either of the 8-byte words `w1`, `w2` at two buckets holds `fp` in one of its 4
+    /// low `F`-bit fields: `bucket_has` on both lanes at once (the bits past the bucket change
+    /// nothing: a borrow only moves up, and only the 4 fields' top bits are kept).
+    #[inline(always)]
+    pub(super) fn has_words<const F: u32>(w1: u64, w2: u64, fp: u16) -> bool {
+        let lows = field_lows(F);
+        // SAFETY: SSE2 is part of the x86-64 baseline; no memory is accessed.
+        unsafe {
+            let w = _mm_set_epi64x(w2 as i64, w1 as i64);
+            let x = _mm_xor_si128(w, _mm_set1_epi64x((fp as u64).wrapping_mul(lows) as i64));
+            let z = _mm_and_si128(
+                _mm_andnot_si128(x, _mm_sub_epi64(x, _mm_set1_epi64x(lows as i64))),
+                _mm_set1_epi64x((lows << (F - 1)) as i64),
+            );
+            _mm_movemask_epi8(_mm_cmpeq_epi8(z, _mm_setzero_si128())) != 0xffff
         }
     }
 }
@@ -412,13 +430,16 @@ impl Cuckoo {
             // The 8 bytes at each bucket's first byte, unmasked: the bits past the bucket (the
             // next bucket's, or guard bytes) change none of the field tests, and the word is
             // written back whole, so they are stored unchanged (nothing else is written between).
-            let (w1, w2) = (self.word(at1), self.word(at2));
+            let (w1, w2) = (self.bucket_word::<F>(i1), self.bucket_word::<F>(i2));
             if at1.abs_diff(at2) >= 8 {
                 if let Some((v1, v2, present)) = sse2::insert_words::<F>(w1, w2, fp) {
-                    self.table[at1..at1 + 8].copy_from_slice(&v1.to_le_bytes());
-                    self.table[at2..at2 + 8].copy_from_slice(&v2.to_le_bytes());
+                    self.set_bucket_word::<F>(i1, v1);
+                    self.set_bucket_word::<F>(i2, v2);
                     self.items += 1;
-                    return Ok(!(present || self.stashed(i1, i2, fp)));
+                    // `|`, not `||`: the stash test branches only on the stash being empty, not
+                    // on `present` (which waits for both loads), and a caller that ignores the
+                    // answer lets the membership test be dropped.
+                    return Ok(!(present | self.stashed(i1, i2, fp)));
                 }
             }
         }
@@ -471,6 +492,34 @@ impl Cuckoo {
     #[inline(always)]
     fn word(&self, at: usize) -> u64 {
         u64::from_le_bytes(self.table[at..at + 8].try_into().expect("8 bytes"))
+    }
+
+    /// [`Cuckoo::word`] at the first byte of bucket `i`, `at = i · 4F/8`, without the bounds
+    /// check, for the x86-64 fast paths (insert and query). The caller passes a bucket index
+    /// from [`fastrange`] or [`Cuckoo::alt`], both `< self.buckets`.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn bucket_word<const F: u32>(&self, i: u64) -> u64 {
+        debug_assert_eq!(F, self.fp_bits);
+        debug_assert!(i < self.buckets);
+        let at = i as usize * (BUCKET_SLOTS * F as usize / 8);
+        // SAFETY: the table holds `buckets · 4F/8 + 8` bytes (`with_params`, the only place it
+        // is made; neither `buckets` nor its length change afterwards), and `i < buckets` (a
+        // `fastrange` result or `alt`, both reduced modulo `buckets`), so the 8 bytes at
+        // `at ≤ (buckets − 1) · 4F/8` are in the table. Unaligned read of plain bytes.
+        unsafe { self.table.as_ptr().add(at).cast::<u64>().read_unaligned() }.to_le()
+    }
+
+    /// Stores `v` as the 8 bytes at the first byte of bucket `i` (`i < self.buckets`), without
+    /// the bounds check: see [`Cuckoo::bucket_word`].
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn set_bucket_word<const F: u32>(&mut self, i: u64, v: u64) {
+        debug_assert!(i < self.buckets);
+        let at = i as usize * (BUCKET_SLOTS * F as usize / 8);
+        // SAFETY: as in `bucket_word`: the 8 bytes at `at` are in the table, which `&mut self`
+        // borrows exclusively. Unaligned write of plain bytes.
+        unsafe { self.table.as_mut_ptr().add(at).cast::<u64>().write_unaligned(v.to_le()) }
     }
 
     /// The rest of [`Cuckoo::insert_width`] when both buckets are full: out of line (and called
@@ -631,9 +680,18 @@ impl Cuckoo {
         let i1 = fastrange(d.h1, self.buckets);
         let fp = (fastrange(d.h2, (1u64 << F) - 1) + 1) as u16;
         let i2 = self.alt(i1, fp);
-        let bb = BUCKET_SLOTS as u64 * F as u64;
-        let (b1, b2) = (self.bucket_at(i1, bb), self.bucket_at(i2, bb));
-        (bucket_has(b1, fp, F) | bucket_has(b2, fp, F)) || self.stashed(i1, i2, fp)
+        // On x86-64 the field test of both words in one SSE2 register (as the insert's): the
+        // work that waits for the two loads stays out of the integer scheduler (n = 1M:
+        // 7.9-8.3 -> 7.3 ns per u64 query).
+        #[cfg(target_arch = "x86_64")]
+        let has = sse2::has_words::<F>(self.bucket_word::<F>(i1), self.bucket_word::<F>(i2), fp);
+        #[cfg(not(target_arch = "x86_64"))]
+        let has = {
+            let bb = BUCKET_SLOTS as u64 * F as u64;
+            let (b1, b2) = (self.bucket_at(i1, bb), self.bucket_at(i2, bb));
+            bucket_has(b1, fp, F) | bucket_has(b2, fp, F)
+        };
+        has || self.stashed(i1, i2, fp)
     }
 
     /// Removes every item.
@@ -1382,8 +1440,42 @@ mod tests {
         assert!(deep > 10, "the stash was reached in only {deep} tables");
     }
 
-    /// The SSE2 field arithmetic of the insert against the scalar one, on words with empty
-    /// fields, repeated fingerprints and junk past the bucket (the next bucket's bytes).
+    /// The unchecked bucket words of the x86-64 fast paths against the checked [`Cuckoo::word`]
+    /// (their safe fallback) at every bucket, last bucket and guard bytes included, for every
+    /// width and several bucket counts; and a store through `set_bucket_word` lands where the
+    /// checked slice write would.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn unchecked_bucket_words_match_the_checked_ones() {
+        fn check<const F: u32>(buckets: u64) {
+            let mut f = Cuckoo::with_params(buckets, F, Hasher::default()).unwrap();
+            let step = BUCKET_SLOTS * F as usize / 8;
+            let len = f.table.len();
+            assert_eq!(len, buckets as usize * step + 8);
+            for (k, b) in f.table[..len - 8].iter_mut().enumerate() {
+                *b = (k as u8).wrapping_mul(151).wrapping_add(7);
+            }
+            for i in 0..buckets {
+                assert_eq!(f.bucket_word::<F>(i), f.word(i as usize * step), "F = {F}, bucket {i}");
+            }
+            let mut g = f.clone();
+            for i in [0, buckets / 2, buckets - 1] {
+                let v = 0x0123_4567_89ab_cdef_u64.rotate_left(i as u32);
+                f.set_bucket_word::<F>(i, v);
+                let at = i as usize * step;
+                g.table[at..at + 8].copy_from_slice(&v.to_le_bytes());
+                assert_eq!(f.table[..], g.table[..], "F = {F}, bucket {i}");
+            }
+        }
+        for buckets in [1, 2, 3, 7, 64, 1000] {
+            check::<8>(buckets);
+            check::<12>(buckets);
+            check::<16>(buckets);
+        }
+    }
+
+    /// The SSE2 field arithmetic of the insert and of the query against the scalar one, on words
+    /// with empty fields, repeated fingerprints and junk past the bucket (the next bucket's bytes).
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn sse2_insert_words_match_the_scalar_fields() {
@@ -1401,6 +1493,14 @@ mod tests {
             assert_eq!((v1, v2), want, "F={F} {w1:#x} {w2:#x} fp {fp}");
             assert_eq!(present, bucket_has(w1, fp, F) | bucket_has(w2, fp, F), "F={F} {w1:#x} {w2:#x}");
         }
+        // The query's test against the scalar one on the buckets alone (junk masked off).
+        fn check_has<const F: u32>(w1: u64, w2: u64, fp: u16) -> bool {
+            let m = u64::MAX >> (64 - 4 * F);
+            let want = bucket_has(w1 & m, fp, F) | bucket_has(w2 & m, fp, F);
+            assert_eq!(sse2::has_words::<F>(w1, w2, fp), want, "F={F} {w1:#x} {w2:#x} fp {fp}");
+            want
+        }
+        let mut answers = [0u32; 2];
         let mut x = 0x0123_4567_89ab_cdefu64;
         let mut next = || {
             x ^= x << 13;
@@ -1433,8 +1533,16 @@ mod tests {
                     12 => check::<12>(w1, w2, fp as u16),
                     _ => check::<16>(w1, w2, fp as u16),
                 }
+                let has = match f {
+                    8 => check_has::<8>(w1, w2, fp as u16),
+                    12 => check_has::<12>(w1, w2, fp as u16),
+                    _ => check_has::<16>(w1, w2, fp as u16),
+                };
+                answers[has as usize] += 1;
             }
         }
+        // Both answers are exercised many times.
+        assert!(answers.iter().all(|&n| n > 10_000), "{answers:?}");
     }
 
     #[test]
