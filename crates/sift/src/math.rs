@@ -422,9 +422,8 @@ pub fn blocked_words_plan(n: f64, p: f64, max_k: u32) -> (u64, u32) {
             // a few ulps under its limit; the FPR is evaluated to ~1e-13): a margin of 1e-9
             // relative plus 4 blocks is far wider than both.
             let lower = (estimate * (1.0 - 1e-9) - 4.0).max(1.0);
-            if lower >= u64::MAX as f64 {
-                continue;
-            }
+            // Saturating, as `settle_blocks` saturates: a `k` whose plan saturates still wins
+            // the tie at `u64::MAX` against a larger `k` (no `continue` here).
             let lower = lower as u64;
             if lower > b || (lower == b && k > bk) {
                 continue;
@@ -768,6 +767,60 @@ mod tests {
             }
         }
         assert!(checked > 3000, "{checked}");
+    }
+
+    /// The edges of the pruned planner, against the exhaustive one: tiny `n` (1 to 40), FPRs
+    /// near 0.5 and down to 1e-300 (where the exact FPR's rounding noise dominates), every
+    /// `max_k` from 1 to 16, and `n` around the size limit (2^42 blocks at each `k`'s load,
+    /// where `BlockedBloom::new` must return the same `CapacityExceeded`) and beyond it up to
+    /// `usize::MAX`, where `blocks` saturates at `u64::MAX` and the tie still goes to the
+    /// smaller `k`.
+    #[test]
+    fn plan_matches_the_exhaustive_planner_at_the_edges() {
+        let mut ps: Vec<f64> = vec![0.5 - 1e-12, 0.4999, 0.49, 0.45, 0.4, 0.25, 0.9, 1.0 - 1e-12];
+        for e in [7.0f64, 8.0, 9.0, 10.0, 12.0, 15.0, 20.0, 50.0, 300.0] {
+            for f in [1.0, 1.1, 0.9, 0.5] {
+                ps.push(f * 10f64.powf(-e));
+            }
+        }
+        let mut ns: Vec<f64> = (1..=40).map(|i| i as f64).collect();
+        ns.extend([1e3, 1e6, 1e9, 1e12, 1e15, 1e16, 1e17, 1e18, 1e19, u64::MAX as f64, usize::MAX as f64]);
+        let limit_blocks = (crate::bits::MAX_BYTES / 64) as f64;
+        let mut checked = 0;
+        for &p in &ps {
+            let mut ns = ns.clone();
+            for k in 1..=16 {
+                let at_limit = limit_blocks * blocked_words_max_load(k, p);
+                if at_limit.is_finite() && at_limit >= 1.0 {
+                    ns.extend([1.0 - 1e-9, 1.0, 1.0 + 1e-9, 0.999, 1.001].map(|f| (at_limit * f).round()));
+                }
+            }
+            for max_k in 1..=16 {
+                for &n in &ns {
+                    let want = blocked_words_plan_exhaustive(n, p, max_k);
+                    assert_eq!(blocked_words_plan(n, p, max_k), want, "n {n} p {p} max_k {max_k}");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 50_000, "{checked}");
+        // Above the limit at every k, the constructor refuses with the error the exhaustive plan
+        // gives (the plan's bytes), saturated or not.
+        for &p in &[0.01, 1e-7, 1e-9] {
+            let at_limit = (1..=16).map(|k| limit_blocks * blocked_words_max_load(k, p)).fold(0.0, f64::max);
+            for n in [at_limit * 1.001, at_limit * 1e3, 1e18, usize::MAX as f64] {
+                let n = n.round().min(usize::MAX as f64) as usize;
+                let (blocks, _) = blocked_words_plan_exhaustive(n as f64, p, 16);
+                let bytes = blocks as u128 * 64;
+                assert!(bytes > crate::bits::MAX_BYTES, "n {n} p {p}");
+                match crate::BlockedBloom::with_hasher(n, p, crate::Hasher::default()) {
+                    Err(crate::Error::CapacityExceeded { requested_bytes, .. }) => {
+                        assert_eq!(requested_bytes, bytes, "n {n} p {p}")
+                    }
+                    other => panic!("n {n} p {p}: {:?}", other.map(|f| f.num_bits())),
+                }
+            }
+        }
     }
 
     /// The remembered search gives the edge of the FPR bound: at the returned load the layout
