@@ -398,9 +398,9 @@ pub fn blocked_words_max_load(k: u32, p: f64) -> f64 {
 /// The answer is the lexicographic minimum of `(blocks_k, k)` over `k`, where `blocks_k` is the
 /// integer settled from the (memoised) [`blocked_words_max_load`]. Settling costs a few exact FPR
 /// evaluations per `k` (up to a few hundred exponentials each for `k > 8`), so only the `k` that
-/// can still win are settled: `blocks_k` lies within a few blocks of `n / load_k`, so a `k` whose
-/// lower bound for `blocks_k` is already beaten is skipped. Same result as settling every `k`
-/// (test `plan_matches_the_exhaustive_planner`), ~10× cheaper.
+/// can still win are settled: settling ends at most `SETTLE_STEPS` (64) blocks below
+/// `ceil(n / load_k)` (`settle_lower_bound`), so a `k` whose lower bound for `blocks_k` is already
+/// beaten is skipped. Same result as settling every `k` (tests `plan_matches_the_exhaustive_*`).
 pub fn blocked_words_plan(n: f64, p: f64, max_k: u32) -> (u64, u32) {
     // (k, ceil(n / load_k)) for every usable k, cheapest first (ties: smaller k first).
     let mut cands: [(f64, u32); 16] = [(f64::INFINITY, 0); 16];
@@ -418,13 +418,7 @@ pub fn blocked_words_plan(n: f64, p: f64, max_k: u32) -> (u64, u32) {
     let mut best: Option<(u64, u32)> = None;
     for &(estimate, k) in cands.iter() {
         if let Some((b, bk)) = best {
-            // `settle` moves the estimate by a few blocks at most (the bisection leaves the load
-            // a few ulps under its limit; the FPR is evaluated to ~1e-13): a margin of 1e-9
-            // relative plus 4 blocks is far wider than both.
-            let lower = (estimate * (1.0 - 1e-9) - 4.0).max(1.0);
-            // Saturating, as `settle_blocks` saturates: a `k` whose plan saturates still wins
-            // the tie at `u64::MAX` against a larger `k` (no `continue` here).
-            let lower = lower as u64;
+            let lower = settle_lower_bound(estimate);
             if lower > b || (lower == b && k > bk) {
                 continue;
             }
@@ -437,6 +431,31 @@ pub fn blocked_words_plan(n: f64, p: f64, max_k: u32) -> (u64, u32) {
     best.unwrap_or((u64::MAX, 16))
 }
 
+/// Steps `settle_blocks` takes at most in each direction.
+const SETTLE_STEPS: usize = 64;
+
+/// Estimates from which `settle_blocks` keeps the estimate as it is (`+1` is lost in rounding
+/// above 2^52).
+const SETTLE_BELOW: f64 = 4.5e15;
+
+/// A lower bound of `settle_blocks(n, p, k, estimate)`, whatever `n`, `p`, `k`: the upward steps
+/// come first and the downward ones stop after `SETTLE_STEPS`, so it never ends more than
+/// `SETTLE_STEPS` below the estimate (nor below 1); above `SETTLE_BELOW` it is the estimate.
+/// Saturating at `u64::MAX`, as `settle_blocks` is.
+///
+/// Not a bound derived from the bisection's precision: where the exact FPR's absolute rounding
+/// error (~1e-13) is a large fraction of `p` (small `p`), the computed FPR is not monotone over
+/// a relative range of 1e-8 and more of the load, and the settled count can move by all of its
+/// `SETTLE_STEPS` (a margin of 4 blocks chose (3087589523, 16) instead of (3087589522, 15) at
+/// n = 43047648550, p = 1.7064001807148654e-6).
+fn settle_lower_bound(estimate: f64) -> u64 {
+    if estimate < SETTLE_BELOW {
+        (estimate - SETTLE_STEPS as f64).max(1.0) as u64
+    } else {
+        estimate as u64
+    }
+}
+
 /// The exact number of blocks for `k` near the estimate `ceil(n / load_k)` (the settle step of
 /// [`blocked_words_plan`]).
 fn settle_blocks(n: f64, p: f64, k: u32, estimate: f64) -> u64 {
@@ -447,14 +466,14 @@ fn settle_blocks(n: f64, p: f64, k: u32, estimate: f64) -> u64 {
     // The bisection leaves `load` a hair under the exact limit; settle the integer (a few steps
     // at most; above 2^52 blocks `+1` is lost in rounding, and such sizes are refused by every
     // constructor anyway).
-    if blocks < 4.5e15 {
-        for _ in 0..64 {
+    if blocks < SETTLE_BELOW {
+        for _ in 0..SETTLE_STEPS {
             if blocked_words_fpr_at_load(n / blocks, k) <= p {
                 break;
             }
             blocks += 1.0;
         }
-        for _ in 0..64 {
+        for _ in 0..SETTLE_STEPS {
             if blocks <= 1.0 || blocked_words_fpr_at_load(n / (blocks - 1.0), k) > p {
                 break;
             }
@@ -818,6 +837,54 @@ mod tests {
                         assert_eq!(requested_bytes, bytes, "n {n} p {p}")
                     }
                     other => panic!("n {n} p {p}: {:?}", other.map(|f| f.num_bits())),
+                }
+            }
+        }
+    }
+
+    /// Where the exact FPR is noisy (small `p`: its absolute rounding error, ~1e-13, is a large
+    /// fraction of `p`), `settle_blocks` can move a `k`'s estimate by up to its 64 steps, not
+    /// the "few blocks" a pruning margin of 4 assumed; the pruned planner must still choose what
+    /// the exhaustive one chooses. The sizes that show it are near the `p` at which two `k` have
+    /// the same load (their block counts within the noise of each other): the first case was
+    /// (3087589523, 16) instead of (3087589522, 15).
+    #[test]
+    fn plan_matches_the_exhaustive_planner_where_the_fpr_is_noisy() {
+        let (n, p) = (43_047_648_550.0, 1.7064001807148654e-6);
+        assert_eq!(blocked_words_plan(n, p, 16), blocked_words_plan_exhaustive(n, p, 16));
+        // Near the k = 14/15 and 15/16 crossovers (where load_14 = load_15, load_15 = load_16),
+        // sizes of 1e7 to 1e11 blocks.
+        let mut st = 1u64;
+        let mut next = || crate::filters::blocked_bloom::tests::splitmix(&mut st);
+        for crossover in [5.566922276703176e-6, 1.7064002489708754e-6] {
+            for j in -30i32..=30 {
+                let p = crossover * (1.0 + j as f64 * 2e-8);
+                let load = blocked_words_max_load(15, p);
+                for _ in 0..8 {
+                    let u = (next() >> 11) as f64 / (1u64 << 53) as f64;
+                    let n = (load * 10f64.powf(7.0 + 4.0 * u)).round();
+                    assert_eq!(
+                        blocked_words_plan(n, p, 16),
+                        blocked_words_plan_exhaustive(n, p, 16),
+                        "n {n} p {p:e}"
+                    );
+                }
+            }
+        }
+        // What the pruning relies on: a settled count is never below its estimate minus
+        // `SETTLE_STEPS` (the downward steps), and is the estimate itself above `SETTLE_BELOW`.
+        for p in [1e-5, 1e-7, 1e-9] {
+            for k in 1..=16 {
+                let load = blocked_words_max_load(k, p);
+                if load <= 0.0 {
+                    continue;
+                }
+                for _ in 0..20 {
+                    let u = (next() >> 11) as f64 / (1u64 << 53) as f64;
+                    let n = (load * 10f64.powf(12.6 * u)).round().max(1.0);
+                    let estimate = (n / load).ceil().max(1.0);
+                    let settled = settle_blocks(n, p, k, estimate);
+                    assert!(settled >= settle_lower_bound(estimate), "n {n} p {p} k {k}");
                 }
             }
         }
