@@ -882,6 +882,72 @@ mod tests {
         assert!(f.insert(b"x") && f.contains(b"x"));
     }
 
+    /// Bloom files with every byte but the CRC mutated (the CRC recomputed, so the mutations
+    /// reach the parameter checks, as in the fuzz target `decode`), and with the bit count
+    /// rewritten to every value from 0 to 200 (the payload kept): whatever decodes has
+    /// `ceil(m / 64)` words and `m ≥ 1`, and inserting into it (which the fuzz target does not
+    /// do) and querying it give what the checked probe loop gives.
+    #[test]
+    fn decoded_files_satisfy_the_unchecked_probes_contract() {
+        let golden: &[u8] = include_bytes!("../../tests/fixtures/bloom.sift");
+        let with_crc = |mut b: Vec<u8>| {
+            let end = b.len() - 4;
+            let crc = crc32c::crc32c(&b[..end]);
+            b[end..].copy_from_slice(&crc.to_le_bytes());
+            b
+        };
+        let orig = Bloom::from_bytes(golden).unwrap();
+        let m_at = golden.windows(8).position(|w| w == orig.num_bits().to_le_bytes()).unwrap();
+        let mut files = Vec::new();
+        for i in 0..golden.len() - 4 {
+            for v in [0u8, 1, 2, 7, 0x3f, 0x40, 0x41, 0x80, 0xff] {
+                let mut b = golden.to_vec();
+                b[i] = v;
+                files.push(with_crc(b));
+            }
+        }
+        for m in 0..=200u64 {
+            let mut b = golden.to_vec();
+            b[m_at..m_at + 8].copy_from_slice(&m.to_le_bytes());
+            files.push(with_crc(b));
+        }
+        let mut st = 23u64;
+        let mut next = || crate::filters::blocked_bloom::tests::splitmix(&mut st);
+        let mut decoded = 0;
+        for b in &files {
+            let Ok(mut f) = Bloom::from_bytes(b) else { continue };
+            decoded += 1;
+            let m = f.num_bits();
+            assert!(m >= 1);
+            assert_eq!(f.bits.words().len() as u64, m.div_ceil(64));
+            let mut words = f.bits.words().to_vec();
+            for _ in 0..40 {
+                let d = Digest { h1: next(), h2: next() };
+                let mut p = Probes::new(d, m);
+                let mut flipped = 0;
+                for i in 0..f.k {
+                    let x = p.next(i);
+                    flipped += (words[(x >> 6) as usize] >> (x & 63) & 1 == 0) as u64;
+                    words[(x >> 6) as usize] |= 1 << (x & 63);
+                }
+                let ones = f.ones;
+                assert_eq!(f.insert_digest(d), flipped != 0, "m {m} k {}", f.k);
+                assert_eq!(f.ones, ones + flipped);
+                let d = Digest { h1: next(), h2: next() };
+                let mut p = Probes::new(d, m);
+                let want = (0..f.k).all(|i| {
+                    let x = p.next(i);
+                    words[(x >> 6) as usize] >> (x & 63) & 1 == 1
+                });
+                assert_eq!(f.contains_digest(d), want, "m {m} k {}", f.k);
+            }
+            assert_eq!(f.bits.words(), &words[..]);
+        }
+        // The bit counts 1 to 64 with an empty-enough payload, and a few k and hasher
+        // mutations, decode.
+        assert!(decoded > 64, "{decoded}");
+    }
+
     #[test]
     fn rejects_bad_parameters() {
         assert!(matches!(Bloom::new(0, 0.01), Err(Error::InvalidParameter { name: "expected_items", .. })));
