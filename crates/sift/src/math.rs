@@ -398,9 +398,10 @@ pub fn blocked_words_max_load(k: u32, p: f64) -> f64 {
 /// The answer is the lexicographic minimum of `(blocks_k, k)` over `k`, where `blocks_k` is the
 /// integer settled from the (memoised) [`blocked_words_max_load`]. Settling costs a few exact FPR
 /// evaluations per `k` (up to a few hundred exponentials each for `k > 8`), so only the `k` that
-/// can still win are settled: settling ends at most `SETTLE_STEPS` (64) blocks below
-/// `ceil(n / load_k)` (`settle_lower_bound`), so a `k` whose lower bound for `blocks_k` is already
-/// beaten is skipped. Same result as settling every `k` (tests `plan_matches_the_exhaustive_*`).
+/// can still win are settled: a `k` is skipped when its settle provably cannot end at or below
+/// the best count so far (`settle_can_reach`: at most one FPR evaluation, none when its estimate
+/// is more than `SETTLE_STEPS` above). Same result as settling every `k` (tests
+/// `plan_matches_the_exhaustive_*`).
 pub fn blocked_words_plan(n: f64, p: f64, max_k: u32) -> (u64, u32) {
     // (k, ceil(n / load_k)) for every usable k, cheapest first (ties: smaller k first).
     let mut cands: [(f64, u32); 16] = [(f64::INFINITY, 0); 16];
@@ -418,8 +419,10 @@ pub fn blocked_words_plan(n: f64, p: f64, max_k: u32) -> (u64, u32) {
     let mut best: Option<(u64, u32)> = None;
     for &(estimate, k) in cands.iter() {
         if let Some((b, bk)) = best {
-            let lower = settle_lower_bound(estimate);
-            if lower > b || (lower == b && k > bk) {
+            // To win, `k` must settle at or below `b` (ties go to the smaller `k`): below it if
+            // `k` is the larger.
+            let target = if k > bk { b - 1 } else { b };
+            if target == 0 || !settle_can_reach(n, p, k, estimate, target) {
                 continue;
             }
         }
@@ -438,22 +441,29 @@ const SETTLE_STEPS: usize = 64;
 /// above 2^52).
 const SETTLE_BELOW: f64 = 4.5e15;
 
-/// A lower bound of `settle_blocks(n, p, k, estimate)`, whatever `n`, `p`, `k`: the upward steps
-/// come first and the downward ones stop after `SETTLE_STEPS`, so it never ends more than
-/// `SETTLE_STEPS` below the estimate (nor below 1); above `SETTLE_BELOW` it is the estimate.
-/// Saturating at `u64::MAX`, as `settle_blocks` is.
+/// Whether `settle_blocks(n, p, k, estimate)` can end at or below `target` (≥ 1). Exact for
+/// "no": the settle first steps up from the estimate while the FPR is above `p`, and if it did,
+/// it stops there (the count below it failed); otherwise it steps down from the estimate, at
+/// most `SETTLE_STEPS` times, a step from `b + 1` to `b` only if the FPR at `n / b` is ≤ `p`.
+/// So a `target` below the estimate is reached only if it is within `SETTLE_STEPS` and the FPR
+/// at `n / target` passes, which is the very evaluation the settle would make (same `f64`
+/// arguments: counts below 2^52 are exact). Above `SETTLE_BELOW` the settle keeps the estimate.
 ///
-/// Not a bound derived from the bisection's precision: where the exact FPR's absolute rounding
+/// No margin is assumed on how far the settle moves: where the exact FPR's absolute rounding
 /// error (~1e-13) is a large fraction of `p` (small `p`), the computed FPR is not monotone over
-/// a relative range of 1e-8 and more of the load, and the settled count can move by all of its
-/// `SETTLE_STEPS` (a margin of 4 blocks chose (3087589523, 16) instead of (3087589522, 15) at
-/// n = 43047648550, p = 1.7064001807148654e-6).
-fn settle_lower_bound(estimate: f64) -> u64 {
-    if estimate < SETTLE_BELOW {
-        (estimate - SETTLE_STEPS as f64).max(1.0) as u64
-    } else {
-        estimate as u64
+/// a relative range of 1e-8 and more of the load, and the settle can use all its steps (a margin
+/// of 4 blocks chose (3087589523, 16) instead of (3087589522, 15) at n = 43047648550,
+/// p = 1.7064001807148654e-6).
+fn settle_can_reach(n: f64, p: f64, k: u32, estimate: f64, target: u64) -> bool {
+    if estimate >= SETTLE_BELOW {
+        // Saturating, as `settle_blocks` is.
+        return estimate as u64 <= target;
     }
+    let estimate = estimate as u64;
+    if target >= estimate {
+        return true;
+    }
+    target + SETTLE_STEPS as u64 >= estimate && blocked_words_fpr_at_load(n / target as f64, k) <= p
 }
 
 /// The exact number of blocks for `k` near the estimate `ceil(n / load_k)` (the settle step of
@@ -871,8 +881,8 @@ mod tests {
                 }
             }
         }
-        // What the pruning relies on: a settled count is never below its estimate minus
-        // `SETTLE_STEPS` (the downward steps), and is the estimate itself above `SETTLE_BELOW`.
+        // What the pruning relies on: `settle_can_reach` never says "no" to a count the settle
+        // ends at or below.
         for p in [1e-5, 1e-7, 1e-9] {
             for k in 1..=16 {
                 let load = blocked_words_max_load(k, p);
@@ -884,7 +894,12 @@ mod tests {
                     let n = (load * 10f64.powf(12.6 * u)).round().max(1.0);
                     let estimate = (n / load).ceil().max(1.0);
                     let settled = settle_blocks(n, p, k, estimate);
-                    assert!(settled >= settle_lower_bound(estimate), "n {n} p {p} k {k}");
+                    for target in (settled.saturating_sub(2).max(1))..settled + 70 {
+                        assert!(
+                            settle_can_reach(n, p, k, estimate, target) || target < settled,
+                            "n {n} p {p} k {k} target {target} settled {settled}"
+                        );
+                    }
                 }
             }
         }
