@@ -398,9 +398,10 @@ pub fn blocked_words_max_load(k: u32, p: f64) -> f64 {
 /// The answer is the lexicographic minimum of `(blocks_k, k)` over `k`, where `blocks_k` is the
 /// integer settled from the (memoised) [`blocked_words_max_load`]. Settling costs a few exact FPR
 /// evaluations per `k` (up to a few hundred exponentials each for `k > 8`), so only the `k` that
-/// can still win are settled: `blocks_k` lies within a few blocks of `n / load_k`, so a `k` whose
-/// lower bound for `blocks_k` is already beaten is skipped. Same result as settling every `k`
-/// (test `plan_matches_the_exhaustive_planner`), ~10× cheaper.
+/// can still win are settled: a `k` is skipped when its settle provably cannot end at or below
+/// the best count so far (`settle_can_reach`: at most one FPR evaluation, none when its estimate
+/// is more than `SETTLE_STEPS` above). Same result as settling every `k` (tests
+/// `plan_matches_the_exhaustive_*`).
 pub fn blocked_words_plan(n: f64, p: f64, max_k: u32) -> (u64, u32) {
     // (k, ceil(n / load_k)) for every usable k, cheapest first (ties: smaller k first).
     let mut cands: [(f64, u32); 16] = [(f64::INFINITY, 0); 16];
@@ -418,15 +419,10 @@ pub fn blocked_words_plan(n: f64, p: f64, max_k: u32) -> (u64, u32) {
     let mut best: Option<(u64, u32)> = None;
     for &(estimate, k) in cands.iter() {
         if let Some((b, bk)) = best {
-            // `settle` moves the estimate by a few blocks at most (the bisection leaves the load
-            // a few ulps under its limit; the FPR is evaluated to ~1e-13): a margin of 1e-9
-            // relative plus 4 blocks is far wider than both.
-            let lower = (estimate * (1.0 - 1e-9) - 4.0).max(1.0);
-            if lower >= u64::MAX as f64 {
-                continue;
-            }
-            let lower = lower as u64;
-            if lower > b || (lower == b && k > bk) {
+            // To win, `k` must settle at or below `b` (ties go to the smaller `k`): below it if
+            // `k` is the larger.
+            let target = if k > bk { b - 1 } else { b };
+            if target == 0 || !settle_can_reach(n, p, k, estimate, target) {
                 continue;
             }
         }
@@ -436,6 +432,38 @@ pub fn blocked_words_plan(n: f64, p: f64, max_k: u32) -> (u64, u32) {
         }
     }
     best.unwrap_or((u64::MAX, 16))
+}
+
+/// Steps `settle_blocks` takes at most in each direction.
+const SETTLE_STEPS: usize = 64;
+
+/// Estimates from which `settle_blocks` keeps the estimate as it is (`+1` is lost in rounding
+/// above 2^52).
+const SETTLE_BELOW: f64 = 4.5e15;
+
+/// Whether `settle_blocks(n, p, k, estimate)` can end at or below `target` (≥ 1). Exact for
+/// "no": the settle first steps up from the estimate while the FPR is above `p`, and if it did,
+/// it stops there (the count below it failed); otherwise it steps down from the estimate, at
+/// most `SETTLE_STEPS` times, a step from `b + 1` to `b` only if the FPR at `n / b` is ≤ `p`.
+/// So a `target` below the estimate is reached only if it is within `SETTLE_STEPS` and the FPR
+/// at `n / target` passes, which is the very evaluation the settle would make (same `f64`
+/// arguments: counts below 2^52 are exact). Above `SETTLE_BELOW` the settle keeps the estimate.
+///
+/// No margin is assumed on how far the settle moves: where the exact FPR's absolute rounding
+/// error (~1e-13) is a large fraction of `p` (small `p`), the computed FPR is not monotone over
+/// a relative range of 1e-8 and more of the load, and the settle can use all its steps (a margin
+/// of 4 blocks chose (3087589523, 16) instead of (3087589522, 15) at n = 43047648550,
+/// p = 1.7064001807148654e-6).
+fn settle_can_reach(n: f64, p: f64, k: u32, estimate: f64, target: u64) -> bool {
+    if estimate >= SETTLE_BELOW {
+        // Saturating, as `settle_blocks` is.
+        return estimate as u64 <= target;
+    }
+    let estimate = estimate as u64;
+    if target >= estimate {
+        return true;
+    }
+    target + SETTLE_STEPS as u64 >= estimate && blocked_words_fpr_at_load(n / target as f64, k) <= p
 }
 
 /// The exact number of blocks for `k` near the estimate `ceil(n / load_k)` (the settle step of
@@ -448,14 +476,14 @@ fn settle_blocks(n: f64, p: f64, k: u32, estimate: f64) -> u64 {
     // The bisection leaves `load` a hair under the exact limit; settle the integer (a few steps
     // at most; above 2^52 blocks `+1` is lost in rounding, and such sizes are refused by every
     // constructor anyway).
-    if blocks < 4.5e15 {
-        for _ in 0..64 {
+    if blocks < SETTLE_BELOW {
+        for _ in 0..SETTLE_STEPS {
             if blocked_words_fpr_at_load(n / blocks, k) <= p {
                 break;
             }
             blocks += 1.0;
         }
-        for _ in 0..64 {
+        for _ in 0..SETTLE_STEPS {
             if blocks <= 1.0 || blocked_words_fpr_at_load(n / (blocks - 1.0), k) > p {
                 break;
             }
@@ -768,6 +796,113 @@ mod tests {
             }
         }
         assert!(checked > 3000, "{checked}");
+    }
+
+    /// The edges of the pruned planner, against the exhaustive one: tiny `n` (1 to 40), FPRs
+    /// near 0.5 and down to 1e-300 (where the exact FPR's rounding noise dominates), every
+    /// `max_k` from 1 to 16, and `n` around the size limit (2^42 blocks at each `k`'s load,
+    /// where `BlockedBloom::new` must return the same `CapacityExceeded`) and beyond it up to
+    /// `usize::MAX`, where `blocks` saturates at `u64::MAX` and the tie still goes to the
+    /// smaller `k`.
+    #[test]
+    fn plan_matches_the_exhaustive_planner_at_the_edges() {
+        let mut ps: Vec<f64> = vec![0.5 - 1e-12, 0.4999, 0.49, 0.45, 0.4, 0.25, 0.9, 1.0 - 1e-12];
+        for e in [7.0f64, 8.0, 9.0, 10.0, 12.0, 15.0, 20.0, 50.0, 300.0] {
+            for f in [1.0, 1.1, 0.9, 0.5] {
+                ps.push(f * 10f64.powf(-e));
+            }
+        }
+        let mut ns: Vec<f64> = (1..=40).map(|i| i as f64).collect();
+        ns.extend([1e3, 1e6, 1e9, 1e12, 1e15, 1e16, 1e17, 1e18, 1e19, u64::MAX as f64, usize::MAX as f64]);
+        let limit_blocks = (crate::bits::MAX_BYTES / 64) as f64;
+        let mut checked = 0;
+        for &p in &ps {
+            let mut ns = ns.clone();
+            for k in 1..=16 {
+                let at_limit = limit_blocks * blocked_words_max_load(k, p);
+                if at_limit.is_finite() && at_limit >= 1.0 {
+                    ns.extend([1.0 - 1e-9, 1.0, 1.0 + 1e-9, 0.999, 1.001].map(|f| (at_limit * f).round()));
+                }
+            }
+            for max_k in 1..=16 {
+                for &n in &ns {
+                    let want = blocked_words_plan_exhaustive(n, p, max_k);
+                    assert_eq!(blocked_words_plan(n, p, max_k), want, "n {n} p {p} max_k {max_k}");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 50_000, "{checked}");
+        // Above the limit at every k, the constructor refuses with the error the exhaustive plan
+        // gives (the plan's bytes), saturated or not.
+        for &p in &[0.01, 1e-7, 1e-9] {
+            let at_limit = (1..=16).map(|k| limit_blocks * blocked_words_max_load(k, p)).fold(0.0, f64::max);
+            for n in [at_limit * 1.001, at_limit * 1e3, 1e18, usize::MAX as f64] {
+                let n = n.round().min(usize::MAX as f64) as usize;
+                let (blocks, _) = blocked_words_plan_exhaustive(n as f64, p, 16);
+                let bytes = blocks as u128 * 64;
+                assert!(bytes > crate::bits::MAX_BYTES, "n {n} p {p}");
+                match crate::BlockedBloom::with_hasher(n, p, crate::Hasher::default()) {
+                    Err(crate::Error::CapacityExceeded { requested_bytes, .. }) => {
+                        assert_eq!(requested_bytes, bytes, "n {n} p {p}")
+                    }
+                    other => panic!("n {n} p {p}: {:?}", other.map(|f| f.num_bits())),
+                }
+            }
+        }
+    }
+
+    /// Where the exact FPR is noisy (small `p`: its absolute rounding error, ~1e-13, is a large
+    /// fraction of `p`), `settle_blocks` can move a `k`'s estimate by up to its 64 steps, not
+    /// the "few blocks" a pruning margin of 4 assumed; the pruned planner must still choose what
+    /// the exhaustive one chooses. The sizes that show it are near the `p` at which two `k` have
+    /// the same load (their block counts within the noise of each other): the first case was
+    /// (3087589523, 16) instead of (3087589522, 15).
+    #[test]
+    fn plan_matches_the_exhaustive_planner_where_the_fpr_is_noisy() {
+        let (n, p) = (43_047_648_550.0, 1.7064001807148654e-6);
+        assert_eq!(blocked_words_plan(n, p, 16), blocked_words_plan_exhaustive(n, p, 16));
+        // Near the k = 14/15 and 15/16 crossovers (where load_14 = load_15, load_15 = load_16),
+        // sizes of 1e7 to 1e11 blocks.
+        let mut st = 1u64;
+        let mut next = || crate::filters::blocked_bloom::tests::splitmix(&mut st);
+        for crossover in [5.566922276703176e-6, 1.7064002489708754e-6] {
+            for j in -30i32..=30 {
+                let p = crossover * (1.0 + j as f64 * 2e-8);
+                let load = blocked_words_max_load(15, p);
+                for _ in 0..8 {
+                    let u = (next() >> 11) as f64 / (1u64 << 53) as f64;
+                    let n = (load * 10f64.powf(7.0 + 4.0 * u)).round();
+                    assert_eq!(
+                        blocked_words_plan(n, p, 16),
+                        blocked_words_plan_exhaustive(n, p, 16),
+                        "n {n} p {p:e}"
+                    );
+                }
+            }
+        }
+        // What the pruning relies on: `settle_can_reach` never says "no" to a count the settle
+        // ends at or below.
+        for p in [1e-5, 1e-7, 1e-9] {
+            for k in 1..=16 {
+                let load = blocked_words_max_load(k, p);
+                if load <= 0.0 {
+                    continue;
+                }
+                for _ in 0..20 {
+                    let u = (next() >> 11) as f64 / (1u64 << 53) as f64;
+                    let n = (load * 10f64.powf(12.6 * u)).round().max(1.0);
+                    let estimate = (n / load).ceil().max(1.0);
+                    let settled = settle_blocks(n, p, k, estimate);
+                    for target in (settled.saturating_sub(2).max(1))..settled + 70 {
+                        assert!(
+                            settle_can_reach(n, p, k, estimate, target) || target < settled,
+                            "n {n} p {p} k {k} target {target} settled {settled}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     /// The remembered search gives the edge of the FPR bound: at the returned load the layout

@@ -100,8 +100,12 @@ impl Probes {
 ///
 /// # Safety
 /// `x < m` where `m` is the bit count of a [`BitVec`] whose words are `words`: a `BitVec` of `m`
-/// bits has exactly `ceil(m / 64)` words (`BitVec::zeroed`, `BitVec::from_le_bytes`), so
-/// `x / 64 < words.len()`. Every probe position is `fastrange(_, m) < m`.
+/// bits has exactly `ceil(m / 64)` words (its fields are private; `BitVec::zeroed` and
+/// `BitVec::from_le_bytes` are its only constructors, `Clone` keeps both, `words_mut` cannot
+/// resize), so `x / 64 < words.len()`. Every probe position is `fastrange(_, m)`, which is `< m`
+/// only for `m ≥ 1` (`fastrange(_, 0) = 0`, and a `BitVec` of 0 bits has no word): a [`Bloom`]'s
+/// `m` is at least 1 because its only constructors, `with_params` and `from_bytes`, refuse 0
+/// bits (test `zero_bits_are_refused`), and nothing changes `m` afterwards.
 #[inline(always)]
 unsafe fn word_at(words: &[u64], x: u64) -> u64 {
     debug_assert!(((x >> 6) as usize) < words.len());
@@ -464,9 +468,13 @@ fn set_bit_count(v: u64, x: u64, already: &mut u64) -> u64 {
     #[cfg(target_arch = "x86_64")]
     {
         let mut v = v;
-        // SAFETY: register-only instructions (no memory, no stack): `bts` with a register bit
-        // offset works on `x mod 64` of the register, `adc` adds the carry it left. The portable
-        // version below is tested to give the same results.
+        // SAFETY: register-only instructions (no memory, no stack: `nomem`, `nostack`): `bts`
+        // with a 64-bit register bit offset works on bit `x mod 64` of the register (the
+        // unbounded bit-string addressing applies only to a memory operand), `adc` adds the
+        // carry it left. `pure` holds: the outputs depend only on the inputs and nothing else
+        // is written, except the flags, which the compiler treats as clobbered because
+        // `preserves_flags` is absent (it must be: both instructions write CF and others). The
+        // portable version below is tested to give the same results.
         unsafe {
             core::arch::asm!(
                 "bts {v}, {x}",
@@ -683,11 +691,11 @@ mod tests {
         for m in [1u64, 2, 63, 64, 65, 9_585_059, 1 << 40, u64::MAX] {
             for _ in 0..200 {
                 let d = Digest { h1: next(), h2: next() };
-                check::<1>(d, m);
-                check::<3>(d, m);
-                check::<7>(d, m);
-                check::<10>(d, m);
-                check::<64>(d, m);
+                // Every K of the unrolled paths (1 to 16), and the largest k accepted.
+                macro_rules! each {
+                    ($($k:literal)*) => { $(check::<$k>(d, m);)* };
+                }
+                each!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 64);
             }
             check::<7>(Digest { h1: u64::MAX, h2: u64::MAX }, m);
             check::<64>(Digest { h1: 0, h2: 0 }, m);
@@ -768,6 +776,176 @@ mod tests {
                 assert!(hits > 500 && hits < 5_000, "k {k} bits {bits}: {hits} hits");
             }
         }
+    }
+
+    /// Every `k` (1 to 64: the inlined k = 7, each unrolled arm, the loop above 16) at tiny and
+    /// odd bit counts (1, 2, 63, 64, 65, 1000, 4099), on filters made by `with_params` and
+    /// decoded by `from_bytes` (with items already in, then cleared, unioned, intersected): the
+    /// unchecked insert sets exactly the bits, and returns exactly the answers, `ones` and
+    /// `items`, of the code before the unchecked paths (the `Probes` loop with checked
+    /// indexing, below), and every query answers what testing each probe bit answers.
+    #[test]
+    fn every_k_and_tiny_m_agree_with_the_checked_loop() {
+        /// The insert before the unchecked paths: returns (new, bits flipped).
+        fn checked_insert(words: &mut [u64], m: u64, k: u32, d: Digest) -> (bool, u64) {
+            let mut p = Probes::new(d, m);
+            let mut flipped = 0;
+            for i in 0..k {
+                let x = p.next(i);
+                let w = &mut words[(x >> 6) as usize];
+                let mask = 1u64 << (x & 63);
+                flipped += (*w & mask == 0) as u64;
+                *w |= mask;
+            }
+            (flipped != 0, flipped)
+        }
+        fn checked_contains(words: &[u64], m: u64, k: u32, d: Digest) -> bool {
+            let mut p = Probes::new(d, m);
+            (0..k).all(|i| {
+                let x = p.next(i);
+                words[(x >> 6) as usize] >> (x & 63) & 1 == 1
+            })
+        }
+        let mut st = 17u64;
+        let mut next = || crate::filters::blocked_bloom::tests::splitmix(&mut st);
+        for m in [1u64, 2, 63, 64, 65, 1000, 4099] {
+            for k in 1..=MAX_HASHES {
+                let mut f = Bloom::with_params(m, k, Hasher::default()).unwrap();
+                let mut words = vec![0u64; f.bits.words().len()];
+                let (mut ones, mut items) = (0u64, 0u64);
+                // Enough inserts to fill small filters completely (repeated positions, all
+                // answers "not new" at the end) and larger ones partly.
+                let n = 3 * m as usize / k as usize + 5;
+                for round in 0..4 {
+                    for _ in 0..n {
+                        let d = Digest { h1: next(), h2: next() };
+                        let (new, flipped) = checked_insert(&mut words, m, k, d);
+                        assert_eq!(f.insert_digest(d), new, "m {m} k {k}");
+                        ones += flipped;
+                        items += new as u64;
+                        assert!(f.contains_digest(d), "m {m} k {k}");
+                    }
+                    assert_eq!(f.bits.words(), &words[..], "m {m} k {k} round {round}");
+                    assert_eq!((f.ones, f.items), (ones, items), "m {m} k {k} round {round}");
+                    for _ in 0..200 {
+                        let d = Digest { h1: next(), h2: next() };
+                        assert_eq!(f.contains_digest(d), checked_contains(&words, m, k, d), "m {m} k {k}");
+                    }
+                    // The next round continues on a filter rebuilt another way.
+                    f = match round {
+                        // Decoded from its file.
+                        0 => Bloom::from_bytes(&f.to_bytes()).unwrap(),
+                        // Unioned into an empty decoded filter of the same shape.
+                        1 => {
+                            let mut g =
+                                Bloom::from_bytes(&Bloom::with_params(m, k, f.hasher).unwrap().to_bytes())
+                                    .unwrap();
+                            g.union(&f).unwrap();
+                            items = g.items;
+                            g
+                        }
+                        // Intersected with itself, then cleared: the model restarts from zero.
+                        _ => {
+                            let mut g = f.clone();
+                            g.intersect(&f).unwrap();
+                            assert_eq!(g.bits, f.bits);
+                            g.clear();
+                            words.fill(0);
+                            (ones, items) = (0, 0);
+                            g
+                        }
+                    };
+                }
+            }
+        }
+    }
+
+    /// No `Bloom` of 0 bits can exist (the unchecked probes rely on `m ≥ 1`: `fastrange(_, 0)`
+    /// is 0, and 0 bits have no word): `with_params` and `from_bytes` refuse it, with or without
+    /// a payload.
+    #[test]
+    fn zero_bits_are_refused() {
+        assert!(Bloom::with_params(0, 7, Hasher::default()).is_err());
+        for payload in [0u64, 8] {
+            let mut p = ParamWriter::new();
+            p.u64(0).u32(7).u32(0).u64(0).u64(1).f64(0.01);
+            let mut e = Encoder::new(Bloom::KIND, Hasher::default(), p.as_bytes(), payload);
+            e.payload().extend(std::iter::repeat_n(0u8, payload as usize));
+            assert!(Bloom::from_bytes(&e.finish()).is_err(), "payload {payload}");
+        }
+        // The same file with 1 bit decodes (so the refusal above is the bit count's).
+        let mut p = ParamWriter::new();
+        p.u64(1).u32(7).u32(0).u64(0).u64(1).f64(0.01);
+        let mut e = Encoder::new(Bloom::KIND, Hasher::default(), p.as_bytes(), 8);
+        e.payload().extend([0u8; 8]);
+        let mut f = Bloom::from_bytes(&e.finish()).unwrap();
+        assert!(f.insert(b"x") && f.contains(b"x"));
+    }
+
+    /// Bloom files with every byte but the CRC mutated (the CRC recomputed, so the mutations
+    /// reach the parameter checks, as in the fuzz target `decode`), and with the bit count
+    /// rewritten to every value from 0 to 200 (the payload kept): whatever decodes has
+    /// `ceil(m / 64)` words and `m ≥ 1`, and inserting into it (which the fuzz target does not
+    /// do) and querying it give what the checked probe loop gives.
+    #[test]
+    fn decoded_files_satisfy_the_unchecked_probes_contract() {
+        let golden: &[u8] = include_bytes!("../../tests/fixtures/bloom.sift");
+        let with_crc = |mut b: Vec<u8>| {
+            let end = b.len() - 4;
+            let crc = crc32c::crc32c(&b[..end]);
+            b[end..].copy_from_slice(&crc.to_le_bytes());
+            b
+        };
+        let orig = Bloom::from_bytes(golden).unwrap();
+        let m_at = golden.windows(8).position(|w| w == orig.num_bits().to_le_bytes()).unwrap();
+        let mut files = Vec::new();
+        for i in 0..golden.len() - 4 {
+            for v in [0u8, 1, 2, 7, 0x3f, 0x40, 0x41, 0x80, 0xff] {
+                let mut b = golden.to_vec();
+                b[i] = v;
+                files.push(with_crc(b));
+            }
+        }
+        for m in 0..=200u64 {
+            let mut b = golden.to_vec();
+            b[m_at..m_at + 8].copy_from_slice(&m.to_le_bytes());
+            files.push(with_crc(b));
+        }
+        let mut st = 23u64;
+        let mut next = || crate::filters::blocked_bloom::tests::splitmix(&mut st);
+        let mut decoded = 0;
+        for b in &files {
+            let Ok(mut f) = Bloom::from_bytes(b) else { continue };
+            decoded += 1;
+            let m = f.num_bits();
+            assert!(m >= 1);
+            assert_eq!(f.bits.words().len() as u64, m.div_ceil(64));
+            let mut words = f.bits.words().to_vec();
+            for _ in 0..40 {
+                let d = Digest { h1: next(), h2: next() };
+                let mut p = Probes::new(d, m);
+                let mut flipped = 0;
+                for i in 0..f.k {
+                    let x = p.next(i);
+                    flipped += (words[(x >> 6) as usize] >> (x & 63) & 1 == 0) as u64;
+                    words[(x >> 6) as usize] |= 1 << (x & 63);
+                }
+                let ones = f.ones;
+                assert_eq!(f.insert_digest(d), flipped != 0, "m {m} k {}", f.k);
+                assert_eq!(f.ones, ones + flipped);
+                let d = Digest { h1: next(), h2: next() };
+                let mut p = Probes::new(d, m);
+                let want = (0..f.k).all(|i| {
+                    let x = p.next(i);
+                    words[(x >> 6) as usize] >> (x & 63) & 1 == 1
+                });
+                assert_eq!(f.contains_digest(d), want, "m {m} k {}", f.k);
+            }
+            assert_eq!(f.bits.words(), &words[..]);
+        }
+        // The bit counts 1 to 64 with an empty-enough payload, and a few k and hasher
+        // mutations, decode.
+        assert!(decoded > 64, "{decoded}");
     }
 
     #[test]
