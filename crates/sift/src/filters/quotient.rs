@@ -144,6 +144,8 @@ pub struct Quotient {
     lane_ones: u64,
     /// [`Quotient::fast_bits`], read once at construction: the query and insert test this field
     /// (in a cache line they load anyway) instead of std's detection cache behind the GOT.
+    /// Always `false` (and unread) on other targets.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     fast: bool,
     items: u64,
     capacity: u64,

@@ -331,6 +331,8 @@ macro_rules! per_k {
         ]
     };
 }
+// The x86-64 kernels' modules use it by path; the scalar table below, in this module, by name.
+#[cfg(target_arch = "x86_64")]
 pub(crate) use per_k;
 
 /// A per-`k` probe: whether the item's bits are all set in the block.
