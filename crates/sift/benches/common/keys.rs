@@ -7,11 +7,17 @@ use std::hash::Hash;
 /// `Hasher::write_u64`, their fast path); sift and sbbf-rs hash its byte image with XXH3.
 pub trait Key: Hash + Copy + Send + Sync + 'static {
     /// The byte image handed to byte-oriented APIs.
-    type Bytes: AsRef<[u8]>;
+    type Bytes: AsRef<[u8]> + Clone;
     /// Name used in group and table titles.
     const NAME: &'static str;
     /// The byte image of this key.
     fn bytes(&self) -> Self::Bytes;
+    /// The byte images of `keys`, for APIs that take a slice of items: borrowed when a key is its
+    /// own byte image (what a caller holding such keys passes), a copy otherwise (`u64`: the
+    /// `to_le_bytes` of each key, which is then part of the timed work).
+    fn images(keys: &[Self]) -> std::borrow::Cow<'_, [Self::Bytes]> {
+        std::borrow::Cow::Owned(keys.iter().map(|k| k.bytes()).collect())
+    }
     /// Key number `i` of a stream; distinct `i` give distinct keys.
     fn nth(i: u64) -> Self;
     /// XXH3-64 (seed 0) of the byte image: sift's default hash, handed to peers that take a
@@ -52,6 +58,9 @@ impl Key for Str20 {
     #[inline(always)]
     fn bytes(&self) -> [u8; 20] {
         *self
+    }
+    fn images(keys: &[Self]) -> std::borrow::Cow<'_, [[u8; 20]]> {
+        std::borrow::Cow::Borrowed(keys)
     }
     fn nth(i: u64) -> Str20 {
         const ALPHABET: &[u8; 36] = b"abcdefghijklmnopqrstuvwxyz0123456789";

@@ -135,16 +135,10 @@ where
     StaticContender {
         name,
         build: Box::new(move |keys: &[K]| {
-            let f = build(&byte_images(keys)).expect("valid benchmark parameters");
+            let f = build(&K::images(keys)[..]).expect("valid benchmark parameters");
             Box::new(Wrap(f)) as Box<dyn StaticBuilt<K>>
         }),
     }
-}
-
-/// sift filters take `&[T: AsRef<[u8]>]`; `[u8; N]` keys are their own byte image, `u64` keys
-/// are converted to `[u8; 8]` first (this copy is part of sift's build time).
-fn byte_images<K: Key>(keys: &[K]) -> Vec<K::Bytes> {
-    keys.iter().map(|k| k.bytes()).collect()
 }
 
 /// A newtype for the peers, to implement `StaticBuilt` on foreign types.
