@@ -56,7 +56,8 @@ const FILES: [&str; 6] =
 /// The spec's own fixture folder, beside the repository (absent in a lone clone).
 #[test]
 fn fixture_copies_match_the_spec() {
-    let shared = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/spec/fixtures/sketches"));
+    let shared =
+        PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/spec/fixtures/sketches"));
     if !shared.is_dir() {
         eprintln!("{} not present: skipping the copy check", shared.display());
         return;
@@ -111,13 +112,23 @@ fn replay(target: Target) -> (usize, usize) {
         let (r2, r3) = expected(line, target);
         for (resp3, want) in [(false, &r2), (true, &r3)] {
             if let Err(e) = matches(&reply, want, resp3, target.doubles()) {
-                failures.push(format!("line {} {} (RESP{}): {e}", n + 1, line["cmd"], if resp3 { 3 } else { 2 }));
+                failures.push(format!(
+                    "line {} {} (RESP{}): {e}",
+                    n + 1,
+                    line["cmd"],
+                    if resp3 { 3 } else { 2 }
+                ));
             }
         }
         compared += 1;
         doubles += count_doubles(&reply);
     }
-    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures[..failures.len().min(30)].join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} mismatches:\n{}",
+        failures.len(),
+        failures[..failures.len().min(30)].join("\n")
+    );
     (compared, doubles)
 }
 
@@ -211,6 +222,30 @@ fn every_double_text_of_the_fixtures() {
     assert_eq!((checked, current_differs), (1417, 724), "doubles checked, texts that differ");
 }
 
+/// 10 656 doubles and Redis ≥ 7.2's text for each (`tests/fixtures/redisbloom/d2string/`,
+/// written by its `generate.py` with the specification's port of Redis's C code), 4 656 of them
+/// cases where Grisu2 does not give the shortest digits.
+#[test]
+fn d2string_vectors() {
+    let path =
+        PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/redisbloom/d2string/vectors.txt"));
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut n = 0;
+    let mut not_shortest = 0;
+    for line in text.lines() {
+        let (bits, want) = line.split_once(' ').unwrap();
+        let v = f64::from_bits(u64::from_str_radix(bits, 16).unwrap());
+        assert_eq!(format_double(v, DoubleFormat::D2String), want, "{bits}");
+        assert_eq!(want.parse::<f64>().unwrap(), v);
+        let shortest = format!("{:e}", v.abs());
+        let digits = |s: &str| s.split('e').next().unwrap().replace(['.', '-'], "").trim_matches('0').len();
+        not_shortest += (digits(want) > digits(&shortest)) as usize;
+        n += 1;
+    }
+    assert_eq!(n, 10_656);
+    assert!(not_shortest > 3000, "{not_shortest}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // RDB
 
@@ -235,24 +270,34 @@ fn check_decoded(name: &str, v: &RdbValue, want: &Value) {
     match v {
         RdbValue::Cms(c) => {
             assert_eq!(want["type_name"], "CMSk-TYPE");
-            assert_eq!((c.width(), c.depth(), c.count()), (
-                want["width"].as_u64().unwrap(),
-                want["depth"].as_u64().unwrap(),
-                want["counter"].as_u64().unwrap()
-            ));
+            assert_eq!(
+                (c.width(), c.depth(), c.count()),
+                (
+                    want["width"].as_u64().unwrap(),
+                    want["depth"].as_u64().unwrap(),
+                    want["counter"].as_u64().unwrap()
+                )
+            );
             for (row, cells) in want["counters"].as_array().unwrap().iter().enumerate() {
                 for (col, cell) in cells.as_array().unwrap().iter().enumerate() {
-                    assert_eq!(c.cell(row as u64, col as u64) as u64, cell.as_u64().unwrap(), "{name} ({row},{col})");
+                    assert_eq!(
+                        c.cell(row as u64, col as u64) as u64,
+                        cell.as_u64().unwrap(),
+                        "{name} ({row},{col})"
+                    );
                 }
             }
         }
         RdbValue::TopK(t) => {
             assert_eq!(want["type_name"], "TopK-TYPE");
-            assert_eq!((t.k(), t.width(), t.depth()), (
-                want["k"].as_u64().unwrap() as u32,
-                want["width"].as_u64().unwrap() as u32,
-                want["depth"].as_u64().unwrap() as u32
-            ));
+            assert_eq!(
+                (t.k(), t.width(), t.depth()),
+                (
+                    want["k"].as_u64().unwrap() as u32,
+                    want["width"].as_u64().unwrap() as u32,
+                    want["depth"].as_u64().unwrap() as u32
+                )
+            );
             assert_eq!(t.decay(), f(&want["decay"]));
             let nonzero: Vec<Value> = t
                 .buckets()
@@ -365,7 +410,11 @@ fn payloads_reencode_to_redisbloom_bytes() {
         assert_eq!(u64::from_le_bytes(payload[n - 8..].try_into().unwrap()), crc64(0, &payload[..n - 8]));
         let value = restore_payload(&payload).unwrap();
         let ours = dump_payload(&value);
-        assert_eq!(&ours[..ours.len() - 10], &normalize_body(&payload[..n - 10])[..], "{name}: re-encoded body");
+        assert_eq!(
+            &ours[..ours.len() - 10],
+            &normalize_body(&payload[..n - 10])[..],
+            "{name}: re-encoded body"
+        );
         if ours == payload {
             identical.push(name.as_str());
         }
@@ -404,15 +453,21 @@ fn replies_after_loading_the_file() {
             for (proto, field) in [(false, "after_load_resp2"), (true, "after_load_resp3")] {
                 for r in k[field].as_array().unwrap() {
                     let reply = server.call(&argv(&r["cmd"]));
-                    let want = if target == Target::Current { current_text(&r["reply"], proto) } else { r["reply"].clone() };
-                    matches(&reply, &want, proto, target.doubles()).unwrap_or_else(|e| panic!("{name} {}: {e}", r["cmd"]));
+                    let want = if target == Target::Current {
+                        current_text(&r["reply"], proto)
+                    } else {
+                        r["reply"].clone()
+                    };
+                    matches(&reply, &want, proto, target.doubles())
+                        .unwrap_or_else(|e| panic!("{name} {}: {e}", r["cmd"]));
                     checked += 1;
                 }
             }
         }
         for r in doc["after_load_followups"].as_array().unwrap() {
             let reply = server.call(&argv(&r["cmd"]));
-            let want = if target == Target::Current { current_text(&r["reply"], false) } else { r["reply"].clone() };
+            let want =
+                if target == Target::Current { current_text(&r["reply"], false) } else { r["reply"].clone() };
             matches(&reply, &want, false, target.doubles()).unwrap_or_else(|e| panic!("{}: {e}", r["cmd"]));
             checked += 1;
         }
@@ -451,7 +506,9 @@ fn current_text(v: &Value, resp3: bool) -> Value {
             }
             Value::Array(out)
         }
-        Value::String(s) if !resp3 && (s.parse::<f64>().is_ok() || s.ends_with("nan") || s.ends_with("inf")) => {
+        Value::String(s)
+            if !resp3 && (s.parse::<f64>().is_ok() || s.ends_with("nan") || s.ends_with("inf")) =>
+        {
             Value::String(format_double(parse_c(s), DoubleFormat::D2String))
         }
         other => other.clone(),
@@ -516,7 +573,11 @@ fn aof_rewrite_restores_the_same_values() {
         assert_eq!(value, k.value, "{key}");
         let ours = aof_rewrite_command(key.as_bytes(), &k.value);
         assert_eq!(&ours[..3], &[b"RESTORE".to_vec(), key.as_bytes().to_vec(), b"0".to_vec()]);
-        assert_eq!(&ours[3][..ours[3].len() - 10], &normalize_body(&payload[..payload.len() - 10])[..], "{key}");
+        assert_eq!(
+            &ours[3][..ours[3].len() - 10],
+            &normalize_body(&payload[..payload.len() - 10])[..],
+            "{key}"
+        );
         restored.push(key.to_string());
     }
     restored.sort();
@@ -535,7 +596,10 @@ fn aof_rewrite_restores_the_same_values() {
 #[test]
 fn damaged_payloads_never_panic() {
     let doc = keys_json();
-    let opts = ReadOptions { limits: LoadLimits { max_bytes: 1 << 16, cf_max_bucket_size: 255 }, ..Default::default() };
+    let opts = ReadOptions {
+        limits: LoadLimits { max_bytes: 1 << 16, cf_max_bucket_size: 255 },
+        ..Default::default()
+    };
     let fix = |mut body: Vec<u8>| {
         body.extend_from_slice(&[10, 0]);
         let crc = crc64(0, &body);

@@ -11,9 +11,9 @@ use base64::Engine as _;
 use serde_json::Value;
 use sift::compat::redisbloom::rdb::{read_rdb, restore_payload, write_rdb, RdbKey, RdbValue, ReadOptions};
 use sift::compat::redisbloom::{
-    format_double, tdigest_merge_compression, topk_reply_item, CRand, CmsCreateError, CmsMergeError, CmsSource,
-    CountMinSketch, DoubleFormat, TDigest, TDigestMerge, TopK, TopKCreateError,
-    CMS_COUNTER_MAX, TDIGEST_DEFAULT_COMPRESSION, TOPK_DEFAULT_DECAY, TOPK_DEFAULT_DEPTH, TOPK_DEFAULT_WIDTH,
+    format_double, tdigest_merge_compression, topk_reply_item, CRand, CmsCreateError, CmsMergeError,
+    CmsSource, CountMinSketch, DoubleFormat, TDigest, TDigestMerge, TopK, TopKCreateError, CMS_COUNTER_MAX,
+    TDIGEST_DEFAULT_COMPRESSION, TOPK_DEFAULT_DECAY, TOPK_DEFAULT_DEPTH, TOPK_DEFAULT_WIDTH,
 };
 
 /// A reply before it is encoded.
@@ -128,7 +128,8 @@ impl Target {
             let word = lower.trim_start_matches(['-', '+']);
             let literal_inf = word == "inf" || word == "infinity";
             let mantissa = lower.split('e').next().unwrap_or("");
-            if (v.is_infinite() && !literal_inf) || (v == 0.0 && mantissa.bytes().any(|b| (b'1'..=b'9').contains(&b)))
+            if (v.is_infinite() && !literal_inf)
+                || (v == 0.0 && mantissa.bytes().any(|b| (b'1'..=b'9').contains(&b)))
             {
                 return None; // strtod's ERANGE
             }
@@ -257,7 +258,13 @@ impl Server {
                 let keys = &argv[1..];
                 let n = keys
                     .iter()
-                    .filter(|k| if name == "del" { self.db.remove(*k).is_some() } else { self.db.contains_key(*k) })
+                    .filter(|k| {
+                        if name == "del" {
+                            self.db.remove(*k).is_some()
+                        } else {
+                            self.db.contains_key(*k)
+                        }
+                    })
                     .count();
                 Reply::Int(n as i64)
             }
@@ -301,7 +308,9 @@ impl Server {
             "cms.query" => match self.cms(&key) {
                 Lookup::Missing => err("CMS: key does not exist"),
                 Lookup::Other => err(WRONGTYPE),
-                Lookup::Found(c) => Reply::Array(args.iter().map(|i| Reply::Int(c.query(i) as i64)).collect()),
+                Lookup::Found(c) => {
+                    Reply::Array(args.iter().map(|i| Reply::Int(c.query(i) as i64)).collect())
+                }
             },
             "cms.merge" => self.cms_merge(&key, args),
             "cms.info" => match self.cms(&key) {
@@ -320,11 +329,19 @@ impl Server {
                 match self.topk(&key) {
                     Lookup::Missing => err("TopK: key does not exist"),
                     Lookup::Other => err(WRONGTYPE),
-                    Lookup::Found(t) => Reply::Array(
-                        args.iter()
-                            .map(|i| if query { Reply::Bool(t.query(i)) } else { Reply::Int(t.count(i) as i64) })
-                            .collect(),
-                    ),
+                    Lookup::Found(t) => {
+                        Reply::Array(
+                            args.iter()
+                                .map(|i| {
+                                    if query {
+                                        Reply::Bool(t.query(i))
+                                    } else {
+                                        Reply::Int(t.count(i) as i64)
+                                    }
+                                })
+                                .collect(),
+                        )
+                    }
                 }
             }
             "topk.list" => {
@@ -426,7 +443,9 @@ impl Server {
         let weights_at = rest.iter().position(|a| a.eq_ignore_ascii_case(b"WEIGHTS"));
         match weights_at {
             None if nk != rest.len() => return err("CMS: wrong number of keys"),
-            Some(p) if p != nk || rest.len() != 1 + 2 * nk => return err("CMS: wrong number of keys/weights"),
+            Some(p) if p != nk || rest.len() != 1 + 2 * nk => {
+                return err("CMS: wrong number of keys/weights")
+            }
             _ => {}
         }
         let (dw, dd) = match self.db.get(key) {
@@ -503,7 +522,8 @@ impl Server {
             Some(RdbValue::TopK(t)) => t,
             Some(_) => return err(WRONGTYPE),
         };
-        let expelled = |e: Option<Vec<u8>>| e.map_or(Reply::Null, |i| Reply::Bulk(topk_reply_item(&i).to_vec()));
+        let expelled =
+            |e: Option<Vec<u8>>| e.map_or(Reply::Null, |i| Reply::Bulk(topk_reply_item(&i).to_vec()));
         if name == "topk.add" {
             return Reply::Array(args.iter().map(|i| expelled(t.add(i, rng))).collect());
         }
@@ -660,7 +680,9 @@ fn tdigest_on_key(target: Target, name: &str, t: &mut TDigest, args: &[Vec<u8>])
             for a in args {
                 match dbl(a) {
                     None => return err("ERR T-Digest: error parsing val parameter"),
-                    Some(v) if !v.is_finite() => return err("ERR T-Digest: val parameter needs to be a finite number"),
+                    Some(v) if !v.is_finite() => {
+                        return err("ERR T-Digest: val parameter needs to be a finite number")
+                    }
                     Some(v) => values.push(v),
                 }
             }
@@ -696,7 +718,9 @@ fn tdigest_on_key(target: Target, name: &str, t: &mut TDigest, args: &[Vec<u8>])
             for a in args {
                 match dbl(a) {
                     None => return err("ERR T-Digest: error parsing quantile"),
-                    Some(q) if !(0.0..=1.0).contains(&q) => return err("ERR T-Digest: quantile should be in [0,1]"),
+                    Some(q) if !(0.0..=1.0).contains(&q) => {
+                        return err("ERR T-Digest: quantile should be in [0,1]")
+                    }
                     Some(q) => qs.push(q),
                 }
             }
@@ -733,8 +757,12 @@ fn tdigest_on_key(target: Target, name: &str, t: &mut TDigest, args: &[Vec<u8>])
             }
         }
         "tdigest.trimmed_mean" => {
-            let Some(lo) = dbl(&args[0]) else { return err("ERR T-Digest: error parsing low_cut_percentile") };
-            let Some(hi) = dbl(&args[1]) else { return err("ERR T-Digest: error parsing high_cut_percentile") };
+            let Some(lo) = dbl(&args[0]) else {
+                return err("ERR T-Digest: error parsing low_cut_percentile");
+            };
+            let Some(hi) = dbl(&args[1]) else {
+                return err("ERR T-Digest: error parsing high_cut_percentile");
+            };
             if !(0.0..=1.0).contains(&lo) || !(0.0..=1.0).contains(&hi) {
                 return err("ERR T-Digest: low_cut_percentile and high_cut_percentile should be in [0,1]");
             }
@@ -754,9 +782,10 @@ pub fn matches(ours: &Reply, want: &Value, resp3: bool, fmt: DoubleFormat) -> Re
     let bytes_of = |v: &Value| -> Option<Vec<u8>> {
         match v {
             Value::String(s) => Some(s.as_bytes().to_vec()),
-            Value::Object(o) => {
-                o.get("b64").and_then(Value::as_str).map(|b| base64::engine::general_purpose::STANDARD.decode(b).unwrap())
-            }
+            Value::Object(o) => o
+                .get("b64")
+                .and_then(Value::as_str)
+                .map(|b| base64::engine::general_purpose::STANDARD.decode(b).unwrap()),
             _ => None,
         }
     };
@@ -766,7 +795,9 @@ pub fn matches(ours: &Reply, want: &Value, resp3: bool, fmt: DoubleFormat) -> Re
         Reply::Bool(b) if resp3 => (want.as_bool() == Some(*b)).then_some(()).ok_or(()).or_else(|_| fail()),
         Reply::Bool(b) => (want.as_i64() == Some(*b as i64)).then_some(()).ok_or(()).or_else(|_| fail()),
         Reply::Null => want.is_null().then_some(()).ok_or(()).or_else(|_| fail()),
-        Reply::Bulk(b) => (bytes_of(want).as_deref() == Some(&b[..])).then_some(()).ok_or(()).or_else(|_| fail()),
+        Reply::Bulk(b) => {
+            (bytes_of(want).as_deref() == Some(&b[..])).then_some(()).ok_or(()).or_else(|_| fail())
+        }
         Reply::Error(e) => {
             (want.get("error").and_then(Value::as_str) == Some(e)).then_some(()).ok_or(()).or_else(|_| fail())
         }
