@@ -172,7 +172,7 @@ fn log10_f32(x: f32) -> f32 {
 /// A non-negative f64 dimension as RedisBloom keeps it; infinite or ≥ 2^63 is invalid. NaN
 /// cannot occur (the inputs are range-checked).
 fn c_f64_to_i64(v: f64) -> Result<i64, CmsCreateError> {
-    if !(v < 9_223_372_036_854_775_808.0) {
+    if v.is_nan() || v >= 9_223_372_036_854_775_808.0 {
         return Err(CmsCreateError::InvalidDimensions);
     }
     // A negative zero (probability rounding to 1.0f) becomes 0 and fails the next check.

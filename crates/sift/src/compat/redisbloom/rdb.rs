@@ -673,7 +673,7 @@ pub fn load_topk(r: &mut impl FieldReader, encver: u32, limits: &LoadLimits) -> 
     let depth = u32_field("depth", r.load_unsigned()?)?;
     let decay = r.load_double()?;
     let cells = width as u64 * depth as u64;
-    let bucket_bytes = cells.checked_mul(8).unwrap_or(u64::MAX);
+    let bucket_bytes = cells.saturating_mul(8);
     let heap_bytes = k as u64 * TOPK_HEAP_RECORD;
     let mut total = bucket_bytes.saturating_add(heap_bytes);
     if total > limits.max_bytes {

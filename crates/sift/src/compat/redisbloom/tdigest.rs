@@ -520,7 +520,7 @@ impl TDigest {
         qs.iter()
             .map(|&q| {
                 let index = q * total;
-                if !(index >= prev) {
+                if index < prev {
                     (so_far, pos) = fresh();
                 }
                 prev = index;
@@ -533,7 +533,7 @@ impl TDigest {
     fn quantile_single(&mut self, q: f64) -> f64 {
         self.compress();
         let n = self.merged_nodes;
-        if q < 0.0 || q > 1.0 || n == 0 {
+        if !(0.0..=1.0).contains(&q) || n == 0 {
             return CONSTANT_NAN;
         }
         if n == 1 {

@@ -436,7 +436,7 @@ impl TopK {
     /// [`topk_reply_item`] of each.
     pub fn list(&self) -> Vec<(&[u8], u32)> {
         let mut slots: Vec<&TopKSlot> = self.heap.iter().collect();
-        slots.sort_by(|a, b| b.count.cmp(&a.count)); // stable
+        slots.sort_by_key(|s| std::cmp::Reverse(s.count)); // stable
         slots
             .iter()
             .take_while(|s| s.count != 0)
