@@ -18,15 +18,17 @@
 
 #[path = "sketch_fixtures/interp.rs"]
 mod interp;
+#[path = "support/rdb_body.rs"]
+mod rdb_body;
 
 use std::path::PathBuf;
 
 use interp::{argv, matches, Reply, Server, Target};
+use rdb_body::normalize_body;
 use serde_json::Value;
 use sift::compat::redisbloom::rdb::{
-    aof_rewrite_command, crc64, dump_payload, read_rdb, restore_payload, restore_payload_with, write_length,
-    write_string, RdbCursor, RdbError, RdbValue, ReadOptions, OPCODE_DOUBLE, OPCODE_EOF, OPCODE_STRING,
-    OPCODE_UINT,
+    aof_rewrite_command, crc64, dump_payload, read_rdb, restore_payload, restore_payload_with, RdbError,
+    RdbValue, ReadOptions,
 };
 use sift::compat::redisbloom::{format_double, DoubleFormat, LoadLimits};
 
@@ -362,41 +364,6 @@ fn dump_rdb_decodes_every_key() {
         // The DUMP payload holds the same value.
         assert_eq!(restore_payload(&hex(entry["dump_hex"].as_str().unwrap())).unwrap(), k.value, "{name}");
     }
-}
-
-/// A module value body with every string in plain form (LZF expanded), lengths in the shortest
-/// form and the Top-K heap records' pointer bytes set as this crate writes them (1 for an
-/// occupied slot): RedisBloom's body laid out as our writer lays it out.
-fn normalize_body(body: &[u8]) -> Vec<u8> {
-    let mut cur = RdbCursor::new(body);
-    let mut out = vec![cur.read_u8("type").unwrap()];
-    let id = cur.read_length("module id").unwrap();
-    write_length(&mut out, id);
-    let topk = id >> 10 == 0x4e8a4af9360f1000 >> 10;
-    let mut strings = 0;
-    loop {
-        let op = cur.read_length("opcode").unwrap();
-        write_length(&mut out, op);
-        match op {
-            OPCODE_EOF => break,
-            OPCODE_UINT => write_length(&mut out, cur.read_length("uint").unwrap()),
-            OPCODE_DOUBLE => out.extend_from_slice(cur.read_bytes(8, "double").unwrap()),
-            OPCODE_STRING => {
-                let mut s = cur.read_string(1 << 24, "string").unwrap();
-                strings += 1;
-                if topk && strings == 2 {
-                    for rec in s.chunks_exact_mut(24) {
-                        let occupied = rec[8..16].iter().any(|&b| b != 0);
-                        rec[8..16].copy_from_slice(&(occupied as u64).to_le_bytes());
-                    }
-                }
-                write_string(&mut out, &s);
-            }
-            op => panic!("opcode {op} in a RedisBloom value"),
-        }
-    }
-    assert_eq!(cur.remaining(), 0);
-    out
 }
 
 #[test]

@@ -610,11 +610,17 @@ pub fn load_cms(
     if expected > limits.max_bytes {
         return Err(RdbError::TooLarge { field: "CMS cells", len: expected, max: limits.max_bytes });
     }
-    let cells = r.load_string_max(expected, "CMS cells")?;
-    if cells.len() as u64 != expected {
-        return Err(RdbError::StringLength { field: "CMS cells", len: cells.len() as u64, expected });
-    }
+    let cells = load_exact(r, expected, "CMS cells")?;
     Ok(CountMinSketch::from_parts(width, depth, count, cells).expect("shape checked above"))
+}
+
+/// Loads a string that must be exactly `len` bytes (refused before allocating when longer).
+fn load_exact(r: &mut impl FieldReader, len: u64, field: &'static str) -> Result<Vec<u8>, RdbError> {
+    let s = r.load_string_max(len, field)?;
+    if s.len() as u64 != len {
+        return Err(RdbError::StringLength { field, len: s.len() as u64, expected: len });
+    }
+    Ok(s)
 }
 
 /// Bytes of one heap record in the RDB string: RedisBloom's in-memory struct (§10.4).
@@ -679,14 +685,7 @@ pub fn load_topk(r: &mut impl FieldReader, encver: u32, limits: &LoadLimits) -> 
     if total > limits.max_bytes {
         return Err(RdbError::TooLarge { field: "TopK tables", len: total, max: limits.max_bytes });
     }
-    let raw = r.load_string_max(bucket_bytes, "TopK buckets")?;
-    if raw.len() as u64 != bucket_bytes {
-        return Err(RdbError::StringLength {
-            field: "TopK buckets",
-            len: raw.len() as u64,
-            expected: bucket_bytes,
-        });
-    }
+    let raw = load_exact(r, bucket_bytes, "TopK buckets")?;
     let buckets: Vec<TopKBucket> = raw
         .chunks_exact(8)
         .map(|c| TopKBucket {
@@ -695,14 +694,7 @@ pub fn load_topk(r: &mut impl FieldReader, encver: u32, limits: &LoadLimits) -> 
         })
         .collect();
     drop(raw);
-    let records = r.load_string_max(heap_bytes, "TopK heap")?;
-    if records.len() as u64 != heap_bytes {
-        return Err(RdbError::StringLength {
-            field: "TopK heap",
-            len: records.len() as u64,
-            expected: heap_bytes,
-        });
-    }
+    let records = load_exact(r, heap_bytes, "TopK heap")?;
     let mut heap = Vec::with_capacity(k as usize);
     for rec in records.chunks_exact(TOPK_HEAP_RECORD as usize) {
         let fp = u32::from_le_bytes(rec[..4].try_into().expect("4 bytes"));

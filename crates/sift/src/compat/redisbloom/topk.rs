@@ -585,25 +585,20 @@ mod tests {
         sift_down(&mut h, 0);
         let order: Vec<&[u8]> = h.iter().map(|s| s.item().unwrap()).collect();
         assert_eq!(order, [&b"b"[..], b"a", b"c"]);
-        // Later steps stop at an equal child: sifting 5 down [5, 3, 9, 5, 6] stops in slot 1, above
-        // the other 5.
-        let mut h: Vec<TopKSlot> = [5, 3, 9, 5, 6]
-            .iter()
-            .enumerate()
-            .map(|(i, &c)| TopKSlot { fp: i as u32, item: None, count: c })
-            .collect();
-        sift_down(&mut h, 0);
-        let got: Vec<(u32, u32)> = h.iter().map(|s| (s.fp, s.count)).collect();
-        assert_eq!(got, [(1, 3), (0, 5), (2, 9), (3, 5), (4, 6)]);
-        // And a strictly smaller grandchild is passed: [5, 3, 9, 4, 6] → 5 ends in slot 3.
-        let mut h: Vec<TopKSlot> = [5, 3, 9, 4, 6]
-            .iter()
-            .enumerate()
-            .map(|(i, &c)| TopKSlot { fp: i as u32, item: None, count: c })
-            .collect();
-        sift_down(&mut h, 0);
-        let got: Vec<(u32, u32)> = h.iter().map(|s| (s.fp, s.count)).collect();
-        assert_eq!(got, [(1, 3), (3, 4), (2, 9), (0, 5), (4, 6)]);
+        // Slots tagged by their index (as fp), sifted from slot 0: (tag, count) afterwards.
+        let sifted = |counts: [u32; 5]| {
+            let mut h: Vec<TopKSlot> = counts
+                .iter()
+                .enumerate()
+                .map(|(i, &c)| TopKSlot { fp: i as u32, item: None, count: c })
+                .collect();
+            sift_down(&mut h, 0);
+            h.iter().map(|s| (s.fp, s.count)).collect::<Vec<_>>()
+        };
+        // Later steps stop at an equal child: 5 sifted down [5, 3, 9, 5, 6] stays above the other 5.
+        assert_eq!(sifted([5, 3, 9, 5, 6]), [(1, 3), (0, 5), (2, 9), (3, 5), (4, 6)]);
+        // And a strictly smaller grandchild is passed: [5, 3, 9, 4, 6] puts 5 in slot 3.
+        assert_eq!(sifted([5, 3, 9, 4, 6]), [(1, 3), (3, 4), (2, 9), (0, 5), (4, 6)]);
     }
 
     #[test]
