@@ -11,8 +11,8 @@
 //! `DUMP` payloads without Redis.
 //!
 //! Loading validates every field before it is used and never allocates more than
-//! [`LoadLimits::max_bytes`] for bitmaps and slot arrays: a hostile value gives an [`RdbError`],
-//! never a panic or an abort.
+//! [`LoadLimits::max_bytes`] for bitmaps, slot arrays, counters, tables and node arrays: a
+//! hostile value gives an [`RdbError`], never a panic or an abort.
 //!
 //! ```
 //! use sift::compat::redisbloom::BloomChain;
@@ -24,6 +24,18 @@
 //! save_bloom(&bf, &mut fields);
 //! let back = load_bloom(&mut fields, ENCVER, &Default::default()).unwrap();
 //! assert_eq!(back, bf);
+//!
+//! // A t-digest is saved compressed (RedisBloom compresses before saving); one buffered
+//! // observation is not stored and comes back as a node of mean 0 and weight 0 (sketches §10.5).
+//! use sift::compat::redisbloom::TDigest;
+//! use sift::compat::redisbloom::rdb::{load_tdigest, save_tdigest, SKETCH_ENCVER};
+//! let mut td = TDigest::new(100.0, u64::MAX).unwrap();
+//! td.add(7.25).unwrap();
+//! let mut fields = FieldBuffer::default();
+//! save_tdigest(&td, &mut fields);
+//! let back = load_tdigest(&mut fields, SKETCH_ENCVER, &Default::default()).unwrap();
+//! assert_eq!(back.nodes().collect::<Vec<_>>(), [(0.0, 0)]);
+//! assert_eq!((back.min_value(), back.size()), (7.25, 1));
 //! ```
 
 use std::collections::VecDeque;
@@ -310,7 +322,7 @@ pub enum RdbError {
     /// what.
     #[error("bad data format: {0}")]
     Format(String),
-    /// A value of a module type other than the two of RedisBloom.
+    /// A value of a module type other than the five of RedisBloom.
     #[error("unknown module type {name} (encver {encver}, module id {id:#018x})")]
     UnknownModuleType {
         /// The type name decoded from the id.

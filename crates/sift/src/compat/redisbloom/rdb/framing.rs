@@ -670,7 +670,7 @@ pub struct RdbFile {
     pub version: u16,
     /// The aux fields (`redis-ver`, `ctime`, …), in file order.
     pub aux: Vec<(Vec<u8>, Vec<u8>)>,
-    /// Every key, in file order. Keys of types other than the two RedisBloom types and strings are
+    /// Every key, in file order. Keys of types other than the five RedisBloom types and strings are
     /// [`RdbValue::Other`].
     pub keys: Vec<RdbKey>,
     /// Number of function libraries stepped over (`0xF5` records).
