@@ -822,6 +822,10 @@ mod tests {
     fn type_ids_of_the_spec() {
         assert_eq!(module_type_id(BLOOM_TYPE_NAME, 4), Some(0x3016_e5a2_89be_f804));
         assert_eq!(module_type_id(CUCKOO_TYPE_NAME, 4), Some(0x3016_e5a2_8982_1404));
+        // The sketch types (sketches spec §10.1).
+        assert_eq!(module_type_id(CMS_TYPE_NAME, SKETCH_ENCVER), Some(0x08c4_a4f9_360f_1000));
+        assert_eq!(module_type_id(TOPK_TYPE_NAME, SKETCH_ENCVER), Some(0x4e8a_4af9_360f_1000));
+        assert_eq!(module_type_id(TDIGEST_TYPE_NAME, SKETCH_ENCVER), Some(0x4c32_12f9_360f_1000));
         assert_eq!(module_type_id(BLOOM_TYPE_NAME, 1024), None);
         assert_eq!(module_type_id("MBbloom-!", 4), None);
         assert_eq!(module_type_id("MBbloom---", 4), None);
