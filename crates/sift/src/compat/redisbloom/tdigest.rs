@@ -10,9 +10,9 @@
 //!
 //! This is RedisBloom's "merging digest", reproduced exactly: new observations go to a buffer
 //! after the centroids (capacity `6·⌊δ⌋ + 10` nodes); a compression sorts everything with one
-//! particular quicksort, then merges neighbours left to right while the merged weight `w` stays
-//! within `δ·w / (2π·W·ln W) <= q(1 − q)` at both ends of the new centroid (the `k1` scale
-//! function's bound). Compression happens when the buffer is full, before every quantile-type
+//! particular quicksort, then merges neighbours left to right while the merged weight `w` keeps
+//! `δ·w / (2π·W·ln W) <= q(1 − q)` at both ends of the new centroid (W the total weight, q the
+//! quantile at that end): a size limit of the `q(1 − q)` form of Dunning's original digest. Compression happens when the buffer is full, before every quantile-type
 //! query and before a save, and changes later answers, so it is reproduced to the bit, with
 //! RedisBloom's interpolation rules and its rounding of ranks. A digest of a single observation
 //! is never compressed (§7.3); its value is lost across an RDB reload, as in RedisBloom (§10.5).

@@ -1,6 +1,6 @@
 //! RedisBloom's Top-K, `TopK-TYPE` (spec `redisbloom-sketches.md` §6, RDB §10.4).
 //!
-//! HeavyKeeper (Gong, Yang, Zhong et al., "HeavyKeeper: An Accurate Algorithm for Finding Top-k
+//! HeavyKeeper (Gong, Yang, Zhang et al., "HeavyKeeper: An Accurate Algorithm for Finding Top-k
 //! Elephant Flows", USENIX ATC 2018) keeps `depth` rows of `width` buckets, each holding a
 //! fingerprint and a counter, and a min-heap of the `k` items with the largest estimates. An
 //! item's bucket in a row either belongs to it (the counter grows), is empty (the item takes
@@ -8,8 +8,8 @@
 //! `decay^count` per unit of the increment ("exponential-weakening decay"), so small flows lose
 //! their buckets quickly while large ones keep them almost surely. The item's estimate is the
 //! largest counter it owns; it enters the heap when that estimate reaches the heap's minimum,
-//! expelling the minimum's item. Estimates only under-count (decay only removes), so items
-//! that are truly heavy are the ones reported.
+//! expelling the minimum's item. Estimates never exceed the truth unless two items share a
+//! 32-bit fingerprint (decay only removes), so the items reported are truly heavy.
 //!
 //! RedisBloom's choices, reproduced exactly: 32-bit MurmurHash2 with seed `row` for the bucket,
 //! seed 1919 for the fingerprint; u32 counters; decay probabilities from a 256-entry table of
