@@ -157,6 +157,23 @@ fn transcript_as_current_redis_replies() {
     assert_eq!(lines, 838);
 }
 
+/// `meta.json`'s observation: TOPK.INCRBY whose bad increment is not in the last pair. RedisBloom
+/// announces two elements and sends one (spec §8); the pairs after the bad one are not applied,
+/// and the well-formed reply a server should send instead ends with the error element.
+#[test]
+fn topk_incrby_stops_at_the_bad_pair() {
+    let meta = json("meta.json");
+    let obs = &meta["observations"]["topk_incrby_short_reply"];
+    let mut server = Server::new(Target::Redis70);
+    assert_eq!(server.call(&argv(&obs["reserve"]["cmd"])), Reply::Simple("OK".into()));
+    let reply = server.call(&argv(&obs["incrby_bad_first_of_two"]["cmd"]));
+    let wire = obs["incrby_bad_first_of_two"]["wire"].as_str().unwrap();
+    let text = wire.strip_prefix("*2\r\n-").unwrap().strip_suffix("\r\n").unwrap();
+    assert_eq!(reply, Reply::Array(vec![Reply::Error(text.into())]));
+    let query = server.call(&argv(&serde_json::json!(["TOPK.QUERY", "short_reply", "a", "b"])));
+    assert_eq!(query, Reply::Array(vec![Reply::Bool(false), Reply::Bool(false)]));
+}
+
 /// The RESP3 doubles of a reply, in order.
 fn doubles_of(v: &Value, out: &mut Vec<String>) {
     match v {
