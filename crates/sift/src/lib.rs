@@ -40,7 +40,11 @@
 //!
 //! ## Other systems' formats
 //! [`compat::redisbloom`] reproduces RedisBloom's scalable Bloom chain and cuckoo filter bit for
-//! bit (hashing, counters, `SCANDUMP` / `LOADCHUNK` chunks), for a server speaking `BF.*` / `CF.*`.
+//! bit (hashing, counters, `SCANDUMP` / `LOADCHUNK` chunks), for a server speaking `BF.*` / `CF.*`,
+//! and its other three types for `CMS.*`, `TOPK.*` and `TDIGEST.*`: the Count-Min Sketch
+//! (Cormode–Muthukrishnan), the HeavyKeeper Top-K (Gong et al.) and the merging t-digest
+//! (Dunning), with the same hashing and arithmetic, RedisBloom's RDB encodings of all five types,
+//! and the reply text of doubles.
 //!
 //! ## Traits
 //! [`Filter`] (queries), [`Insert`], [`Remove`] and [`Persist`] (the file format); bring them in

@@ -4,14 +4,18 @@
 //! corruption (every truncation, every single bit flip) that must give an error and never a
 //! panic.
 
+#[path = "support/rdb_body.rs"]
+mod rdb_body;
+
 use std::path::PathBuf;
 
 use base64::Engine as _;
+use rdb_body::normalize_body;
 use serde_json::{json, Value};
 use sift::compat::redisbloom::rdb::{
     crc64, dump_payload, load_bloom, load_cuckoo, module_type_id, read_rdb, restore_payload, write_length,
-    write_rdb, write_string, CuckooRdbDefaults, Field, FieldBuffer, RdbCursor, RdbError, RdbKey, RdbValue,
-    ReadOptions, BLOOM_TYPE_NAME, CUCKOO_TYPE_NAME, OPCODE_DOUBLE, OPCODE_EOF, OPCODE_STRING, OPCODE_UINT,
+    write_rdb, write_string, CuckooRdbDefaults, Field, FieldBuffer, RdbError, RdbKey, RdbValue, ReadOptions,
+    BLOOM_TYPE_NAME, CUCKOO_TYPE_NAME, OPCODE_DOUBLE, OPCODE_STRING, OPCODE_UINT,
 };
 use sift::compat::redisbloom::{BloomChain, CuckooFilter, LoadLimits};
 
@@ -117,27 +121,6 @@ fn dump_rdb_decodes_to_the_six_keys_and_their_scandumps() {
         }
     }
     assert_eq!(file.keys[5].expire_at_ms, Some(4_102_444_800_000));
-}
-
-/// Rewrites a module value body with every string in its plain form (LZF expanded), and every
-/// length in the shortest form: RedisBloom's body as our writer would lay it out.
-fn normalize_body(body: &[u8]) -> Vec<u8> {
-    let mut cur = RdbCursor::new(body);
-    let mut out = vec![cur.read_u8("type").unwrap()];
-    write_length(&mut out, cur.read_length("module id").unwrap());
-    loop {
-        let op = cur.read_length("opcode").unwrap();
-        write_length(&mut out, op);
-        match op {
-            OPCODE_EOF => break,
-            OPCODE_UINT => write_length(&mut out, cur.read_length("uint").unwrap()),
-            OPCODE_DOUBLE => out.extend_from_slice(cur.read_bytes(8, "double").unwrap()),
-            OPCODE_STRING => write_string(&mut out, &cur.read_string(1 << 20, "string").unwrap()),
-            op => panic!("opcode {op} in a RedisBloom value"),
-        }
-    }
-    assert_eq!(cur.remaining(), 0);
-    out
 }
 
 #[test]

@@ -7,7 +7,8 @@
 //! `guava-bloom`): the payload is then the other system's own serialisation, unchanged.
 //!
 //! * [`redisbloom`]: RedisBloom's scalable Bloom chain (`MBbloom--`) and cuckoo filter
-//!   (`MBbloomCF`), with their `SCANDUMP` / `LOADCHUNK` formats.
+//!   (`MBbloomCF`), with their `SCANDUMP` / `LOADCHUNK` formats; its Count-Min Sketch
+//!   (`CMSk-TYPE`), Top-K (`TopK-TYPE`) and t-digest (`TDIS-TYPE`); the RDB encoding of all five.
 //! * [`guava`]: Guava's `BloomFilter` (`MURMUR128_MITZ_64`) and its `writeTo` / `readFrom` bytes.
 
 pub mod guava;

@@ -1,4 +1,5 @@
-//! C's `printf("%g")`, as `BF.DEBUG` prints the error rate of each link (spec §5.7).
+//! C's `printf("%g")`, as `BF.DEBUG` prints the error rate of each link (spec §5.7), and
+//! `printf("%.17g")`, as Redis 7.0 prints a double reply (sketches spec §2.2).
 
 /// Formats `v` exactly as C's `printf("%g", v)` does (precision 6).
 ///
@@ -16,6 +17,13 @@
 /// assert_eq!(format_g(1e6), "1e+06");
 /// ```
 pub fn format_g(v: f64) -> String {
+    format_g_precision(v, 6)
+}
+
+/// C's `printf("%.Pg", v)` for a precision `P` in 1..=17, with glibc's spellings of the special
+/// values (`inf`, `-inf`, `nan`, `-nan` by the NaN's sign bit).
+pub(crate) fn format_g_precision(v: f64, precision: usize) -> String {
+    debug_assert!((1..=17).contains(&precision));
     if v.is_nan() {
         return if v.is_sign_negative() { "-nan".into() } else { "nan".into() };
     }
@@ -26,14 +34,14 @@ pub fn format_g(v: f64) -> String {
     if v == 0.0 {
         return format!("{sign}0");
     }
-    // Rust's `{:.5e}` rounds the exact binary value to 6 significant digits, ties to even, like
-    // glibc's printf; only the layout differs ("1.95313e-5").
-    let sci = format!("{:.5e}", v.abs());
+    // Rust's `{:.Ne}` rounds the exact binary value to N + 1 significant digits, ties to even,
+    // like glibc's printf; only the layout differs ("1.95313e-5").
+    let sci = format!("{:.*e}", precision - 1, v.abs());
     let (mantissa, exp) = sci.split_once('e').expect("`{:e}` output has an exponent");
     let exp: i32 = exp.parse().expect("`{:e}` exponent is an integer");
     let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    debug_assert_eq!(digits.len(), 6);
-    let body = if (-4..6).contains(&exp) {
+    debug_assert_eq!(digits.len(), precision);
+    let body = if (-4..precision as i32).contains(&exp) {
         let fixed = if exp >= 0 {
             let point = exp as usize + 1;
             format!("{}.{}", &digits[..point], &digits[point..])

@@ -1,8 +1,11 @@
-//! RedisBloom's filter types, bit for bit: the scalable Bloom chain (`MBbloom--`, the `BF.*`
-//! commands) and the cuckoo filter (`MBbloomCF`, the `CF.*` commands).
+//! RedisBloom's data types, bit for bit: the scalable Bloom chain (`MBbloom--`, the `BF.*`
+//! commands), the cuckoo filter (`MBbloomCF`, the `CF.*` commands), the Count-Min Sketch
+//! (`CMSk-TYPE`, `CMS.*`), the Top-K (`TopK-TYPE`, `TOPK.*`) and the t-digest (`TDIS-TYPE`,
+//! `TDIGEST.*`).
 //!
-//! Everything here follows `shared/spec/redisbloom.md` (§4–§7), which was derived from observing
-//! a real RedisBloom server; RedisBloom's own source was not used. The same items set the same
+//! Everything here follows `shared/spec/redisbloom.md` (§4–§7) and
+//! `shared/spec/redisbloom-sketches.md`, which were derived from observing a real RedisBloom
+//! server; RedisBloom's own source was not used. The same items set the same
 //! bits, the counters move the same way, and `SCANDUMP` chunks are byte-identical, so a dump taken
 //! from RedisBloom loads here and the other way round. The golden vectors in
 //! `crates/sift/tests/fixtures/redisbloom/` (captured from RedisBloom 2.6.28) pin all of it.
@@ -21,8 +24,23 @@
 //!   [`CuckooFilter::delete`], [`CuckooFilter::compact`], [`CuckooFilter::info`],
 //!   [`CuckooFilter::debug_line`], [`CuckooFilter::scandump`] / [`CuckooFilter::from_header`] /
 //!   [`CuckooFilter::load_chunk`].
-//! * [`rdb`]: the RDB encoding of both types (§12): the module fields of `rdb_save` / `rdb_load`,
-//!   `DUMP` payloads, and reading and writing `dump.rdb` files.
+//! * [`CountMinSketch`] (sketches spec §5): [`CountMinSketch::init_by_dim`] /
+//!   [`CountMinSketch::init_by_prob`], [`CountMinSketch::incr_by`], [`CountMinSketch::query`],
+//!   [`CountMinSketch::merge`] (with weights), `width` / `depth` / [`CountMinSketch::info_count`]
+//!   (CMS.INFO).
+//! * [`TopK`] (§6): [`TopK::reserve`], [`TopK::add`] / [`TopK::incr_by`] with an injectable
+//!   [`DecayRandom`] ([`CRand`], the C library's `rand()`, by default), [`TopK::query`],
+//!   [`TopK::count`], [`TopK::list`]; [`topk_reply_item`] for the C-string replies.
+//! * [`TDigest`] (§7): [`TDigest::new`], [`TDigest::add`], [`TDigest::reset`],
+//!   [`TDigestMerge`], [`TDigest::quantiles`], [`TDigest::cdf`], [`TDigest::rank`] /
+//!   [`TDigest::rev_rank`], [`TDigest::by_rank`] / [`TDigest::by_rev_rank`],
+//!   [`TDigest::trimmed_mean`], [`TDigest::min_value`] / [`TDigest::max_value`],
+//!   [`TDigest::info`].
+//! * [`format_double`]: the text of a double reply, as Redis 7.0 (`%.17g`) or Redis ≥ 7.2
+//!   (`d2string`) writes it (sketches spec §2.2).
+//! * [`rdb`]: the RDB encoding of all five types (§12, sketches §10): the module fields of
+//!   `rdb_save` / `rdb_load`, `DUMP` payloads, the AOF-rewrite command, and reading and writing
+//!   `dump.rdb` files.
 //!
 //! ```
 //! use sift::compat::redisbloom::BloomChain;
@@ -40,15 +58,23 @@
 //! ```
 
 mod bloom;
+mod cms;
 mod cuckoo;
 mod dump;
 mod file;
 mod gfmt;
 pub mod rdb;
+mod reply_double;
+mod tdigest;
+mod topk;
 
 pub use bloom::{
     options, BloomAddError, BloomChain, BloomChunkError, BloomCreateError, BloomHeaderError, BloomInfo,
     BloomLink,
+};
+pub use cms::{
+    cms_dims_for_error, CmsCreateError, CmsMergeError, CmsSource, CountMinSketch, CMS_COUNTER_MAX,
+    CMS_MAX_CELLS,
 };
 pub use cuckoo::{
     CuckooChunkError, CuckooCreateError, CuckooFilter, CuckooHash, CuckooHeaderError, CuckooInfo,
@@ -56,6 +82,16 @@ pub use cuckoo::{
 };
 pub use dump::{LoadLimits, CF_HEADER_LEN, MAX_CHUNK};
 pub use gfmt::format_g;
+pub use reply_double::{format_double, DoubleFormat};
+pub use tdigest::{
+    tdigest_capacity, tdigest_merge_compression, TDigest, TDigestCreateError, TDigestInfo, TDigestMerge,
+    TDigestOverflow, TDIGEST_DEFAULT_COMPRESSION, TDIGEST_MAX_COMPRESSION,
+};
+pub use topk::{
+    topk_reply_item, CRand, DecayRandom, TopK, TopKBucket, TopKCreateError, TopKIncrementError, TopKSlot,
+    RAND_MAX, TOPK_DEFAULT_DECAY, TOPK_DEFAULT_DEPTH, TOPK_DEFAULT_WIDTH, TOPK_FINGERPRINT_SEED,
+    TOPK_MAX_BUCKETS, TOPK_MAX_INCREMENT,
+};
 
 /// Largest capacity of `BF.RESERVE`, `BF.INSERT` and `bf-initial-size` (§3, §8).
 pub const BF_MAX_CAPACITY: u64 = 1 << 30;

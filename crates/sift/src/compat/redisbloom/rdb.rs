@@ -1,5 +1,7 @@
-//! RedisBloom's RDB encoding of its two module types (spec §12): the fields `rdb_save` writes
-//! and `rdb_load` reads, for `MBbloom--` (the Bloom chain) and `MBbloomCF` (the cuckoo filter).
+//! RedisBloom's RDB encoding of its module types: the fields `rdb_save` writes and `rdb_load`
+//! reads, for `MBbloom--` (the Bloom chain) and `MBbloomCF` (the cuckoo filter) (spec
+//! `redisbloom.md` §12), and for `CMSk-TYPE`, `TopK-TYPE` and `TDIS-TYPE` (the Count-Min
+//! Sketch, the Top-K and the t-digest, spec `redisbloom-sketches.md` §10).
 //!
 //! The field layer is transport-independent. A Redis module implements [`FieldWriter`] /
 //! [`FieldReader`] on top of `RedisModule_Save*` / `RedisModule_Load*`, and gets exactly the
@@ -9,8 +11,8 @@
 //! `DUMP` payloads without Redis.
 //!
 //! Loading validates every field before it is used and never allocates more than
-//! [`LoadLimits::max_bytes`] for bitmaps and slot arrays: a hostile value gives an [`RdbError`],
-//! never a panic or an abort.
+//! [`LoadLimits::max_bytes`] for bitmaps, slot arrays, counters, tables and node arrays: a
+//! hostile value gives an [`RdbError`], never a panic or an abort.
 //!
 //! ```
 //! use sift::compat::redisbloom::BloomChain;
@@ -22,13 +24,27 @@
 //! save_bloom(&bf, &mut fields);
 //! let back = load_bloom(&mut fields, ENCVER, &Default::default()).unwrap();
 //! assert_eq!(back, bf);
+//!
+//! // A t-digest is saved compressed (RedisBloom compresses before saving); one buffered
+//! // observation is not stored and comes back as a node of mean 0 and weight 0 (sketches §10.5).
+//! use sift::compat::redisbloom::TDigest;
+//! use sift::compat::redisbloom::rdb::{load_tdigest, save_tdigest, SKETCH_ENCVER};
+//! let mut td = TDigest::new(100.0, u64::MAX).unwrap();
+//! td.add(7.25).unwrap();
+//! let mut fields = FieldBuffer::default();
+//! save_tdigest(&td, &mut fields);
+//! let back = load_tdigest(&mut fields, SKETCH_ENCVER, &Default::default()).unwrap();
+//! assert_eq!(back.nodes().collect::<Vec<_>>(), [(0.0, 0)]);
+//! assert_eq!((back.min_value(), back.size()), (7.25, 1));
 //! ```
 
 use std::collections::VecDeque;
 
+use super::tdigest::f64_to_i64;
 use super::{
-    BloomChain, BloomHeaderError, CuckooFilter, CuckooHeaderError, LoadLimits, CF_DEFAULT_BUCKET_SIZE,
-    CF_DEFAULT_EXPANSION, CF_DEFAULT_MAX_ITERATIONS, CF_MAX_BUCKETS, CF_MAX_FILTERS,
+    tdigest_capacity, BloomChain, BloomHeaderError, CountMinSketch, CuckooFilter, CuckooHeaderError,
+    LoadLimits, TDigest, TopK, TopKBucket, CF_DEFAULT_BUCKET_SIZE, CF_DEFAULT_EXPANSION,
+    CF_DEFAULT_MAX_ITERATIONS, CF_MAX_BUCKETS, CF_MAX_FILTERS,
 };
 
 pub mod framing;
@@ -40,6 +56,15 @@ pub const BLOOM_TYPE_NAME: &str = "MBbloom--";
 pub const CUCKOO_TYPE_NAME: &str = "MBbloomCF";
 /// The encoding version both types are saved with (and the newest `rdb_load` accepts).
 pub const ENCVER: u32 = 4;
+/// Type name of RedisBloom's Count-Min Sketch.
+pub const CMS_TYPE_NAME: &str = "CMSk-TYPE";
+/// Type name of RedisBloom's Top-K.
+pub const TOPK_TYPE_NAME: &str = "TopK-TYPE";
+/// Type name of RedisBloom's t-digest.
+pub const TDIGEST_TYPE_NAME: &str = "TDIS-TYPE";
+/// The encoding version the three sketch types are saved with. `CMSk-TYPE` and `TopK-TYPE`
+/// accept only it; `TDIS-TYPE` loads any encver with the same layout (sketches spec §10.1).
+pub const SKETCH_ENCVER: u32 = 0;
 
 /// The 64 characters a module type name may use; a character's index is its 6-bit code (§12.1).
 const TYPE_CHARSET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -80,6 +105,11 @@ pub trait FieldWriter {
     fn save_double(&mut self, v: f64);
     /// `RedisModule_SaveStringBuffer`.
     fn save_string(&mut self, bytes: &[u8]);
+    /// `RedisModule_SaveSigned`. Redis writes it exactly as an unsigned field (opcode 2)
+    /// holding the two's complement (sketches spec §10), which is what this default does.
+    fn save_signed(&mut self, v: i64) {
+        self.save_unsigned(v as u64);
+    }
 }
 
 /// The `Load*` calls of a module's `rdb_load`; each may fail (short read, wrong opcode, I/O
@@ -91,6 +121,10 @@ pub trait FieldReader {
     fn load_double(&mut self) -> Result<f64, RdbError>;
     /// `RedisModule_LoadStringBuffer`.
     fn load_string(&mut self) -> Result<Vec<u8>, RdbError>;
+    /// `RedisModule_LoadSigned`: an unsigned field (opcode 2) read as two's complement.
+    fn load_signed(&mut self) -> Result<i64, RdbError> {
+        Ok(self.load_unsigned()? as i64)
+    }
     /// Loads a string that the caller will refuse if it is longer than `max` bytes. A reader that
     /// sees the length before the bytes (the byte-level reader does) overrides this to refuse
     /// *before* allocating; the default loads the string and checks afterwards.
@@ -192,13 +226,16 @@ pub enum RdbError {
     /// The transport failed (a module's `RedisModule_IsIOError`, for instance).
     #[error("I/O error: {0}")]
     Io(String),
-    /// An encver this version does not know (above 4).
-    #[error("{type_name}: unsupported encoding version {encver} (0..=4 are known)")]
+    /// An encver this version does not know (above 4 for the filters, above 0 for the Count-Min
+    /// Sketch and the Top-K).
+    #[error("{type_name}: unsupported encoding version {encver} (0..={max} are known)")]
     UnsupportedEncver {
         /// The module type.
         type_name: &'static str,
         /// The encver found.
         encver: u32,
+        /// The newest encver known.
+        max: u32,
     },
     /// A field is outside the range RedisBloom can hold (it never writes such values).
     #[error("field {field}: value {value} is out of range (at most {max})")]
@@ -247,6 +284,34 @@ pub enum RdbError {
         /// The limit.
         max: u64,
     },
+    /// A string field is not the length the other fields require (a Count-Min Sketch's cells, a
+    /// Top-K's buckets or heap, a heap item that is not even its terminating NUL).
+    #[error("{field}: string of {len} bytes, expected {expected}")]
+    StringLength {
+        /// The field.
+        field: &'static str,
+        /// Length of the string.
+        len: u64,
+        /// The length required.
+        expected: u64,
+    },
+    /// A double field that cannot be what it claims (a t-digest compression that is not a
+    /// positive finite number with a capacity that fits 32 bits).
+    #[error("{field}: invalid value {value}")]
+    InvalidDouble {
+        /// The field.
+        field: &'static str,
+        /// The value found.
+        value: f64,
+    },
+    /// A t-digest's stored capacity is not `6·⌊compression⌋ + 10`.
+    #[error("TDIS-TYPE: stored capacity {stored}, the compression gives {expected}")]
+    CapacityMismatch {
+        /// The `cap` field (two's complement).
+        stored: u64,
+        /// `6·⌊compression⌋ + 10`.
+        expected: u64,
+    },
     /// The Bloom fields fail the per-link integrity test (§7.1, §12.3).
     #[error("MBbloom--: {0}")]
     Bloom(BloomHeaderError),
@@ -257,7 +322,7 @@ pub enum RdbError {
     /// what.
     #[error("bad data format: {0}")]
     Format(String),
-    /// A value of a module type other than the two of RedisBloom.
+    /// A value of a module type other than the five of RedisBloom.
     #[error("unknown module type {name} (encver {encver}, module id {id:#018x})")]
     UnknownModuleType {
         /// The type name decoded from the id.
@@ -364,8 +429,12 @@ pub fn save_bloom(chain: &BloomChain, w: &mut impl FieldWriter) {
 }
 
 fn check_encver(type_name: &'static str, encver: u32) -> Result<(), RdbError> {
-    if encver > ENCVER {
-        return Err(RdbError::UnsupportedEncver { type_name, encver });
+    check_encver_max(type_name, encver, ENCVER)
+}
+
+fn check_encver_max(type_name: &'static str, encver: u32, max: u32) -> Result<(), RdbError> {
+    if encver > max {
+        return Err(RdbError::UnsupportedEncver { type_name, encver, max });
     }
     Ok(())
 }
@@ -521,6 +590,230 @@ pub fn load_cuckoo(
     .map_err(RdbError::Cuckoo)
 }
 
+/// `rdb_save` of `CMSk-TYPE` (sketches spec §10.3): width, depth, count, the cells.
+pub fn save_cms(c: &CountMinSketch, w: &mut impl FieldWriter) {
+    w.save_unsigned(c.width());
+    w.save_unsigned(c.depth());
+    w.save_unsigned(c.count());
+    w.save_string(c.cells_le());
+}
+
+/// `rdb_load` of `CMSk-TYPE` (§10.3), encver 0 only.
+///
+/// Checked, as RedisBloom does: width and depth not 0, the cell string exactly
+/// `4 · width · depth` bytes; and, where RedisBloom is fooled by wrap-around, a product that
+/// overflows or exceeds `limits.max_bytes` (refused before the string is read).
+pub fn load_cms(
+    r: &mut impl FieldReader,
+    encver: u32,
+    limits: &LoadLimits,
+) -> Result<CountMinSketch, RdbError> {
+    check_encver_max(CMS_TYPE_NAME, encver, SKETCH_ENCVER)?;
+    let width = r.load_unsigned()?;
+    let depth = r.load_unsigned()?;
+    let count = r.load_unsigned()?;
+    if width == 0 {
+        return Err(RdbError::Zero { field: "width" });
+    }
+    if depth == 0 {
+        return Err(RdbError::Zero { field: "depth" });
+    }
+    let expected = width.checked_mul(depth).and_then(|c| c.checked_mul(4)).unwrap_or(u64::MAX);
+    if expected > limits.max_bytes {
+        return Err(RdbError::TooLarge { field: "CMS cells", len: expected, max: limits.max_bytes });
+    }
+    let cells = load_exact(r, expected, "CMS cells")?;
+    Ok(CountMinSketch::from_parts(width, depth, count, cells).expect("shape checked above"))
+}
+
+/// Loads a string that must be exactly `len` bytes (refused before allocating when longer).
+fn load_exact(r: &mut impl FieldReader, len: u64, field: &'static str) -> Result<Vec<u8>, RdbError> {
+    let s = r.load_string_max(len, field)?;
+    if s.len() as u64 != len {
+        return Err(RdbError::StringLength { field, len: s.len() as u64, expected: len });
+    }
+    Ok(s)
+}
+
+/// Bytes of one heap record in the RDB string: RedisBloom's in-memory struct (§10.4).
+const TOPK_HEAP_RECORD: u64 = 24;
+
+/// `rdb_save` of `TopK-TYPE` (§10.4): k, width, depth, decay, the buckets, the heap records,
+/// then each slot's item. Items are stored up to their first NUL, plus a NUL; the record's
+/// pointer field (an address in RedisBloom) is written as 1 for an occupied slot, 0 otherwise.
+pub fn save_topk(t: &TopK, w: &mut impl FieldWriter) {
+    w.save_unsigned(t.k() as u64);
+    w.save_unsigned(t.width() as u64);
+    w.save_unsigned(t.depth() as u64);
+    w.save_double(t.decay());
+    let mut buckets = Vec::with_capacity(t.buckets().len() * 8);
+    for b in t.buckets() {
+        buckets.extend_from_slice(&b.fp.to_le_bytes());
+        buckets.extend_from_slice(&b.count.to_le_bytes());
+    }
+    w.save_string(&buckets);
+    let mut heap = Vec::with_capacity(t.heap().len() * TOPK_HEAP_RECORD as usize);
+    for s in t.heap() {
+        heap.extend_from_slice(&s.fp().to_le_bytes());
+        heap.extend_from_slice(&(s.item().map_or(0, <[u8]>::len) as u32).to_le_bytes());
+        heap.extend_from_slice(&(s.item().is_some() as u64).to_le_bytes());
+        heap.extend_from_slice(&s.count().to_le_bytes());
+        heap.extend_from_slice(&[0; 4]);
+    }
+    w.save_string(&heap);
+    for s in t.heap() {
+        let mut item = super::topk_reply_item(s.item().unwrap_or(b"")).to_vec();
+        item.push(0);
+        w.save_string(&item);
+    }
+}
+
+fn u32_field(field: &'static str, v: u64) -> Result<u32, RdbError> {
+    if v == 0 {
+        return Err(RdbError::Zero { field });
+    }
+    Ok(narrow(field, v, u32::MAX as u64)? as u32)
+}
+
+/// `rdb_load` of `TopK-TYPE` (§10.4), encver 0 only.
+///
+/// Checked: k, width and depth in [1, 2^32 − 1]; the bucket string exactly `8 · width · depth`
+/// bytes and the heap string exactly `24 · k` (with overflow checks, and within
+/// `limits.max_bytes` together with the items); every item string at least its NUL byte. Not
+/// checked, like RedisBloom: the decay, the heap order, the records' item-length and pointer
+/// fields (the item's length is its string's minus one). A one-byte item string is an empty
+/// slot when the slot's count is 0, and the empty item otherwise (RedisBloom loads "no item"
+/// there and crashes on TOPK.LIST).
+pub fn load_topk(r: &mut impl FieldReader, encver: u32, limits: &LoadLimits) -> Result<TopK, RdbError> {
+    check_encver_max(TOPK_TYPE_NAME, encver, SKETCH_ENCVER)?;
+    let k = u32_field("k", r.load_unsigned()?)?;
+    let width = u32_field("width", r.load_unsigned()?)?;
+    let depth = u32_field("depth", r.load_unsigned()?)?;
+    let decay = r.load_double()?;
+    let cells = width as u64 * depth as u64;
+    let bucket_bytes = cells.saturating_mul(8);
+    let heap_bytes = k as u64 * TOPK_HEAP_RECORD;
+    let mut total = bucket_bytes.saturating_add(heap_bytes);
+    if total > limits.max_bytes {
+        return Err(RdbError::TooLarge { field: "TopK tables", len: total, max: limits.max_bytes });
+    }
+    let raw = load_exact(r, bucket_bytes, "TopK buckets")?;
+    let buckets: Vec<TopKBucket> = raw
+        .chunks_exact(8)
+        .map(|c| TopKBucket {
+            fp: u32::from_le_bytes(c[..4].try_into().expect("4 bytes")),
+            count: u32::from_le_bytes(c[4..].try_into().expect("4 bytes")),
+        })
+        .collect();
+    drop(raw);
+    let records = load_exact(r, heap_bytes, "TopK heap")?;
+    let mut heap = Vec::with_capacity(k as usize);
+    for rec in records.chunks_exact(TOPK_HEAP_RECORD as usize) {
+        let fp = u32::from_le_bytes(rec[..4].try_into().expect("4 bytes"));
+        let count = u32::from_le_bytes(rec[16..20].try_into().expect("4 bytes"));
+        let room = limits.max_bytes.saturating_sub(total);
+        let s = r.load_string_max(room, "TopK heap items")?;
+        total += s.len() as u64;
+        let item = match s.len() {
+            0 => return Err(RdbError::StringLength { field: "TopK heap item", len: 0, expected: 1 }),
+            1 if count == 0 => None,
+            n => Some(s[..n - 1].to_vec()),
+        };
+        heap.push(TopK::slot(fp, item, count));
+    }
+    Ok(TopK::from_parts(k, width, depth, decay, buckets, heap))
+}
+
+/// `rdb_save` of `TDIS-TYPE` (§10.5): compression, min, max, capacity, merged and unmerged node
+/// counts, total compressions, merged and unmerged weights, then the centroids' means and
+/// weights. RedisBloom compresses the digest first; this writes the compressed form of `t`
+/// without changing it (a compressed copy is made when `t` has buffered nodes). `SAVE` and
+/// `DUMP` compress the live key: call [`TDigest::compress`] first for that.
+pub fn save_tdigest(t: &TDigest, w: &mut impl FieldWriter) {
+    if t.unmerged_nodes() > 0 {
+        let mut c = t.clone();
+        c.compress();
+        write_tdigest_fields(&c, w);
+    } else {
+        write_tdigest_fields(t, w);
+    }
+}
+
+fn write_tdigest_fields(t: &TDigest, w: &mut impl FieldWriter) {
+    w.save_double(t.compression());
+    w.save_double(t.min());
+    w.save_double(t.max());
+    w.save_signed(t.capacity() as i64);
+    w.save_signed(t.merged_nodes() as i64);
+    w.save_signed(t.unmerged_nodes() as i64);
+    w.save_signed(t.total_compressions());
+    w.save_double(t.merged_weight() as f64);
+    w.save_double(t.unmerged_weight() as f64);
+    let merged: Vec<(f64, i64)> = t.nodes().take(t.merged_nodes()).collect();
+    for &(m, _) in &merged {
+        w.save_double(m);
+    }
+    for &(_, wt) in &merged {
+        w.save_double(wt as f64);
+    }
+}
+
+/// `rdb_load` of `TDIS-TYPE` (§10.5), any encver.
+///
+/// The digest is rebuilt as RedisBloom does, including its loss of buffered nodes: they are
+/// counted but not stored, so they come back as nodes of mean 0 and weight 0 (a digest of one
+/// observation reloads that way). Checked, beyond RedisBloom's `0 <= merged_nodes <= cap`: the
+/// compression is a positive finite number whose capacity fits 32 bits and `limits.max_bytes`
+/// (16 bytes per node), the stored capacity is exactly `6·⌊compression⌋ + 10`, and
+/// `0 <= unmerged_nodes <= cap − merged_nodes`. Weights are converted from f64 as C does
+/// (NaN and out-of-range values become `i64::MIN`).
+pub fn load_tdigest(
+    r: &mut impl FieldReader,
+    _encver: u32,
+    limits: &LoadLimits,
+) -> Result<TDigest, RdbError> {
+    let compression = r.load_double()?;
+    let cap = tdigest_capacity(compression)
+        .map_err(|_| RdbError::InvalidDouble { field: "compression", value: compression })?;
+    let bytes = cap as u64 * 16;
+    if bytes > limits.max_bytes {
+        return Err(RdbError::TooLarge { field: "t-digest nodes", len: bytes, max: limits.max_bytes });
+    }
+    let min = r.load_double()?;
+    let max = r.load_double()?;
+    let stored_cap = r.load_unsigned()?;
+    let merged = r.load_unsigned()?;
+    let unmerged = r.load_unsigned()?;
+    let total_compressions = r.load_signed()?;
+    let merged_weight = f64_to_i64(r.load_double()?);
+    let unmerged_weight = f64_to_i64(r.load_double()?);
+    if stored_cap != cap as u64 {
+        return Err(RdbError::CapacityMismatch { stored: stored_cap, expected: cap as u64 });
+    }
+    let merged = narrow("merged_nodes", merged, cap as u64)? as usize;
+    let unmerged = narrow("unmerged_nodes", unmerged, (cap - merged) as u64)? as usize;
+    let mut t = TDigest::from_parts(
+        compression,
+        min,
+        max,
+        merged,
+        unmerged,
+        total_compressions,
+        merged_weight,
+        unmerged_weight,
+        limits.max_bytes,
+    )
+    .map_err(|_| RdbError::TooLarge { field: "t-digest nodes", len: bytes, max: limits.max_bytes })?;
+    let mut means = Vec::with_capacity(merged.min(1 << 16));
+    for _ in 0..merged {
+        means.push(r.load_double()?);
+    }
+    for (i, m) in means.into_iter().enumerate() {
+        t.set_node(i, m, f64_to_i64(r.load_double()?));
+    }
+    Ok(t)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -529,6 +822,10 @@ mod tests {
     fn type_ids_of_the_spec() {
         assert_eq!(module_type_id(BLOOM_TYPE_NAME, 4), Some(0x3016_e5a2_89be_f804));
         assert_eq!(module_type_id(CUCKOO_TYPE_NAME, 4), Some(0x3016_e5a2_8982_1404));
+        // The sketch types (sketches spec §10.1).
+        assert_eq!(module_type_id(CMS_TYPE_NAME, SKETCH_ENCVER), Some(0x08c4_a4f9_360f_1000));
+        assert_eq!(module_type_id(TOPK_TYPE_NAME, SKETCH_ENCVER), Some(0x4e8a_4af9_360f_1000));
+        assert_eq!(module_type_id(TDIGEST_TYPE_NAME, SKETCH_ENCVER), Some(0x4c32_12f9_360f_1000));
         assert_eq!(module_type_id(BLOOM_TYPE_NAME, 1024), None);
         assert_eq!(module_type_id("MBbloom-!", 4), None);
         assert_eq!(module_type_id("MBbloom---", 4), None);

@@ -5,19 +5,21 @@
 //! expiry times and the CRC64 little-endian.
 //!
 //! What the file reader does with keys of other Redis types: plain strings (type 0) are decoded
-//! to [`RdbValue::String`]; the types whose layout is a sequence of lengths and strings (lists,
+//! to [`RdbValue::String`]; the five RedisBloom module types to their structures; the types whose layout is a sequence of lengths and strings (lists,
 //! sets, hashes, sorted sets, and their ziplist / listpack / intset / quicklist encodings) and the
 //! values of other modules are stepped over and kept verbatim as [`RdbValue::Other`], so a tool
 //! can count or copy them. Streams (types 15, 19, 21), the pre-release module format (6) and types
 //! newer than 21 are refused with [`RdbError::UnsupportedType`] naming the key. With
-//! [`ReadOptions::skip_other_types`] off, every type but strings and the two RedisBloom types is
+//! [`ReadOptions::skip_other_types`] off, every type but strings and the RedisBloom types is
 //! refused that way.
 
 use super::{
-    load_bloom, load_cuckoo, module_type_id, module_type_name, save_bloom, save_cuckoo, CuckooRdbDefaults,
-    FieldReader, FieldWriter, RdbError, BLOOM_TYPE_NAME, CUCKOO_TYPE_NAME, ENCVER,
+    load_bloom, load_cms, load_cuckoo, load_tdigest, load_topk, module_type_id, module_type_name, save_bloom,
+    save_cms, save_cuckoo, save_tdigest, save_topk, CuckooRdbDefaults, FieldReader, FieldWriter, RdbError,
+    BLOOM_TYPE_NAME, CMS_TYPE_NAME, CUCKOO_TYPE_NAME, ENCVER, SKETCH_ENCVER, TDIGEST_TYPE_NAME,
+    TOPK_TYPE_NAME,
 };
-use crate::compat::redisbloom::{BloomChain, CuckooFilter, LoadLimits};
+use crate::compat::redisbloom::{BloomChain, CountMinSketch, CuckooFilter, LoadLimits, TDigest, TopK};
 
 /// Module field opcode: end of the value (`RDB_MODULE_OPCODE_EOF`).
 pub const OPCODE_EOF: u64 = 0;
@@ -396,6 +398,12 @@ pub enum RdbValue {
     Bloom(BloomChain),
     /// A `MBbloomCF` value.
     Cuckoo(CuckooFilter),
+    /// A `CMSk-TYPE` value.
+    Cms(CountMinSketch),
+    /// A `TopK-TYPE` value.
+    TopK(TopK),
+    /// A `TDIS-TYPE` value.
+    TDigest(TDigest),
     /// A plain Redis string (value type 0).
     String(Vec<u8>),
     /// A value of another type, stepped over and kept as it was encoded (without its type byte).
@@ -412,7 +420,11 @@ impl RdbValue {
     /// The value type byte.
     pub fn type_byte(&self) -> u8 {
         match self {
-            RdbValue::Bloom(_) | RdbValue::Cuckoo(_) => TYPE_MODULE,
+            RdbValue::Bloom(_)
+            | RdbValue::Cuckoo(_)
+            | RdbValue::Cms(_)
+            | RdbValue::TopK(_)
+            | RdbValue::TDigest(_) => TYPE_MODULE,
             RdbValue::String(_) => TYPE_STRING,
             RdbValue::Other { type_byte, .. } => *type_byte,
         }
@@ -444,7 +456,7 @@ impl Default for ReadOptions {
 }
 
 /// Reads the body of a module value (after its type byte 7): the module id, the fields, the EOF
-/// opcode. `MBbloom--` and `MBbloomCF` are decoded; other modules' values are stepped over when
+/// opcode. The five RedisBloom types are decoded; other modules' values are stepped over when
 /// `opts.skip_other_types` is set, and refused otherwise.
 pub fn read_module_value(cur: &mut RdbCursor<'_>, opts: &ReadOptions) -> Result<RdbValue, RdbError> {
     let start = cur.position();
@@ -455,6 +467,12 @@ pub fn read_module_value(cur: &mut RdbCursor<'_>, opts: &ReadOptions) -> Result<
         RdbValue::Bloom(load_bloom(&mut fields, encver, &opts.limits)?)
     } else if name == CUCKOO_TYPE_NAME {
         RdbValue::Cuckoo(load_cuckoo(&mut fields, encver, opts.cuckoo_defaults, &opts.limits)?)
+    } else if name == CMS_TYPE_NAME {
+        RdbValue::Cms(load_cms(&mut fields, encver, &opts.limits)?)
+    } else if name == TOPK_TYPE_NAME {
+        RdbValue::TopK(load_topk(&mut fields, encver, &opts.limits)?)
+    } else if name == TDIGEST_TYPE_NAME {
+        RdbValue::TDigest(load_tdigest(&mut fields, encver, &opts.limits)?)
     } else if opts.skip_other_types {
         fields.cur.skip_module_fields()?;
         return Ok(RdbValue::Other {
@@ -535,8 +553,8 @@ pub fn read_value(
     Ok(RdbValue::Other { type_byte, raw: cur.data[start..cur.pos].to_vec() })
 }
 
-/// Appends a value's body (without its type byte): module id, fields, EOF for the two module
-/// types; the string for strings; the stored bytes for [`RdbValue::Other`] (copied as read, so a
+/// Appends a value's body (without its type byte): module id, fields, EOF for the module types
+/// (a t-digest is written compressed, see [`save_tdigest`]); the string for strings; the stored bytes for [`RdbValue::Other`] (copied as read, so a
 /// value of a type newer than RDB version 10, such as Redis 7.2's set listpack, 20, needs a Redis
 /// that knows it).
 pub fn write_value_body(out: &mut Vec<u8>, value: &RdbValue) {
@@ -549,6 +567,21 @@ pub fn write_value_body(out: &mut Vec<u8>, value: &RdbValue) {
         RdbValue::Cuckoo(c) => {
             write_length(out, module_type_id(CUCKOO_TYPE_NAME, ENCVER).expect("valid name"));
             save_cuckoo(c, &mut ModuleFieldWriter { out: &mut *out });
+            write_length(out, OPCODE_EOF);
+        }
+        RdbValue::Cms(c) => {
+            write_length(out, module_type_id(CMS_TYPE_NAME, SKETCH_ENCVER).expect("valid name"));
+            save_cms(c, &mut ModuleFieldWriter { out: &mut *out });
+            write_length(out, OPCODE_EOF);
+        }
+        RdbValue::TopK(t) => {
+            write_length(out, module_type_id(TOPK_TYPE_NAME, SKETCH_ENCVER).expect("valid name"));
+            save_topk(t, &mut ModuleFieldWriter { out: &mut *out });
+            write_length(out, OPCODE_EOF);
+        }
+        RdbValue::TDigest(t) => {
+            write_length(out, module_type_id(TDIGEST_TYPE_NAME, SKETCH_ENCVER).expect("valid name"));
+            save_tdigest(t, &mut ModuleFieldWriter { out: &mut *out });
             write_length(out, OPCODE_EOF);
         }
         RdbValue::String(s) => write_string(out, s),
@@ -568,6 +601,18 @@ pub fn dump_payload(value: &RdbValue) -> Vec<u8> {
     let crc = crc64(0, &out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
+}
+
+/// The command RedisBloom's AOF rewrite emits for a Count-Min Sketch, Top-K or t-digest key
+/// (sketches spec §10.6): `RESTORE key 0 <DUMP payload>`. A t-digest's payload is its
+/// compressed form; the value itself is not changed (the rewrite runs in a fork in Redis).
+///
+/// RedisBloom looks the key up in database 0 whatever database it is in, so keys of other
+/// databases are dropped from its rewrite (or replaced by database 0's namesake). A server
+/// emitting this for each key of each database, after that database's `SELECT`, does what the
+/// spec says a correct one should.
+pub fn aof_rewrite_command(key: &[u8], value: &RdbValue) -> Vec<Vec<u8>> {
+    vec![b"RESTORE".to_vec(), key.to_vec(), b"0".to_vec(), dump_payload(value)]
 }
 
 /// Decodes a `DUMP` payload as `RESTORE` does (§12.5) with the default [`ReadOptions`].
@@ -625,7 +670,7 @@ pub struct RdbFile {
     pub version: u16,
     /// The aux fields (`redis-ver`, `ctime`, …), in file order.
     pub aux: Vec<(Vec<u8>, Vec<u8>)>,
-    /// Every key, in file order. Keys of types other than the two RedisBloom types and strings are
+    /// Every key, in file order. Keys of types other than the five RedisBloom types and strings are
     /// [`RdbValue::Other`].
     pub keys: Vec<RdbKey>,
     /// Number of function libraries stepped over (`0xF5` records).

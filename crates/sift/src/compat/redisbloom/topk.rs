@@ -1,0 +1,689 @@
+//! RedisBloom's Top-K, `TopK-TYPE` (spec `redisbloom-sketches.md` §6, RDB §10.4).
+//!
+//! HeavyKeeper (Gong, Yang, Zhang et al., "HeavyKeeper: An Accurate Algorithm for Finding Top-k
+//! Elephant Flows", USENIX ATC 2018) keeps `depth` rows of `width` buckets, each holding a
+//! fingerprint and a counter, and a min-heap of the `k` items with the largest estimates. An
+//! item's bucket in a row either belongs to it (the counter grows), is empty (the item takes
+//! it), or belongs to another item: then the owner's counter is decremented with probability
+//! `decay^count` per unit of the increment ("exponential-weakening decay"), so small flows lose
+//! their buckets quickly while large ones keep them almost surely. The item's estimate is the
+//! largest counter it owns; it enters the heap when that estimate reaches the heap's minimum,
+//! expelling the minimum's item. Estimates never exceed the truth unless two items share a
+//! 32-bit fingerprint (decay only removes), so the items reported are truly heavy.
+//!
+//! RedisBloom's choices, reproduced exactly: 32-bit MurmurHash2 with seed `row` for the bucket,
+//! seed 1919 for the fingerprint; u32 counters; decay probabilities from a 256-entry table of
+//! `decay^i`; the draw `rand() / RAND_MAX < p` of the C library generator; the heap's exact
+//! sift-down (its tie rule decides which of several equal items is expelled next); a stable
+//! sort by count for `TOPK.LIST`. Only the decay draws are random: with `decay = 1`, with a
+//! decay below 1/(2^31 − 1), or when no two items share a bucket, every result is
+//! deterministic (§6.6). The generator is a parameter ([`DecayRandom`]); [`CRand`] is the C
+//! library's `rand()`, seeded as an unseeded process starts (seed 1) by default.
+//!
+//! ```
+//! use sift::compat::redisbloom::{CRand, TopK};
+//!
+//! // TOPK.RESERVE k 2 50 4 1: decay 1 makes every collision decrement, so nothing is random.
+//! let mut tk = TopK::reserve(2, 50, 4, 1.0, u64::MAX)?;
+//! let mut rng = CRand::default();
+//! for item in ["a", "b", "a", "c", "a", "b", "d"] {
+//!     tk.add(item.as_bytes(), &mut rng);
+//! }
+//! let list: Vec<(&[u8], u32)> = tk.list();
+//! assert_eq!(list, [(&b"a"[..], 3), (&b"b"[..], 2)]);
+//! assert_eq!(tk.count(b"a"), 3);
+//! assert!(tk.query(b"b") && !tk.query(b"c"));
+//! # Ok::<(), sift::compat::redisbloom::TopKCreateError>(())
+//! ```
+
+use crate::hash::murmur2_32;
+
+/// The C library's `RAND_MAX`: draws are integers in [0, 2^31 − 1].
+pub const RAND_MAX: u32 = 0x7fff_ffff;
+/// Seed of the fingerprint hash (§4).
+pub const TOPK_FINGERPRINT_SEED: u32 = 1919;
+/// Default width of `TOPK.RESERVE key k` (§6.1).
+pub const TOPK_DEFAULT_WIDTH: i64 = 8;
+/// Default depth.
+pub const TOPK_DEFAULT_DEPTH: i64 = 7;
+/// Default decay.
+pub const TOPK_DEFAULT_DECAY: f64 = 0.9;
+/// Largest increment of `TOPK.INCRBY` (§8).
+pub const TOPK_MAX_INCREMENT: i64 = 100_000;
+/// Largest `width · depth`: (2^64 − 1) / 8 (§8).
+pub const TOPK_MAX_BUCKETS: u64 = u64::MAX / 8;
+/// Bytes of the fixed part of a Top-K in RedisBloom's memory accounting (§6.7).
+const TOPK_FIXED_BYTES: u64 = 2088;
+
+/// A source of the decay draws: integers uniform in [0, [`RAND_MAX`]], like C's `rand()`
+/// (§6.6). Closures `FnMut() -> u32` implement it, which makes stubs easy in tests.
+pub trait DecayRandom {
+    /// The next draw, in [0, [`RAND_MAX`]].
+    fn next_rand(&mut self) -> u32;
+}
+
+impl<F: FnMut() -> u32> DecayRandom for F {
+    fn next_rand(&mut self) -> u32 {
+        self()
+    }
+}
+
+/// The GNU C library's `rand()` / `random()` (the additive feedback generator `TYPE_3`:
+/// r_i = r_{i−31} + r_{i−3} mod 2^32, output r_i >> 1, after a Lehmer-seeded start and 310
+/// discarded values). [`CRand::default`] is seed 1, the state of a process that never called
+/// `srand`; RedisBloom's draws come from this generator after Redis's own `srand(time ^ pid)`.
+#[derive(Debug, Clone)]
+pub struct CRand {
+    ring: [u32; 34],
+    i: usize,
+}
+
+impl Default for CRand {
+    fn default() -> Self {
+        CRand::new(1)
+    }
+}
+
+impl CRand {
+    /// The generator after `srand(seed)` (seed 0 acts as 1, as in glibc).
+    pub fn new(seed: u32) -> Self {
+        let seed = if seed == 0 { 1 } else { seed };
+        let mut r = [0u32; 34];
+        // Lehmer's r = 16807 · r mod (2^31 − 1), computed without overflow as Schrage does, on
+        // the seed read as a signed 32-bit value.
+        let mut word = seed as i32 as i64;
+        r[0] = word as u32;
+        for slot in r.iter_mut().take(31).skip(1) {
+            let hi = word / 127_773;
+            let lo = word % 127_773;
+            word = 16_807 * lo - 2_836 * hi;
+            if word < 0 {
+                word += 2_147_483_647;
+            }
+            *slot = word as u32;
+        }
+        for i in 31..34 {
+            r[i] = r[i - 31];
+        }
+        let mut g = CRand { ring: r, i: 34 };
+        for _ in 0..310 {
+            g.step();
+        }
+        g
+    }
+
+    fn step(&mut self) -> u32 {
+        let i = self.i;
+        let v = self.ring[(i - 31) % 34].wrapping_add(self.ring[(i - 3) % 34]);
+        self.ring[i % 34] = v;
+        // Keep the index bounded (and at least 34) without changing it modulo 34.
+        self.i = if i + 1 >= 34 * 1000 { i + 1 - 34 * 999 } else { i + 1 };
+        v
+    }
+}
+
+impl DecayRandom for CRand {
+    fn next_rand(&mut self) -> u32 {
+        self.step() >> 1
+    }
+}
+
+/// Why a Top-K could not be created (`TOPK.RESERVE`), in the order RedisBloom checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TopKCreateError {
+    /// `k` not in [1, 2^32 − 1]. (`TopK: invalid k`.)
+    #[error("k must be in [1, 4294967295]")]
+    InvalidK,
+    /// `width` not in [1, 2^32 − 1]. (`TopK: invalid width`.)
+    #[error("width must be in [1, 4294967295]")]
+    InvalidWidth,
+    /// `depth` not in [1, 2^32 − 1]. (`TopK: invalid depth`.)
+    #[error("depth must be in [1, 4294967295]")]
+    InvalidDepth,
+    /// `decay` not in (0, 1], or NaN. (`TopK: invalid decay value. must be '<= 1' & '> 0'`.)
+    #[error("decay must be in (0, 1]")]
+    InvalidDecay,
+    /// `width · depth` above (2^64 − 1) / 8, the tables above the caller's budget, or the
+    /// allocation failed. (`ERR Insufficient memory to create topk data structure`.)
+    #[error("not enough memory for the tables")]
+    InsufficientMemory,
+}
+
+/// A `TOPK.INCRBY` increment outside [0, 100000]. The reply element is
+/// `TopK: increment must be an integer greater or equal to 0` + 28 spaces +
+/// `and smaller or equal to 100,000`, and the command stops there (§8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("increment must be an integer in [0, 100000]")]
+pub struct TopKIncrementError;
+
+/// One bucket of the table: a fingerprint and its counter (both 0 when empty).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TopKBucket {
+    /// `MurmurHash2(item, 1919)` of the owner.
+    pub fp: u32,
+    /// The owner's counter.
+    pub count: u32,
+}
+
+/// One slot of the min-heap.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TopKSlot {
+    fp: u32,
+    item: Option<Vec<u8>>,
+    count: u32,
+}
+
+impl TopKSlot {
+    /// The item's fingerprint (0 for an empty slot).
+    pub fn fp(&self) -> u32 {
+        self.fp
+    }
+    /// The item, `None` for an empty slot.
+    pub fn item(&self) -> Option<&[u8]> {
+        self.item.as_deref()
+    }
+    /// The item's count.
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+}
+
+/// The bytes a reply shows for an item: those before its first NUL byte (RedisBloom writes
+/// items as C strings in `TOPK.ADD`, `TOPK.INCRBY` and `TOPK.LIST` replies, §2.1).
+pub fn topk_reply_item(item: &[u8]) -> &[u8] {
+    match item.iter().position(|&b| b == 0) {
+        Some(n) => &item[..n],
+        None => item,
+    }
+}
+
+/// A HeavyKeeper Top-K with RedisBloom's layout and arithmetic (§6).
+#[derive(Clone)]
+pub struct TopK {
+    k: u32,
+    width: u32,
+    depth: u32,
+    decay: f64,
+    buckets: Vec<TopKBucket>,
+    heap: Vec<TopKSlot>,
+    /// `decay^i` for i in 0..256: by `pow` at creation, by repeated multiplication after an RDB
+    /// load (§6.6). Not part of equality: the two differ at most in the last bit.
+    table: Box<[f64; 256]>,
+    /// From this `count / 255` on, the decay probability is below `1 / RAND_MAX` with room to
+    /// spare (see [`TopK::decays`]); derived from `table`.
+    negligible_from: u32,
+}
+
+impl PartialEq for TopK {
+    fn eq(&self, o: &Self) -> bool {
+        (self.k, self.width, self.depth) == (o.k, o.width, o.depth)
+            && self.decay.to_bits() == o.decay.to_bits()
+            && self.buckets == o.buckets
+            && self.heap == o.heap
+    }
+}
+
+impl core::fmt::Debug for TopK {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("TopK")
+            .field("k", &self.k)
+            .field("width", &self.width)
+            .field("depth", &self.depth)
+            .field("decay", &self.decay)
+            .field("heap", &self.heap)
+            .finish_non_exhaustive()
+    }
+}
+
+fn u32_param(v: i64, err: TopKCreateError) -> Result<u32, TopKCreateError> {
+    u32::try_from(v).ok().filter(|&v| v >= 1).ok_or(err)
+}
+
+impl TopK {
+    /// `TOPK.RESERVE key topk [width depth decay]` after parsing (§8), checks in RedisBloom's
+    /// order; for the 3-argument form pass [`TOPK_DEFAULT_WIDTH`], [`TOPK_DEFAULT_DEPTH`],
+    /// [`TOPK_DEFAULT_DECAY`]. An argument that did not parse can be passed as 0 (NaN for the
+    /// decay): it fails the same check. `max_bytes` caps the tables' memory in RedisBloom's
+    /// accounting (`8 · width · depth + 24 · k`); above it, or when the allocation fails, the
+    /// result is [`TopKCreateError::InsufficientMemory`], before anything is allocated.
+    pub fn reserve(
+        k: i64,
+        width: i64,
+        depth: i64,
+        decay: f64,
+        max_bytes: u64,
+    ) -> Result<Self, TopKCreateError> {
+        let k = u32_param(k, TopKCreateError::InvalidK)?;
+        let width = u32_param(width, TopKCreateError::InvalidWidth)?;
+        let depth = u32_param(depth, TopKCreateError::InvalidDepth)?;
+        if !(decay > 0.0 && decay <= 1.0) {
+            return Err(TopKCreateError::InvalidDecay);
+        }
+        let cells = width as u64 * depth as u64;
+        if cells > TOPK_MAX_BUCKETS {
+            return Err(TopKCreateError::InsufficientMemory);
+        }
+        let bytes = cells as u128 * 8 + k as u128 * 24;
+        if bytes > max_bytes as u128 {
+            return Err(TopKCreateError::InsufficientMemory);
+        }
+        let buckets = try_filled(cells, TopKBucket::default()).ok_or(TopKCreateError::InsufficientMemory)?;
+        let heap = try_filled(k as u64, TopKSlot::default()).ok_or(TopKCreateError::InsufficientMemory)?;
+        let mut table = Box::new([0.0; 256]);
+        for (i, t) in table.iter_mut().enumerate() {
+            *t = decay.powf(i as f64);
+        }
+        let negligible_from = negligible_from(table[255]);
+        Ok(TopK { k, width, depth, decay, buckets, heap, table, negligible_from })
+    }
+
+    /// Rebuilds a Top-K from its RDB fields (§10.4); the caller checked the shapes. The decay
+    /// table is rebuilt by repeated multiplication, as RedisBloom's load does.
+    pub(crate) fn from_parts(
+        k: u32,
+        width: u32,
+        depth: u32,
+        decay: f64,
+        buckets: Vec<TopKBucket>,
+        heap: Vec<TopKSlot>,
+    ) -> Self {
+        debug_assert_eq!(buckets.len() as u64, width as u64 * depth as u64);
+        debug_assert_eq!(heap.len() as u64, k as u64);
+        let mut table = Box::new([0.0; 256]);
+        table[0] = 1.0;
+        for i in 1..256 {
+            table[i] = table[i - 1] * decay;
+        }
+        let negligible_from = negligible_from(table[255]);
+        TopK { k, width, depth, decay, buckets, heap, table, negligible_from }
+    }
+
+    pub(crate) fn slot(fp: u32, item: Option<Vec<u8>>, count: u32) -> TopKSlot {
+        TopKSlot { fp, item, count }
+    }
+
+    /// Heap size.
+    pub fn k(&self) -> u32 {
+        self.k
+    }
+    /// Buckets per row.
+    pub fn width(&self) -> u32 {
+        self.width
+    }
+    /// Rows.
+    pub fn depth(&self) -> u32 {
+        self.depth
+    }
+    /// Decay base (`TOPK.INFO` prints it as a double).
+    pub fn decay(&self) -> f64 {
+        self.decay
+    }
+    /// The buckets, row-major.
+    pub fn buckets(&self) -> &[TopKBucket] {
+        &self.buckets
+    }
+    /// The heap array, slot 0 (the minimum) first.
+    pub fn heap(&self) -> &[TopKSlot] {
+        &self.heap
+    }
+    /// Memory the type's callback reports to `MEMORY USAGE` (§6.7):
+    /// `2088 + 8 · width · depth + 24 · k`.
+    pub fn memory_usage(&self) -> u64 {
+        TOPK_FIXED_BYTES + 8 * self.buckets.len() as u64 + 24 * self.k as u64
+    }
+
+    /// `TOPK.ADD`'s step for one item: [`TopK::incr_by`] with increment 1. Returns the item
+    /// expelled from the heap, if any (the reply shows [`topk_reply_item`] of it, or null).
+    pub fn add(&mut self, item: &[u8], rng: &mut impl DecayRandom) -> Option<Vec<u8>> {
+        self.add_units(item, 1, rng)
+    }
+
+    /// `TOPK.INCRBY`'s step for one pair (§6.2): an increment outside [0, 100000] (pass −1 for
+    /// one that did not parse) is refused without any change; the command then stops.
+    pub fn incr_by(
+        &mut self,
+        item: &[u8],
+        increment: i64,
+        rng: &mut impl DecayRandom,
+    ) -> Result<Option<Vec<u8>>, TopKIncrementError> {
+        if !(0..=TOPK_MAX_INCREMENT).contains(&increment) {
+            return Err(TopKIncrementError);
+        }
+        Ok(self.add_units(item, increment as u32, rng))
+    }
+
+    /// Probability that one decay attempt decrements a counter of `count` (§6.2).
+    fn decay_probability(&self, count: u32) -> f64 {
+        if count < 256 {
+            self.table[count as usize]
+        } else {
+            self.table[255].powf((count / 255) as f64) * self.table[(count % 255) as usize]
+        }
+    }
+
+    /// Whether one decay attempt on a counter of `count` decrements it, given the draw `r`:
+    /// `r / RAND_MAX < p(count)` (§6.2). For counts of 255·`negligible_from` and more, `p` is
+    /// below `0.5 / RAND_MAX` (a bound that holds with a factor 2 to spare over the rounding of
+    /// `pow` and of the product), so only a draw of 0 can decrement and the `pow` call is
+    /// skipped for every other draw: the same answers, without `pow` on the hot path of heavy
+    /// hitters (it was 20% of `benches/sketches.rs` `topk/add`).
+    #[inline]
+    fn decays(&self, count: u32, r: u32) -> bool {
+        if r != 0 && count >= 256 && count / 255 >= self.negligible_from {
+            return false;
+        }
+        (r as f64) / (RAND_MAX as f64) < self.decay_probability(count)
+    }
+
+    fn add_units(&mut self, item: &[u8], incr: u32, rng: &mut impl DecayRandom) -> Option<Vec<u8>> {
+        let fp = murmur2_32(item, TOPK_FINGERPRINT_SEED);
+        let heap_min = self.heap[0].count;
+        let mut max_count = 0u32;
+        for row in 0..self.depth {
+            let i = row as usize * self.width as usize + (murmur2_32(item, row) % self.width) as usize;
+            let mut b = self.buckets[i];
+            if b.count == 0 {
+                b.fp = fp;
+                b.count = incr;
+                max_count = max_count.max(b.count);
+            } else if b.fp == fp {
+                b.count = b.count.wrapping_add(incr);
+                max_count = max_count.max(b.count);
+            } else {
+                for units in (1..=incr).rev() {
+                    let r = rng.next_rand();
+                    if self.decays(b.count, r) {
+                        b.count -= 1;
+                        if b.count == 0 {
+                            b.fp = fp;
+                            b.count = units;
+                            max_count = max_count.max(units);
+                            break;
+                        }
+                    }
+                }
+            }
+            self.buckets[i] = b;
+        }
+        if max_count < heap_min {
+            return None;
+        }
+        if let Some(s) = self.lookup(fp, item) {
+            self.heap[s].count = max_count;
+            sift_down(&mut self.heap, s);
+            return None;
+        }
+        let old = std::mem::replace(
+            &mut self.heap[0],
+            TopKSlot { fp, item: Some(item.to_vec()), count: max_count },
+        );
+        sift_down(&mut self.heap, 0);
+        old.item
+    }
+
+    /// The heap slot holding `item`, scanning from the last slot to slot 0 (§6.4).
+    fn lookup(&self, fp: u32, item: &[u8]) -> Option<usize> {
+        self.heap.iter().rposition(|s| s.fp == fp && s.item.as_deref() == Some(item))
+    }
+
+    /// `TOPK.QUERY`'s answer for one item: whether it is in the heap (§6.4).
+    pub fn query(&self, item: &[u8]) -> bool {
+        self.lookup(murmur2_32(item, TOPK_FINGERPRINT_SEED), item).is_some()
+    }
+
+    /// `TOPK.COUNT`'s answer for one item (§6.4): the largest counter among the buckets holding
+    /// its fingerprint, ignoring those below the heap minimum when the item is in the heap.
+    pub fn count(&self, item: &[u8]) -> u32 {
+        let fp = murmur2_32(item, TOPK_FINGERPRINT_SEED);
+        let heap_min = self.heap[0].count;
+        let in_heap = self.lookup(fp, item).is_some();
+        (0..self.depth)
+            .map(|row| {
+                self.buckets
+                    [row as usize * self.width as usize + (murmur2_32(item, row) % self.width) as usize]
+            })
+            .filter(|b| b.fp == fp && (!in_heap || b.count >= heap_min))
+            .map(|b| b.count)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// `TOPK.LIST [WITHCOUNT]` (§6.4): the heap's items by count, largest first, ties in heap
+    /// order, up to the first count of 0. Items are the full stored bytes; replies show
+    /// [`topk_reply_item`] of each.
+    pub fn list(&self) -> Vec<(&[u8], u32)> {
+        let mut slots: Vec<&TopKSlot> = self.heap.iter().collect();
+        slots.sort_by_key(|s| std::cmp::Reverse(s.count)); // stable
+        slots
+            .iter()
+            .take_while(|s| s.count != 0)
+            .map(|s| (s.item.as_deref().unwrap_or(b""), s.count))
+            .collect()
+    }
+}
+
+/// The smallest `n >= 1` with `t255^n < 0.5 / RAND_MAX`, where `t255 = decay^255`; `u32::MAX`
+/// when there is none (decay 1, or a NaN or above-1 decay loaded from an RDB file). Every
+/// probability `t255^m · decay^j` with `m >= n` and `decay <= 1` is then below `1 / RAND_MAX`.
+fn negligible_from(t255: f64) -> u32 {
+    let limit = 0.5 / RAND_MAX as f64;
+    if !(0.0..1.0).contains(&t255) {
+        return u32::MAX;
+    }
+    // Start from the logarithmic estimate and step up past any rounding.
+    let mut n = ((limit.ln() / t255.ln()).floor() as u32).max(1);
+    while t255.powf(n as f64) >= limit {
+        n = match n.checked_add(1) {
+            Some(n) => n,
+            None => return u32::MAX,
+        };
+    }
+    n
+}
+
+/// Allocates `n` copies of `v`, or `None` when the allocator refuses.
+fn try_filled<T: Clone>(n: u64, v: T) -> Option<Vec<T>> {
+    let n = usize::try_from(n).ok()?;
+    let mut out = Vec::new();
+    out.try_reserve_exact(n).ok()?;
+    out.resize(n, v);
+    Some(out)
+}
+
+/// RedisBloom's sift-down of slot `s` (§6.3). The first step also passes an equal child, later
+/// steps only strictly smaller ones: this decides which of several equal items is expelled.
+fn sift_down(heap: &mut [TopKSlot], mut s: usize) {
+    let n = heap.len();
+    if n < 2 || (n - 2) / 2 < s {
+        return;
+    }
+    let smaller_child = |heap: &[TopKSlot], c: usize| {
+        if c + 1 < n && heap[c].count > heap[c + 1].count {
+            c + 1
+        } else {
+            c
+        }
+    };
+    let mut c = smaller_child(heap, 2 * s + 1);
+    if heap[c].count > heap[s].count {
+        return;
+    }
+    let moving = std::mem::take(&mut heap[s]);
+    loop {
+        heap[s] = std::mem::take(&mut heap[c]);
+        s = c;
+        if (n - 2) / 2 < c {
+            break;
+        }
+        c = smaller_child(heap, 2 * c + 1);
+        if heap[c].count >= moving.count {
+            break;
+        }
+    }
+    heap[s] = moving;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crand_matches_glibc() {
+        // The first outputs of glibc's rand() in a process that never called srand.
+        let mut g = CRand::default();
+        let want = [
+            1804289383, 846930886, 1681692777, 1714636915, 1957747793, 424238335, 719885386, 1649760492,
+            596516649, 1189641421,
+        ];
+        for w in want {
+            assert_eq!(g.next_rand(), w);
+        }
+        // srand(0) is srand(1).
+        assert_eq!(CRand::new(0).next_rand(), 1804289383);
+        // Many steps through the index wrap-around keep the recurrence.
+        let mut a = CRand::new(42);
+        let mut b = CRand::new(42);
+        let mut ring: Vec<u32> = Vec::new();
+        for _ in 0..100_000 {
+            ring.push(a.step());
+        }
+        for w in ring.windows(32) {
+            assert_eq!(w[31], w[0].wrapping_add(w[28]));
+        }
+        for _ in 0..100_000 {
+            assert!(b.next_rand() <= RAND_MAX);
+        }
+    }
+
+    #[test]
+    fn reserve_checks_in_order() {
+        let m = u64::MAX;
+        assert_eq!(TopK::reserve(0, 0, 0, f64::NAN, m).unwrap_err(), TopKCreateError::InvalidK);
+        assert_eq!(TopK::reserve(1 << 32, 8, 7, 0.9, m).unwrap_err(), TopKCreateError::InvalidK);
+        assert_eq!(TopK::reserve(1, 0, 0, 0.9, m).unwrap_err(), TopKCreateError::InvalidWidth);
+        assert_eq!(TopK::reserve(1, 1 << 32, 7, 0.9, m).unwrap_err(), TopKCreateError::InvalidWidth);
+        assert_eq!(TopK::reserve(1, 8, -1, 0.9, m).unwrap_err(), TopKCreateError::InvalidDepth);
+        for d in [0.0, -0.5, 1.0000001, f64::NAN, f64::INFINITY] {
+            assert_eq!(TopK::reserve(1, 8, 7, d, m).unwrap_err(), TopKCreateError::InvalidDecay);
+        }
+        assert_eq!(
+            TopK::reserve(1, u32::MAX as i64, u32::MAX as i64, 1.0, m).unwrap_err(),
+            TopKCreateError::InsufficientMemory
+        );
+        assert_eq!(
+            TopK::reserve(10, 8, 7, 0.9, 8 * 56 + 239).unwrap_err(),
+            TopKCreateError::InsufficientMemory
+        );
+        let t = TopK::reserve(10, 8, 7, 0.9, 8 * 56 + 240).unwrap();
+        assert_eq!(t.memory_usage(), 2088 + 448 + 240);
+        assert_eq!(t.table[0], 1.0);
+        assert_eq!(t.table[2], 0.9f64.powf(2.0));
+    }
+
+    /// The draw is compared as `r / RAND_MAX < p`, exactly.
+    #[test]
+    fn decay_draw_comparison() {
+        for (r, decrements) in [(0u32, true), (RAND_MAX, false)] {
+            let mut t = TopK::reserve(1, 1, 1, 1.0, u64::MAX).unwrap();
+            let mut rng = move || r;
+            t.incr_by(b"owner", 1, &mut rng).unwrap();
+            t.add(b"other", &mut rng);
+            let b = t.buckets()[0];
+            // decay 1: p = 1, so any draw but RAND_MAX decrements (and the newcomer takes over).
+            assert_eq!(b.fp == murmur2_32(b"other", TOPK_FINGERPRINT_SEED), decrements);
+        }
+        // decay 0.5, owner count 1: p = 0.5; draws just below and at RAND_MAX/2 + 1.
+        let half = RAND_MAX / 2; // 1073741823: 1073741823 / 2147483647 < 0.5
+        for (r, decrements) in [(half, true), (half + 1, false)] {
+            let mut t = TopK::reserve(1, 1, 1, 0.5, u64::MAX).unwrap();
+            let mut rng = move || r;
+            t.add(b"owner", &mut rng);
+            t.add(b"other", &mut rng);
+            assert_eq!(t.buckets()[0].fp == murmur2_32(b"other", TOPK_FINGERPRINT_SEED), decrements, "{r}");
+        }
+    }
+
+    #[test]
+    fn probability_above_255_uses_the_power_form() {
+        let t = TopK::reserve(1, 1, 1, 0.999, u64::MAX).unwrap();
+        let p = t.decay_probability(600);
+        assert_eq!(p, t.table[255].powf(2.0) * t.table[90]);
+        assert!((p - 0.999f64.powi(600)).abs() < 1e-12);
+    }
+
+    /// The shortcut of [`TopK::decays`] gives the full comparison's answer for the hardest
+    /// non-zero draw (1) and a large one, over counts from 256 to 10^6, for decays near where
+    /// `decay^255` crosses `1 / RAND_MAX` and either side of it, with both decay tables.
+    #[test]
+    fn decay_shortcut_is_exact() {
+        for decay in [0.5, 0.9, 0.918, 0.9199, 0.92, 0.925, 0.95, 0.99, 0.999, 0.99999, 1.0] {
+            let created = TopK::reserve(1, 1, 1, decay, u64::MAX).unwrap();
+            let loaded =
+                TopK::from_parts(1, 1, 1, decay, vec![TopKBucket::default()], vec![TopKSlot::default()]);
+            for t in [&created, &loaded] {
+                let mut count = 256u32;
+                while count < 1_000_000 {
+                    for r in [0, 1, 1000, RAND_MAX / 2] {
+                        let full = (r as f64) / (RAND_MAX as f64) < t.decay_probability(count);
+                        assert_eq!(t.decays(count, r), full, "decay {decay}, count {count}, draw {r}");
+                    }
+                    count += 1 + count / 64;
+                }
+            }
+        }
+        assert_eq!(negligible_from(1.0), u32::MAX);
+        assert_eq!(negligible_from(f64::NAN), u32::MAX);
+        assert_eq!(negligible_from(5.0), u32::MAX);
+        assert_eq!(negligible_from(0.0), 1);
+    }
+
+    #[test]
+    fn sift_down_tie_rule() {
+        // Counts [2, 2, 3]: the first step passes the equal child, so slot 0's item moves down.
+        let mut h: Vec<TopKSlot> = [(2, "a"), (2, "b"), (3, "c")]
+            .iter()
+            .map(|&(c, s)| TopKSlot { fp: 0, item: Some(s.as_bytes().to_vec()), count: c })
+            .collect();
+        sift_down(&mut h, 0);
+        let order: Vec<&[u8]> = h.iter().map(|s| s.item().unwrap()).collect();
+        assert_eq!(order, [&b"b"[..], b"a", b"c"]);
+        // Slots tagged by their index (as fp), sifted from slot 0: (tag, count) afterwards.
+        let sifted = |counts: [u32; 5]| {
+            let mut h: Vec<TopKSlot> = counts
+                .iter()
+                .enumerate()
+                .map(|(i, &c)| TopKSlot { fp: i as u32, item: None, count: c })
+                .collect();
+            sift_down(&mut h, 0);
+            h.iter().map(|s| (s.fp, s.count)).collect::<Vec<_>>()
+        };
+        // Later steps stop at an equal child: 5 sifted down [5, 3, 9, 5, 6] stays above the other 5.
+        assert_eq!(sifted([5, 3, 9, 5, 6]), [(1, 3), (0, 5), (2, 9), (3, 5), (4, 6)]);
+        // And a strictly smaller grandchild is passed: [5, 3, 9, 4, 6] puts 5 in slot 3.
+        assert_eq!(sifted([5, 3, 9, 4, 6]), [(1, 3), (3, 4), (2, 9), (0, 5), (4, 6)]);
+    }
+
+    #[test]
+    fn reply_items_are_c_strings() {
+        assert_eq!(topk_reply_item(b"a\0b"), b"a");
+        assert_eq!(topk_reply_item(b"\xff\0"), b"\xff");
+        assert_eq!(topk_reply_item(b""), b"");
+        assert_eq!(topk_reply_item(b"abc"), b"abc");
+    }
+
+    #[test]
+    fn increment_range() {
+        let mut t = TopK::reserve(3, 8, 7, 0.9, u64::MAX).unwrap();
+        let mut rng = CRand::default();
+        assert_eq!(t.incr_by(b"x", -1, &mut rng), Err(TopKIncrementError));
+        assert_eq!(t.incr_by(b"x", 100_001, &mut rng), Err(TopKIncrementError));
+        assert_eq!(t.incr_by(b"x", 100_000, &mut rng), Ok(None));
+        assert_eq!(t.count(b"x"), 100_000);
+        // Increment 0 of a new item while the heap has room: in the heap with count 0.
+        assert_eq!(t.incr_by(b"z", 0, &mut rng), Ok(None));
+        assert!(t.query(b"z"));
+        assert_eq!(t.count(b"z"), 0);
+        assert_eq!(t.list(), [(&b"x"[..], 100_000)]);
+    }
+}
