@@ -45,8 +45,8 @@ pub struct OutFile {
     target: Target,
 }
 
-/// An input of the command: a file name, or `-` for standard input.
-pub fn is_stdin(p: &Path) -> bool {
+/// `-`: standard input as an input of a command, standard output as its output.
+pub fn is_dash(p: &Path) -> bool {
     p.as_os_str() == "-"
 }
 
@@ -57,7 +57,7 @@ impl OutFile {
     pub fn check(path: &Path, inputs: &[&Path]) -> Result<OutFile> {
         let given = path.to_path_buf();
         let shown = path.display();
-        if is_stdin(path) {
+        if is_dash(path) {
             return Ok(OutFile { given, target: Target::Stdout });
         }
         if path.as_os_str().is_empty() {
@@ -74,7 +74,7 @@ impl OutFile {
         };
         if let Some(m) = &meta {
             if let Some(input) = inputs.iter().find(|i| same_file(i, m)) {
-                let what = if is_stdin(input) {
+                let what = if is_dash(input) {
                     "is standard input of this command".to_string()
                 } else if *input == path {
                     "is also an input of this command".to_string()
@@ -253,7 +253,7 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 #[cfg(unix)]
 fn same_file(input: &Path, out: &fs::Metadata) -> bool {
     use std::os::unix::fs::MetadataExt;
-    let meta = if is_stdin(input) {
+    let meta = if is_dash(input) {
         use std::os::fd::AsFd;
         io::stdin().as_fd().try_clone_to_owned().map(File::from).and_then(|f| f.metadata())
     } else {

@@ -1116,6 +1116,9 @@ fn messages_a_newcomer_meets() {
     let (code, _, err) = run(sift().arg("inspect").arg(&keys));
     assert_eq!(code, 2);
     assert!(err.contains("--format guava"), "{err}");
+    let (code, out_text, err) = run(sift().args(["dedup", "--state", "-"]).write_stdin("a\n"));
+    assert_eq!((code, out_text.as_str()), (2, ""), "{err}");
+    assert!(err.contains("--state needs a file"), "{err}");
     let (code, _, err) = run(sift().args(["build", "-f", "cuckoo", "-o"]).arg(&out).write_stdin("a\n"));
     assert_eq!(code, 2);
     assert!(err.contains("cuckoo needs -n/--items"), "{err}");

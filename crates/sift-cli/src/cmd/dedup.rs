@@ -71,6 +71,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
         if a.files.is_empty() { vec![Path::new("-")] } else { a.files.iter().map(|f| f.as_path()).collect() };
     // Before reading anything: a state that cannot be saved fails now, not after the stream
     // went out (a rerun would pass all its lines again).
+    if a.state.as_deref().is_some_and(crate::outfile::is_dash) {
+        bail!("--state needs a file: standard output (`-`) carries the new lines");
+    }
     let state = a.state.as_deref().map(|p| OutFile::check(p, &inputs)).transpose()?;
     let mut filter = match &a.state {
         Some(p) if p.exists() => {
