@@ -676,43 +676,6 @@ pub fn progress(total_bytes: Option<u64>, quiet: bool) -> indicatif::ProgressBar
     }
 }
 
-/// Writes `bytes` to `path` atomically: a temporary file in the same directory, flushed to disk,
-/// then renamed over the target (a reader never sees a half-written filter).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    write_atomic_with(path, |w| w.write_all(bytes))
-}
-
-/// [`write_atomic`] of what `write` writes (through a 64 KiB buffer): a filter can stream its
-/// file instead of building it in memory first.
-pub fn write_atomic_with(
-    path: &Path,
-    write: impl FnOnce(&mut dyn io::Write) -> io::Result<()>,
-) -> Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().with_context(|| format!("{} is not a file name", path.display()))?;
-    let tmp = dir.join(format!(".{}.tmp.{}", name.to_string_lossy(), std::process::id()));
-    let result = (|| -> Result<()> {
-        let f = File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-        let mut w = io::BufWriter::with_capacity(1 << 16, f);
-        write(&mut w).with_context(|| format!("cannot write {}", tmp.display()))?;
-        let f = w
-            .into_inner()
-            .map_err(|e| e.into_error())
-            .with_context(|| format!("cannot write {}", tmp.display()))?;
-        f.sync_all().with_context(|| format!("cannot flush {}", tmp.display()))?;
-        std::fs::rename(&tmp, path)
-            .with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
-
 /// Reads a whole file (filters are loaded whole), with the file name in the error.
 pub fn read_file(path: &Path) -> Result<Vec<u8>> {
     if path.as_os_str() == "-" {

@@ -7,6 +7,7 @@
 mod any;
 mod cmd;
 mod input;
+mod outfile;
 mod output;
 mod rdbfile;
 mod redisdump;

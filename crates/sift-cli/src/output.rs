@@ -1,13 +1,36 @@
-//! Output: aligned text tables, JSON, and a buffered stdout whose errors (a closed pipe) are
-//! returned, never panicked on (`println!` would panic).
+//! Output: aligned text tables, JSON, and a buffered stdout whose errors (a closed pipe, a full
+//! disk) are returned, never panicked on (`println!` would panic), and name standard output.
 
 use std::io::{self, BufWriter, Write};
 
 use anyhow::Result;
 
+/// Buffered, locked standard output whose errors say they are about standard output (`sift
+/// dedup` into `/dev/full` must not report a bare "No space left on device"). The error keeps
+/// its kind, so a closed pipe is still recognised as one.
+pub struct Stdout(BufWriter<io::StdoutLock<'static>>);
+
 /// Buffered, locked stdout.
-pub fn stdout() -> BufWriter<io::StdoutLock<'static>> {
-    BufWriter::with_capacity(1 << 16, io::stdout().lock())
+pub fn stdout() -> Stdout {
+    Stdout(BufWriter::with_capacity(1 << 16, io::stdout().lock()))
+}
+
+fn on_stdout(e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("cannot write to standard output: {e}"))
+}
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf).map_err(on_stdout)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.0.write_all(buf).map_err(on_stdout)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush().map_err(on_stdout)
+    }
 }
 
 /// A text table: the first column left-aligned, the others right-aligned.

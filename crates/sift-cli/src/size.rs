@@ -73,8 +73,14 @@ pub fn parse_count(s: &str) -> Result<u64> {
         other => bail!("invalid count `{s}`: unknown suffix `{other}` (use k, M, G, T)"),
     };
     let n = v * mult;
-    if n < 1.0 || n.fract() != 0.0 || n >= 2f64.powi(63) {
-        bail!("invalid count `{s}`: must be a whole number of at least 1");
+    if n < 1.0 {
+        bail!("invalid count `{s}`: must be at least 1");
+    }
+    if n.fract() != 0.0 {
+        bail!("invalid count `{s}`: must be a whole number");
+    }
+    if n >= 2f64.powi(63) {
+        bail!("invalid count `{s}`: larger than sift counts (2^63 - 1, about 9.2e18)");
     }
     Ok(n as u64)
 }

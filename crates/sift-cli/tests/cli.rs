@@ -61,7 +61,7 @@ fn plan_from_memory_and_errors() {
     assert!((n - 1e8).abs() < 1e6, "{n}");
     let (code, _, err) = run(sift().args(["plan", "-n", "1e8"]));
     assert_eq!(code, 2);
-    assert!(err.contains("fpr"), "{err}");
+    assert!(err.contains("-p is missing"), "{err}");
     let (code, _, err) = run(sift().args(["plan", "-n", "1e8", "-p", "2"]));
     assert_eq!(code, 2);
     assert!(err.contains("between 0 and 1"), "{err}");
@@ -601,7 +601,7 @@ fn an_overfilled_blocked_build_counts_like_a_sequential_one_for_any_threads() {
     for threads in ["1", "2", "4", "7"] {
         let out = dir.path().join(format!("o{threads}.sift"));
         let (code, _, err) = run(sift()
-            .args(["build", "-n", "2000", "-p", "0.01", "--threads", threads, "-o"])
+            .args(["build", "--force", "-n", "2000", "-p", "0.01", "--threads", threads, "-o"])
             .arg(&out)
             .arg(&file));
         assert_eq!(code, 0, "{err}");
@@ -661,4 +661,465 @@ fn dedup_output_is_a_sequential_test_and_set_for_any_threads() {
         assert!(out.status.success());
         assert!(out.stdout == want, "--threads {threads}: output differs from the sequential reference");
     }
+}
+
+/// The names in a directory, sorted (to see that no temporary file is left).
+fn dir_names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Runs a program the test needs; its absence fails the test.
+fn tool(name: &str) -> StdCommand {
+    StdCommand::new(name)
+}
+
+fn file_type(p: &Path) -> std::fs::FileType {
+    std::fs::symlink_metadata(p).unwrap().file_type()
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(1).map(|euid| euid == "0"))
+        .unwrap()
+}
+
+/// `-o` on something that is not a regular file: a character device and a FIFO are written in
+/// place, a symlink is followed (the link stays, its target gets the filter), `-` is stdout, a
+/// directory is refused. Before, each of them was replaced by a regular file (as root, `-o
+/// /dev/null` turned /dev/null into one).
+#[test]
+fn output_to_a_device_a_fifo_a_symlink_or_stdout_is_written_in_place() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let keys = keys_file(dir.path(), 3000);
+    let reference = dir.path().join("ref.sift");
+    assert_eq!(run(sift().args(["build", "-q", "-o"]).arg(&reference).arg(&keys)).0, 0);
+    let want = std::fs::read(&reference).unwrap();
+
+    // A null device of our own when we may make one (root: what replaced /dev/null before);
+    // otherwise /dev/null itself, which a non-root user could never have replaced.
+    let own = dir.path().join("null");
+    let null = if is_root() {
+        assert!(tool("mknod").arg(&own).args(["c", "1", "3"]).status().unwrap().success());
+        own
+    } else {
+        PathBuf::from("/dev/null")
+    };
+    let (code, _, err) = run(sift().args(["build", "-q", "-o"]).arg(&null).arg(&keys));
+    assert_eq!(code, 0, "{err}");
+    assert!(file_type(&null).is_char_device(), "{} is no longer a character device", null.display());
+
+    // A FIFO: its reader gets exactly the file's bytes. (A reader process, not a thread: if
+    // the FIFO were replaced, it could be killed instead of waiting forever.)
+    let fifo = dir.path().join("fifo");
+    assert!(tool("mkfifo").arg(&fifo).status().unwrap().success());
+    let mut reader = tool("cat").arg(&fifo).stdout(Stdio::piped()).spawn().unwrap();
+    let (code, _, err) = run(sift().args(["build", "-q", "-o"]).arg(&fifo).arg(&keys));
+    assert_eq!(code, 0, "{err}");
+    let mut got = Vec::new();
+    let mut out = reader.stdout.take().unwrap();
+    let waited = std::thread::spawn(move || out.read_to_end(&mut got).map(|_| got));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while reader.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let finished = reader.try_wait().unwrap().is_some();
+    let _ = reader.kill();
+    assert!(finished, "nothing was written to the FIFO");
+    assert!(waited.join().unwrap().unwrap() == want, "the FIFO's reader got other bytes");
+    assert!(file_type(&fifo).is_fifo());
+
+    // A symlink (relative, to a file in another directory) is followed.
+    std::fs::create_dir(dir.path().join("filters")).unwrap();
+    let target = dir.path().join("filters").join("v1.sift");
+    std::fs::write(&target, b"old").unwrap();
+    let link = dir.path().join("current.sift");
+    std::os::unix::fs::symlink("filters/v1.sift", &link).unwrap();
+    let (code, _, err) = run(sift().args(["build", "-q", "-o"]).arg(&link).arg(&keys));
+    assert_eq!(code, 0, "{err}");
+    assert!(file_type(&link).is_symlink(), "the link was replaced");
+    assert!(std::fs::read(&target).unwrap() == want, "the link's target was not written");
+    assert_eq!(dir_names(&dir.path().join("filters")), ["v1.sift"]);
+
+    // `-` is standard output.
+    let out = sift().args(["build", "-q", "-o", "-"]).arg(&keys).output().unwrap();
+    assert!(out.status.success() && out.stdout == want, "-o - wrote other bytes");
+    let out = sift().args(["convert", "-o", "-"]).arg(&reference).output().unwrap();
+    assert!(out.status.success() && out.stdout == want);
+
+    // A directory is refused, and named.
+    let (code, _, err) = run(sift().args(["build", "-q", "-o"]).arg(dir.path().join("filters")).arg(&keys));
+    assert_eq!(code, 2);
+    assert!(err.contains("is a directory"), "{err}");
+}
+
+/// The output is never an input: by the same name, another spelling, a hard link, a symlink or
+/// standard input. The command refuses before reading, and the input is left as it was. Before,
+/// `-o e.txt e.txt` replaced the keys with the filter.
+#[test]
+fn an_input_is_never_overwritten_by_the_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = keys_file(dir.path(), 100);
+    let before = std::fs::read(&keys).unwrap();
+    let hard = dir.path().join("hard.txt");
+    std::fs::hard_link(&keys, &hard).unwrap();
+    let soft = dir.path().join("soft.txt");
+    std::os::unix::fs::symlink("keys.txt", &soft).unwrap();
+    let spelled = dir.path().join(".").join("keys.txt");
+    for out in [&keys, &spelled, &hard, &soft] {
+        let (code, _, err) = run(sift().args(["build", "-q", "-o"]).arg(out).arg(&keys));
+        assert_eq!(code, 2, "-o {}", out.display());
+        assert!(err.contains("keys being read") || err.contains("what is being read"), "{err}");
+        assert!(err.contains(&out.display().to_string()), "{err}");
+    }
+    // Standard input.
+    let redirected = StdCommand::new(assert_cmd::cargo::cargo_bin("sift"))
+        .args(["build", "-q", "-n", "100", "-o"])
+        .arg(&hard)
+        .stdin(std::fs::File::open(&keys).unwrap())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&redirected.stderr);
+    assert_eq!(redirected.status.code(), Some(2), "{err}");
+    assert!(err.contains("standard input"), "{err}");
+    // convert and dedup --state.
+    let (code, _, err) = run(sift().arg("convert").arg(&keys).arg("-o").arg(&soft));
+    assert_eq!(code, 2, "{err}");
+    let (code, out, err) = run(sift().arg("dedup").arg("--state").arg(&hard).arg(&keys));
+    assert_eq!((code, out.as_str()), (2, ""), "{err}");
+    assert_eq!(std::fs::read(&keys).unwrap(), before);
+    assert!(file_type(&soft).is_symlink());
+    assert_eq!(dir_names(dir.path()), ["hard.txt", "keys.txt", "soft.txt"]);
+}
+
+/// A build or convert that fails leaves an existing output as it was and no temporary file; a
+/// path that cannot be written fails before any input is read, naming what is wrong.
+#[test]
+fn a_failed_build_or_convert_leaves_the_old_output_and_no_temporary_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = keys_file(dir.path(), 5000);
+    let out = dir.path().join("out.sift");
+    std::fs::write(&out, b"the previous filter").unwrap();
+    let listing = dir_names(dir.path());
+    let failures: Vec<(Vec<std::ffi::OsString>, &str)> = vec![
+        // An input that cannot be read, after one that can.
+        (vec!["build".into(), keys.clone().into(), dir.path().join("missing.txt").into()], "missing.txt"),
+        // Overfilled: refused.
+        (vec!["build".into(), "-n".into(), "100".into(), keys.clone().into()], "--force"),
+        // Input that is no filter, or not the format named.
+        (vec!["convert".into(), keys.clone().into()], "cannot convert"),
+        (vec!["convert".into(), "--from".into(), "parquet".into(), keys.clone().into()], "Parquet"),
+    ];
+    for (args, says) in failures {
+        let (code, _, err) = run(sift().args(&args).arg("-o").arg(&out));
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(std::fs::read(&out).unwrap(), b"the previous filter", "{args:?}");
+        assert_eq!(dir_names(dir.path()), listing, "{args:?}");
+    }
+    // No such directory, or a file where a directory should be: refused up front. The input
+    // is a FIFO nobody writes to: reading it would hang, so the command cannot have read it.
+    let fifo = dir.path().join("never-written");
+    assert!(tool("mkfifo").arg(&fifo).status().unwrap().success());
+    for (bad, says) in [
+        (dir.path().join("no-such-dir").join("x.sift"), "no directory"),
+        (keys.join("x.sift"), "is not a directory"),
+    ] {
+        let (code, err) = run_within(
+            StdCommand::new(assert_cmd::cargo::cargo_bin("sift"))
+                .args(["build", "-n", "10", "-o"])
+                .arg(&bad)
+                .arg(&fifo),
+            20,
+        );
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(says) && err.contains(&bad.display().to_string()), "{err}");
+    }
+}
+
+/// Runs `cmd` (stdout discarded) and returns its exit code and stderr; kills it and fails the
+/// test if it still runs after `secs` seconds (a command stuck reading input it should not read).
+fn run_within(cmd: &mut StdCommand, secs: u64) -> (i32, String) {
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("still running after {secs} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(!err.contains("panicked"), "{err}");
+    (child.wait().unwrap().code().unwrap(), err)
+}
+
+/// Runs `script` with sh in a private mount namespace (`unshare -rm`: the tmpfs it mounts
+/// vanishes with it), with `SIFT` set to the binary. `None` when this machine cannot make
+/// namespaces; under CI=true that is a failure.
+fn in_mount_namespace(script: &str, envs: &[(&str, &Path)]) -> Option<(i32, String, String)> {
+    let mut cmd = tool("unshare");
+    cmd.args(["-rm", "sh", "-c", script]).env("SIFT", assert_cmd::cargo::cargo_bin("sift"));
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("unshare (util-linux) runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let code = out.status.code().unwrap_or(-1);
+    if code == 97 {
+        assert!(std::env::var("CI").is_err(), "cannot mount a tmpfs in a private namespace: {stderr}");
+        eprintln!("NOTICE: skipped: no private mount namespace here ({stderr})");
+        return None;
+    }
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    Some((code, String::from_utf8_lossy(&out.stdout).into_owned(), stderr))
+}
+
+/// A full disk while the filter is written, and a read-only directory: the old output and the
+/// old `dedup --state` stay as they were, no temporary file is left, and the message names the
+/// file. The read-only directory is found before any input is read.
+#[test]
+fn a_full_disk_or_a_read_only_directory_leaves_the_old_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = keys_file(dir.path(), 2000);
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let script = r#"
+        mount -t tmpfs -o size=256k tmpfs "$MNT" || exit 97
+        printf old > "$MNT/out.sift"
+        # A 1.2 MB filter on a 256 KiB file system.
+        "$SIFT" build -q -n 1000000 -o "$MNT/out.sift" "$KEYS"; echo "build-full=$?"
+        # A small state, then the disk filled up, then a run whose state cannot be saved.
+        "$SIFT" dedup -q -n 100 --state "$MNT/seen.sift" "$KEYS" > /dev/null; echo "dedup-first=$?"
+        cp "$MNT/seen.sift" "$MNT/../seen.before"
+        cat /dev/zero > "$MNT/fill" 2>/dev/null
+        printf 'new line 1\nnew line 2\n' | "$SIFT" dedup -q --state "$MNT/seen.sift" > /dev/null; echo "dedup-full=$?"
+        cmp -s "$MNT/seen.sift" "$MNT/../seen.before" && echo "state-kept"
+        rm "$MNT/fill"
+        mount -o remount,ro "$MNT" || exit 97
+        "$SIFT" build -q -o "$MNT/out.sift" "$KEYS"; echo "build-ro=$?"
+        echo "listing: $(ls -A "$MNT" | tr '\n' ' ')"
+        echo "out: $(cat "$MNT/out.sift")"
+    "#;
+    let Some((code, out, err)) = in_mount_namespace(script, &[("MNT", &mnt), ("KEYS", &keys)]) else {
+        return;
+    };
+    assert_eq!(code, 0, "{out}\n{err}");
+    for line in ["build-full=2", "dedup-first=0", "dedup-full=2", "state-kept", "build-ro=2", "out: old"] {
+        assert!(out.lines().any(|l| l == line), "no `{line}` in:\n{out}\n{err}");
+    }
+    assert!(out.contains("listing: out.sift seen.sift \n"), "{out}");
+    assert!(err.contains("out.sift") && err.contains("No space left on device"), "{err}");
+    assert!(err.contains("seen.sift") && err.contains("the state was not saved"), "{err}");
+    assert!(err.contains("Read-only file system") && err.contains("cannot create a file in"), "{err}");
+}
+
+/// `dedup --state` keeps the old state when the run fails (an unreadable input after a good
+/// one) or its output is closed early: a rerun sees those lines again.
+#[test]
+fn dedup_state_is_not_saved_when_the_run_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("seen.sift");
+    let (code, _, _) = run(sift().arg("dedup").arg("-q").arg("--state").arg(&state).write_stdin("a\nb\n"));
+    assert_eq!(code, 0);
+    let before = std::fs::read(&state).unwrap();
+    let good = dir.path().join("good.txt");
+    std::fs::write(&good, (0..1000).map(|i| format!("line {i}\n")).collect::<String>()).unwrap();
+    let (code, out, err) = run(sift()
+        .arg("dedup")
+        .arg("-q")
+        .arg("--state")
+        .arg(&state)
+        .arg(&good)
+        .arg(dir.path().join("missing.txt")));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("missing.txt"), "{err}");
+    assert!(out.lines().count() > 0, "the good file's lines went out before the failure");
+    assert_eq!(std::fs::read(&state).unwrap(), before, "the state was saved by a failed run");
+    assert_eq!(dir_names(dir.path()), ["good.txt", "seen.sift"]);
+
+    // Output closed after the first line: a normal exit, and the state is not saved.
+    let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("sift"))
+        .args(["dedup", "-q", "--state"])
+        .arg(&state)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || {
+        for i in 0..2_000_000u32 {
+            if writeln!(stdin, "fresh {i}").is_err() {
+                break;
+            }
+        }
+    });
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 8];
+    stdout.read_exact(&mut first).unwrap();
+    drop(stdout);
+    let status = child.wait().unwrap();
+    feeder.join().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(std::fs::read(&state).unwrap(), before, "the state was saved after the output closed");
+    assert_eq!(dir_names(dir.path()), ["good.txt", "seen.sift"]);
+}
+
+/// The FPR `build` and `inspect` report is the one the filter answers with: measured on keys
+/// never inserted, within a 4.5-sigma binomial bound. A filter given 100 times its -n is
+/// refused without --force; with it, it is written, reported at ~100% and judged REBUILD.
+/// Before, such a filter was written and reported at 58.66% while it answered yes to everything.
+#[test]
+fn an_overfilled_filter_is_refused_and_reported_as_it_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = keys_file(dir.path(), 100_000);
+    let probes: String = (0..100_000).map(|i| format!("never-{i}\n")).collect();
+    let out = dir.path().join("over.sift");
+    let (code, _, err) = run(sift().args(["build", "-n", "1000", "-o"]).arg(&out).arg(&keys));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("sized for 1000 keys") && err.contains("--force") && err.contains("-n 100000"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    for (family, n, force) in
+        [("blocked-bloom", "1000", true), ("bloom", "40000", true), ("split-block-bloom", "60000", false)]
+    {
+        let mut cmd = sift();
+        cmd.args(["build", "--family", family, "-n", n, "-o"]).arg(&out).arg(&keys);
+        if force {
+            cmd.arg("--force");
+        }
+        let (code, _, err) = run(&mut cmd);
+        assert_eq!(code, 0, "{family}: {err}");
+        let (_, count, _) = run(sift().arg("query").arg("--count").arg(&out).write_stdin(probes.clone()));
+        let measured: f64 = count.trim().parse::<f64>().unwrap() / 100_000.0;
+        let (_, info, _) = run(sift().arg("inspect").arg("--json").arg(&out));
+        let v: serde_json::Value = serde_json::from_str(&info).unwrap();
+        let reported = v["fpr_estimated_now"].as_f64().unwrap();
+        let sigma = (reported * (1.0 - reported) / 100_000.0).sqrt();
+        assert!(
+            (measured - reported).abs() <= 4.5 * sigma + 1e-5,
+            "{family} -n {n}: inspect says {reported}, {measured} measured"
+        );
+        let said = err.split("FPR now ").nth(1).unwrap().trim();
+        assert_eq!(said, output_pct(reported), "{family}: build said {said}");
+        let verdict = v["verdict"].as_str().unwrap();
+        assert!(verdict.starts_with("REBUILD") == (reported > 0.02), "{family}: {verdict} at {reported}");
+        if family == "blocked-bloom" {
+            assert!(measured > 0.999 && verdict.contains("100.00%"), "{measured}: {verdict}");
+        }
+    }
+}
+
+/// `pct` of the CLI: two decimals in percent down to 1%, four below, then scientific.
+fn output_pct(p: f64) -> String {
+    if p >= 0.01 {
+        format!("{:.2}%", p * 100.0)
+    } else if p >= 1e-4 {
+        format!("{:.4}%", p * 100.0)
+    } else {
+        format!("{p:.2e}")
+    }
+}
+
+/// Plans that the formulas answer but nobody can mean: each is refused with what is wrong and
+/// what is possible instead. Before, `-p 1e-300` planned 1.34 GiB, `-m 8` recommended a 100%
+/// FPR, and `-n 1e20` was "not a whole number of at least 1".
+#[test]
+fn plans_that_cannot_be_meant_say_what_is_possible() {
+    let cases: [(&[&str], &[&str]); 7] = [
+        (&["-n", "1e6", "-p", "1e-300"], &["64 bits", "5.42e-14", "-p 6e-13"]),
+        (&["-n", "1e6", "-m", "8"], &["100.00%", "9585059 bits (1.14 MiB)", "8 bits hold 0 items"]),
+        (&["-n", "1e6", "-m", "8", "-p", "1%"], &["100.00%", "9585059 bits"]),
+        (&["-m", "8", "-p", "0.01"], &["hold no item", "9.59 bits per item"]),
+        (&["-n", "1e20", "-p", "0.01"], &["larger than sift counts"]),
+        (&["-n", "1e18", "-p", "0.1"], &["256.00 TiB", "lower -n or raise -p"]),
+        (&["-n", "1e6", "-p", "0.01", "-k", "100"], &["-k 100", "between 1 and 64"]),
+    ];
+    for (args, says) in cases {
+        let (code, out, err) = run(sift().arg("plan").args(args));
+        assert_eq!((code, out.as_str()), (2, ""), "{args:?}: {err}");
+        for s in says {
+            assert!(err.contains(s), "{args:?}: no `{s}` in {err}");
+        }
+        assert!(!err.contains("whole number"), "{args:?}: {err}");
+    }
+    // A family that cannot reach -p at any size is named, and flagged in JSON.
+    let (code, out, _) = run(sift().args(["plan", "-n", "100", "-p", "1e-17"]));
+    assert_eq!(code, 0);
+    assert!(out.contains("note: gcs cannot reach -p"), "{out}");
+    let (_, out, _) = run(sift().args(["plan", "-n", "100", "-p", "1e-17", "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let reach = |f: &str| {
+        v["families"].as_array().unwrap().iter().find(|r| r["family"] == f).unwrap()["reaches_fpr"].clone()
+    };
+    assert_eq!((reach("gcs"), reach("bloom")), (serde_json::json!(false), serde_json::json!(true)));
+    // Quotient filters with long remainders are not reported at an FPR of 0.
+    let (_, out, _) = run(sift().args(["plan", "-n", "1000", "-p", "1e-16"]));
+    let row = out.lines().find(|l| l.starts_with("quotient")).unwrap();
+    assert!(!row.split_whitespace().any(|c| c == "0"), "{row}");
+}
+
+/// What a newcomer meets: an empty input is a warning, a -p a family cannot reach is refused
+/// with the families that can, a -p it beats is noted, errors name the file or stream they are
+/// about, and suggest flags the subcommand has.
+#[test]
+fn messages_a_newcomer_meets() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = keys_file(dir.path(), 100);
+    let out = dir.path().join("o.sift");
+    let (code, _, err) = run(sift().args(["build", "-q", "-o"]).arg(&out).write_stdin("\n\n"));
+    assert_eq!(code, 0);
+    assert!(err.contains("warning: the input holds no keys (2 empty lines skipped)"), "{err}");
+    for family in ["redisbloom-cf", "xor8", "binary-fuse16"] {
+        let (code, _, err) = run(sift()
+            .args(["build", "-q", "-f", family, "-n", "100", "-p", "1e-6", "-o"])
+            .arg(&out)
+            .arg(&keys));
+        assert_eq!(code, 2, "{family}: {err}");
+        assert!(err.contains("cannot reach it") && err.contains("use --family"), "{family}: {err}");
+    }
+    let (code, _, err) = run(sift()
+        .args(["build", "-f", "redisbloom-cf", "-n", "100", "-p", "0.05", "-o"])
+        .arg(&out)
+        .arg(&keys));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("redisbloom-cf does not use -p"), "{err}");
+    let (code, _, err) = run(sift().args(["dedup", "-f", "redisbloom-cf", "-p", "1e-4"]).write_stdin("a\n"));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot reach it"), "{err}");
+
+    let full = StdCommand::new(assert_cmd::cargo::cargo_bin("sift"))
+        .arg("dedup")
+        .arg(&keys)
+        .stdout(std::fs::File::create("/dev/full").unwrap())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&full.stderr);
+    assert_eq!(full.status.code(), Some(2));
+    assert!(err.contains("standard output") && err.contains("No space left"), "{err}");
+    let (code, _, err) = run(sift().arg("convert").arg(&keys).arg("-o").arg(&out));
+    assert_eq!(code, 2);
+    assert!(err.contains("--from guava") && !err.contains("--format"), "{err}");
+    let (code, _, err) = run(sift().arg("inspect").arg(&keys));
+    assert_eq!(code, 2);
+    assert!(err.contains("--format guava"), "{err}");
+    let (code, out_text, err) = run(sift().args(["dedup", "--state", "-"]).write_stdin("a\n"));
+    assert_eq!((code, out_text.as_str()), (2, ""), "{err}");
+    assert!(err.contains("--state needs a file"), "{err}");
+    let (code, _, err) = run(sift().args(["build", "-f", "cuckoo", "-o"]).arg(&out).write_stdin("a\n"));
+    assert_eq!(code, 2);
+    assert!(err.contains("cuckoo needs -n/--items"), "{err}");
 }

@@ -36,6 +36,13 @@ pub mod parse;
 pub use config::{BloomDefaults, CuckooDefaults, FilterConfig};
 pub use frame::Frame;
 
+/// The RedisBloom version whose commands, replies and encodings this layer reproduces (the spec
+/// and its fixtures were captured from RedisBloom 2.6.28), as RedisBloom numbers it:
+/// `major·10000 + minor·100 + patch`. Both consumers report it as the version of module `bf`
+/// (`MODULE LIST`, `INFO modules`, `HELLO`), because clients gate features on it: redis-py's
+/// tests, for one, skip what RedisBloom added after the version they find.
+pub const REDISBLOOM_VERSION: i32 = 20628;
+
 use sift::compat::redisbloom::{BloomChain, CuckooFilter, LoadLimits};
 
 /// What a key holds, as the BF/CF commands see it: `B` / `C` are references to the filter,

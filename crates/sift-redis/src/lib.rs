@@ -35,8 +35,9 @@ use redis_module::{raw, redis_module, Context, RedisString, Status};
 /// for it find it.
 pub const MODULE_NAME: &str = "bf";
 
-/// Module version (sift 0.1.0, as `major·10000 + minor·100 + patch`).
-pub const MODULE_VERSION: i32 = 100;
+/// The module version Redis reports (`MODULE LIST`, `INFO modules`, `HELLO`): the RedisBloom
+/// version whose behaviour the commands reproduce, the same number sift-server reports.
+pub const MODULE_VERSION: i32 = sift_commands::REDISBLOOM_VERSION;
 
 /// The command callbacks, one `extern "C"` function per entry of `sift_commands::COMMANDS`
 /// (Redis passes no user data to a command callback).

@@ -102,6 +102,11 @@ fn configured_defaults_drive_auto_create() {
     suite::configured_defaults_drive_auto_create(&RedisWithModule);
 }
 
+#[test]
+fn module_version_as_clients_see_it() {
+    suite::module_version_as_clients_see_it(&RedisWithModule);
+}
+
 // ------------------------------------------------------------------------------------------------
 // Helpers.
 

@@ -87,3 +87,8 @@ fn command_info_reports_arity_and_key() {
 fn configured_defaults_drive_auto_create() {
     suite::configured_defaults_drive_auto_create(&SiftServer);
 }
+
+#[test]
+fn module_version_as_clients_see_it() {
+    suite::module_version_as_clients_see_it(&SiftServer);
+}

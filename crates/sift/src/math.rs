@@ -234,7 +234,9 @@ pub fn quotient_fpr(remainder_bits: u32, load: f64) -> f64 {
     if load <= 0.0 {
         return 0.0;
     }
-    1.0 - (-load * (0.5f64).powi(remainder_bits as i32)).exp()
+    // `-expm1(-x)`, not `1 - exp(-x)`: for long remainders `x` is below f64's epsilon and the
+    // difference would round to 0.
+    -(-load * (0.5f64).powi(remainder_bits as i32)).exp_m1()
 }
 
 /// Expected FPR of a split-block Bloom filter (Apache Parquet's SBBF): `n` items in `blocks`
@@ -755,6 +757,17 @@ pub fn scalable_bits_per_key(n: f64, p: f64, initial: f64, growth: f64, tighteni
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Long remainders give rates below f64's epsilon: still positive, `load · 2^-r` to first
+    /// order, never rounded to 0.
+    #[test]
+    fn quotient_fpr_of_long_remainders_is_not_zero() {
+        for r in [20u32, 54, 60] {
+            let p = quotient_fpr(r, 0.95);
+            let first_order = 0.95 * 0.5f64.powi(r as i32);
+            assert!((p / first_order - 1.0).abs() < 1e-6, "r = {r}: {p} vs {first_order}");
+        }
+    }
 
     #[test]
     fn seed_002_worked_example() {

@@ -1,7 +1,7 @@
 //! `sift build`: a filter of every key of the input, written atomically to a sift file.
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
@@ -14,8 +14,12 @@ use sift::BlockedBloom;
 use super::FamilyArg;
 use crate::any::AnyFilter;
 use crate::input::{self, Source, Split};
+use crate::outfile::OutFile;
 use crate::output::pct;
 use crate::size::{human_bytes, parse_count, parse_fpr};
+
+/// The default `-p`.
+const DEFAULT_FPR: f64 = 0.01;
 
 /// Build a filter from keys, one per line (or NUL-separated), from files or stdin.
 #[derive(clap::Args, Debug)]
@@ -27,20 +31,24 @@ use crate::size::{human_bytes, parse_count, parse_fpr};
   sift build --family binary-fuse8 -o dict.sift words.txt
   sift build --family redisbloom-bf -n 1e6 -o bf.sift keys.txt && sift convert bf.sift --to redisbloom -o bf.jsonl
 
-Gzip input (files or stdin) is detected by its magic bytes. A trailing \\r is removed from each line;
+A fixed-size filter given more than twice the keys of -n is not written (it would not have the
+planned rate; --force writes it). Gzip input (files or stdin) is detected by its magic bytes. A trailing \\r is removed from each line;
 empty lines are skipped; lines longer than --max-line bytes are skipped with a warning.")]
 pub struct Args {
     /// Input files (`-` or none: stdin).
     files: Vec<PathBuf>,
-    /// The sift file to write (written to a temporary file, then renamed).
+    /// The sift file to write: a regular file is replaced atomically (temporary file, fsync,
+    /// rename); a symlink is followed; /dev/null, a FIFO or `-` (stdout) is written in place. An
+    /// input file is never overwritten.
     #[arg(short, long)]
     output: PathBuf,
     /// Filter family.
     #[arg(short, long, value_enum)]
     family: Option<FamilyArg>,
-    /// Target false-positive rate.
-    #[arg(short = 'p', long, default_value = "0.01", value_parser = parse_fpr)]
-    fpr: f64,
+    /// Target false-positive rate [default: 0.01]. xor8, binary-fuse8/16 and redisbloom-cf have
+    /// a rate fixed by their layout and refuse a lower one.
+    #[arg(short = 'p', long, value_parser = parse_fpr)]
+    fpr: Option<f64>,
     /// Expected number of keys (default: count the input files first; scalable-bloom on stdin).
     #[arg(short = 'n', long, value_parser = parse_count)]
     items: Option<u64>,
@@ -50,9 +58,13 @@ pub struct Args {
     /// Longest key accepted, in bytes; longer lines are skipped with a warning.
     #[arg(long, default_value_t = input::DEFAULT_MAX_LINE)]
     max_line: usize,
-    /// No progress bar and no summary.
+    /// No progress bar and no summary (warnings are still printed).
     #[arg(short, long)]
     quiet: bool,
+    /// Write the filter even when it holds more than twice the keys it was sized for (-n), where
+    /// it no longer has the planned false-positive rate.
+    #[arg(long)]
+    force: bool,
     /// Threads reading, splitting and hashing the input (default: the cores, at most 4). The
     /// blocked Bloom filter (the default family) is filled by as many threads again, each
     /// owning a stripe of its blocks and inserting, in input order, the keys that fall there;
@@ -62,13 +74,23 @@ pub struct Args {
     threads: Option<u16>,
 }
 
+/// How far past its planned item count a fixed-size filter may be filled before `build` refuses
+/// to write it (without `--force`): at twice the items, a filter planned for 1% answers yes to
+/// about 16% of non-members; past that it is a different filter from the one asked for.
+pub const OVERFILL_LIMIT: f64 = 2.0;
+
 pub fn run(a: Args) -> Result<ExitCode> {
     let start = Instant::now();
     let threads = a.threads.map_or_else(input::default_threads, usize::from);
     let sources = Source::from_args(&a.files);
+    let inputs: Vec<&Path> =
+        if a.files.is_empty() { vec![Path::new("-")] } else { a.files.iter().map(|f| f.as_path()).collect() };
+    // Before reading anything: a path that cannot be written fails now, not after the build.
+    let output = OutFile::check(&a.output, &inputs)?;
     let split = Split { delim: if a.null { 0 } else { b'\n' }, max_line: a.max_line, skip_empty: true };
     let from_stdin = sources.iter().any(|s| matches!(s, Source::Stdin));
     let mut family = a.family.unwrap_or(FamilyArg::BlockedBloom);
+    let fpr = super::fpr_for(family, a.fpr, DEFAULT_FPR, a.quiet)?;
     let mut items = a.items;
     // A scalable cuckoo filter grows only to a bound (63x its first table at 1%): files are
     // counted for it too, so its first table is sized for the keys there are (stdin cannot be
@@ -77,7 +99,10 @@ pub fn run(a: Args) -> Result<ExitCode> {
     if items.is_none() && needs_count {
         if from_stdin {
             if a.family.is_some() {
-                bail!("{family:?} needs --items when reading stdin (or use --family scalable-bloom)");
+                bail!(
+                    "{} needs -n/--items (the number of keys) when reading stdin, which cannot be counted ahead; or use --family scalable-bloom",
+                    family.name()
+                );
             }
             family = FamilyArg::ScalableBloom;
             if !a.quiet {
@@ -104,9 +129,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
         let stats = pipe.finish();
         pb.set_message("building");
         let n = hashes.len() as u64;
-        (super::build_static(family, &hashes, a.fpr)?, stats, n)
+        (super::build_static(family, &hashes, fpr)?, stats, n)
     } else {
-        let mut filter = super::new_dynamic(family, items, a.fpr)?;
+        let mut filter = super::new_dynamic(family, items, fpr)?;
         if let AnyFilter::Blocked(f) = &mut filter {
             let (stats, inserted) = insert_striped(f, sources, split, threads, &pb)?;
             (filter, stats, inserted)
@@ -123,29 +148,62 @@ pub fn run(a: Args) -> Result<ExitCode> {
     };
     pb.finish_and_clear();
 
+    let fpr_now = filter.fpr_now();
+    if stats.keys == 0 {
+        eprintln!(
+            "sift: warning: the input holds no keys{}: {} is an empty filter, which answers no to everything",
+            if stats.empty > 0 { format!(" ({} empty lines skipped)", stats.empty) } else { String::new() },
+            output.display()
+        );
+    }
+    // A fixed-size filter given far more keys than planned: its bits say how many it holds.
+    if let (Some(held), Some(cap)) = (filter.estimated_distinct(), filter.capacity()) {
+        if held > OVERFILL_LIMIT * cap as f64 {
+            let held_text = if held.is_finite() {
+                format!("about {held:.0} distinct keys")
+            } else {
+                "so many keys that every bit is set".to_string()
+            };
+            let planned =
+                filter.planned_fpr().map_or(String::new(), |p| format!(" instead of the planned {}", pct(p)));
+            let msg = format!(
+                "the filter was sized for {cap} keys (-n) but holds {held_text} (from its bits; {} keys read): it answers yes to {} of keys never inserted{planned}",
+                stats.keys,
+                pct(fpr_now)
+            );
+            if !a.force {
+                bail!(
+                    "{msg}. Nothing was written to {}. Build with -n {} (the keys read), leave -n out to count the input, or pass --force to write this filter anyway",
+                    output.display(),
+                    stats.keys
+                );
+            }
+            eprintln!("sift: warning: {msg}; written anyway (--force)");
+        } else if let Some(planned) = filter.planned_fpr().filter(|&p| fpr_now > 2.0 * p) {
+            eprintln!(
+                "sift: warning: the filter holds about {held:.0} distinct keys (from its bits), more than the {cap} it was sized for (-n): its FPR is {} instead of the planned {}; rebuild with a larger -n",
+                pct(fpr_now),
+                pct(planned)
+            );
+        }
+    }
+
     // Streamed: the blocked Bloom filter is not copied into a file image first.
-    input::write_atomic_with(&a.output, |w| filter.write_to(w))?;
+    output.write(|w| filter.write_to(w))?;
     if !a.quiet {
         let secs = start.elapsed().as_secs_f64();
         eprintln!(
-            "sift: built {} ({}) from {} keys ({} distinct by the filter) in {:.2}s ({:.0} keys/s): {} in memory, expected FPR {}",
-            a.output.display(),
+            "sift: built {} ({}) from {} keys ({} distinct by the filter) in {:.2}s ({:.0} keys/s): {} in memory, FPR now {}",
+            output.display(),
             filter.kind(),
             stats.keys,
             inserted,
             secs,
             stats.keys as f64 / secs.max(1e-9),
             human_bytes(filter.size_in_bytes() as f64),
-            pct(filter.expected_fpr()),
+            pct(fpr_now),
         );
-        if let (Some(n), Some(cap)) = (items, filter.capacity()) {
-            if inserted > n && inserted > cap {
-                eprintln!(
-                    "sift: warning: {inserted} keys in a filter sized for {n}: the FPR is above the target; rebuild with a larger --items"
-                );
-            }
-        }
-        if stats.empty > 0 {
+        if stats.empty > 0 && stats.keys > 0 {
             eprintln!("sift: {} empty lines skipped", stats.empty);
         }
     }

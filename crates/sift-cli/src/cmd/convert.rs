@@ -12,6 +12,7 @@ use sift::SplitBlockBloom;
 use super::inspect::{detect, Format};
 use crate::any::AnyFilter;
 use crate::input;
+use crate::outfile::OutFile;
 use crate::rdbfile;
 use crate::redisdump::{self, RedisFilter};
 
@@ -37,7 +38,8 @@ cannot become a foreign one (its bits sit elsewhere): rebuild it from the keys w
 pub struct Args {
     /// The input file (`-`: stdin).
     input: PathBuf,
-    /// The output file (written atomically).
+    /// The output file: a regular file is replaced atomically; a symlink is followed; /dev/null,
+    /// a FIFO or `-` (stdout) is written in place. The input file is never overwritten.
     #[arg(short, long)]
     output: PathBuf,
     /// Input format (default: detected; Guava and Parquet bytes must be named).
@@ -56,9 +58,10 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
+    let output = OutFile::check(&a.output, &[&a.input])?;
     let bytes = input::read_file(&a.input)?;
     let name = a.input.display().to_string();
-    let from = detect(&bytes, a.from).with_context(|| format!("{name}: cannot convert"))?;
+    let from = detect(&bytes, a.from, "--from").with_context(|| format!("{name}: cannot convert"))?;
     let filter: AnyFilter = match from {
         Format::Sift => {
             AnyFilter::from_bytes(&bytes).with_context(|| format!("{name}: not a valid sift file"))?
@@ -110,8 +113,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
             s.to_parquet_bytes()
         }
         (to, f) => bail!(
-            "{name}: a {} filter cannot be written as {to:?}: its bits are laid out for sift's own hashing; rebuild it from the keys with `sift build --family {}`",
+            "{name}: a {} filter cannot be written as {}: its bits are laid out for sift's own hashing; rebuild it from the keys with `sift build --family {}`",
             f.kind(),
+            clap::ValueEnum::to_possible_value(&to).map_or_else(|| format!("{to:?}"), |v| v.get_name().to_string()),
             match to {
                 Format::Redisbloom | Format::Rdb => "redisbloom-bf",
                 Format::Guava => "guava-bloom",
@@ -119,7 +123,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
             }
         ),
     };
-    input::write_atomic(&a.output, &out)?;
+    output.write(|w| w.write_all(&out))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -2,17 +2,22 @@
 //! whatever the input size; `--state` makes it resumable across runs.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 
 use anyhow::{bail, Context, Result};
 
+use super::build::OVERFILL_LIMIT;
 use super::FamilyArg;
 use crate::any::AnyFilter;
 use crate::input::{self, Source, Split};
+use crate::outfile::OutFile;
 use crate::output::{self, pct};
 use crate::size::{human_bytes, parse_count, parse_fpr};
+
+/// The default `-p`.
+const DEFAULT_FPR: f64 = 0.001;
 
 /// Remove repeated lines from a stream, in constant memory (a line is dropped only when the filter says it was seen).
 #[derive(clap::Args, Debug)]
@@ -30,16 +35,17 @@ rerun sees those lines again.")]
 pub struct Args {
     /// Input files (`-` or none: stdin).
     files: Vec<PathBuf>,
-    /// Target false-positive rate (the probability of dropping a new line).
-    #[arg(short = 'p', long, default_value = "0.001", value_parser = parse_fpr)]
-    fpr: f64,
+    /// Target false-positive rate (the probability of dropping a new line) [default: 0.001].
+    #[arg(short = 'p', long, value_parser = parse_fpr)]
+    fpr: Option<f64>,
     /// Expected number of distinct lines (default: a scalable filter that grows).
     #[arg(short = 'n', long, value_parser = parse_count)]
     items: Option<u64>,
     /// Filter family for a new filter (default: blocked-bloom with --items, else scalable-bloom).
     #[arg(short, long, value_enum)]
     family: Option<FamilyArg>,
-    /// A sift file holding the filter: loaded if it exists, saved at the end.
+    /// A sift file holding the filter: loaded if it exists, saved at the end (atomically; not
+    /// when the run fails). It must not be one of the input files.
     #[arg(long)]
     state: Option<PathBuf>,
     /// Lines are NUL-separated.
@@ -61,11 +67,25 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
+    let inputs: Vec<&Path> =
+        if a.files.is_empty() { vec![Path::new("-")] } else { a.files.iter().map(|f| f.as_path()).collect() };
+    // Before reading anything: a state that cannot be saved fails now, not after the stream
+    // went out (a rerun would pass all its lines again).
+    if a.state.as_deref().is_some_and(crate::outfile::is_dash) {
+        bail!("--state needs a file: standard output (`-`) carries the new lines");
+    }
+    let state = a.state.as_deref().map(|p| OutFile::check(p, &inputs)).transpose()?;
     let mut filter = match &a.state {
         Some(p) if p.exists() => {
             let f = AnyFilter::load(p)?;
             if !f.is_dynamic() {
                 bail!("{}: a {} filter is static and cannot record new lines", p.display(), f.kind());
+            }
+            if !a.quiet && (a.fpr.is_some() || a.items.is_some() || a.family.is_some()) {
+                eprintln!(
+                    "sift: note: {} exists: its own family, size and rate are used; -p, -n and --family apply only to a new state",
+                    p.display()
+                );
             }
             f
         }
@@ -76,9 +96,13 @@ pub fn run(a: Args) -> Result<ExitCode> {
                 FamilyArg::ScalableBloom
             });
             if family.is_static() {
-                bail!("dedup needs a filter that takes inserts; {family:?} is static");
+                bail!(
+                    "dedup needs a filter that takes inserts; {} is static (built once from a whole set)",
+                    family.name()
+                );
             }
-            super::new_dynamic(family, a.items, a.fpr)?
+            let fpr = super::fpr_for(family, a.fpr, DEFAULT_FPR, a.quiet)?;
+            super::new_dynamic(family, a.items, fpr)?
         }
     };
     let sources = Source::from_args(&a.files);
@@ -111,9 +135,18 @@ pub fn run(a: Args) -> Result<ExitCode> {
     // Stop the workers before reporting.
     let stats = pipe.finish();
     result?;
-    if let Some(p) = &a.state {
-        input::write_atomic_with(p, |w| filter.write_to(w))
-            .with_context(|| format!("cannot save the state to {}", p.display()))?;
+    if let Some(state) = &state {
+        state.write(|w| filter.write_to(w)).context("the state was not saved")?;
+    }
+    let fpr_now = filter.fpr_now();
+    if let (Some(held), Some(cap)) = (filter.estimated_distinct(), filter.capacity()) {
+        if held > OVERFILL_LIMIT * cap as f64 {
+            eprintln!(
+                "sift: warning: the filter was sized for {cap} lines (-n) but holds {} (from its bits): it now drops {} of new lines; start over with a larger -n",
+                if held.is_finite() { format!("about {held:.0}") } else { "so many that every bit is set".to_string() },
+                pct(fpr_now)
+            );
+        }
     }
     if !a.quiet {
         let report = serde_json::json!({
@@ -124,7 +157,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
             "filter": filter.kind().name(),
             "filter_items": filter.len(),
             "filter_bytes": filter.size_in_bytes(),
-            "fpr_now": filter.expected_fpr(),
+            "fpr_now": fpr_now,
             "expected_false_drops": false_drops,
         });
         if a.json {
@@ -136,7 +169,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                 filter.kind(),
                 human_bytes(filter.size_in_bytes() as f64),
                 filter.len(),
-                pct(filter.expected_fpr()),
+                pct(fpr_now),
                 false_drops,
                 if stats.too_long > 0 { format!("; {} over-long lines skipped", stats.too_long) } else { String::new() },
             );

@@ -32,8 +32,9 @@ pub enum Format {
     Rdb,
 }
 
-/// Detects the format: the SIFT magic, or JSON Lines; Guava and Parquet bytes have no magic.
-pub fn detect(bytes: &[u8], given: Option<Format>) -> Result<Format> {
+/// Detects the format: the SIFT magic, or JSON Lines; Guava and Parquet bytes have no magic and
+/// must be named with `flag` (the subcommand's option for the input format).
+pub fn detect(bytes: &[u8], given: Option<Format>, flag: &str) -> Result<Format> {
     if let Some(f) = given {
         return Ok(f);
     }
@@ -47,7 +48,7 @@ pub fn detect(bytes: &[u8], given: Option<Format>) -> Result<Format> {
         bail!("the file is empty")
     } else {
         bail!(
-            "not a sift file (no SIFT magic), a RedisBloom chunk file nor a Redis RDB file; for Guava or Parquet bytes pass --format guava|parquet"
+            "not a sift file (no SIFT magic), a RedisBloom chunk file nor a Redis RDB file; for Guava or Parquet bytes pass {flag} guava or {flag} parquet"
         )
     }
 }
@@ -62,7 +63,8 @@ pub fn detect(bytes: &[u8], given: Option<Format>) -> Result<Format> {
   sift inspect --format guava filter.bin        # Guava BloomFilter.writeTo bytes
   sift inspect dump.rdb                         # a Redis RDB file: its RedisBloom keys, one a line
 
-The verdict compares the FPR estimated now (from the items or the bits set) with the FPR the filter
+The verdict compares the FPR estimated now (from the bits set for the Bloom families, from the
+items stored for cuckoo and quotient filters) with the FPR the filter
 was planned for: past --threshold times the plan it says REBUILD (seed 002: monitor the FPR and
 rebuild past a threshold). Exit status: 0 intact, 2 unreadable or corrupted (checksum mismatch).")]
 pub struct Args {
@@ -82,7 +84,7 @@ pub struct Args {
 pub fn run(a: Args) -> Result<ExitCode> {
     let bytes = input::read_file(&a.file)?;
     let name = a.file.display().to_string();
-    let fmt = detect(&bytes, a.format).with_context(|| format!("{name}: cannot inspect"))?;
+    let fmt = detect(&bytes, a.format, "--format").with_context(|| format!("{name}: cannot inspect"))?;
     let mut fields: Vec<(&'static str, Value)> =
         vec![("file", json!(name)), ("file_bytes", json!(bytes.len()))];
     let filter: AnyFilter = match fmt {
@@ -164,15 +166,20 @@ pub fn run(a: Args) -> Result<ExitCode> {
     }
     fields.push(("memory_bytes", json!(filter.size_in_bytes())));
     fields.extend(filter.details());
-    let now = filter.expected_fpr();
+    // Measured from the contents (bits set, items stored), so an overfilled filter shows the
+    // rate it answers with, not the formula at its count of keys that set a new bit.
+    let now = filter.fpr_now();
     fields.push(("fpr_estimated_now", json!(now)));
+    fields.push(("fpr_estimated_from", json!(filter.fpr_basis())));
     match filter.planned_fpr() {
         Some(planned) => {
             fields.push(("fpr_planned", json!(planned)));
             let ratio = now / planned;
             let verdict = if ratio > a.threshold {
                 format!(
-                    "REBUILD: the FPR is {ratio:.2}× the plan (threshold {}×); build a larger filter",
+                    "REBUILD: it answers yes to {} of keys never inserted, {ratio:.2}× the planned {} (threshold {}×); build a larger filter",
+                    pct(now),
+                    pct(planned),
                     a.threshold
                 )
             } else {

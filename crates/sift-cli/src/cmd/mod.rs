@@ -53,6 +53,34 @@ pub enum FamilyArg {
 }
 
 impl FamilyArg {
+    /// The name on the command line (`blocked-bloom`).
+    pub fn name(self) -> String {
+        use clap::ValueEnum;
+        self.to_possible_value().map_or_else(|| format!("{self:?}"), |v| v.get_name().to_string())
+    }
+
+    /// The false-positive rate of a family whose rate its layout fixes, not `-p`: 8- and 16-bit
+    /// fingerprints for xor and binary fuse filters, and for RedisBloom's cuckoo filter (8-bit
+    /// fingerprints, two buckets of two slots, as CF.RESERVE makes it) its rate when full,
+    /// `1 - (1 - 1/255)^4`.
+    pub fn fixed_fpr(self) -> Option<f64> {
+        match self {
+            FamilyArg::Xor8 | FamilyArg::BinaryFuse8 => Some(1.0 / 256.0),
+            FamilyArg::BinaryFuse16 => Some(1.0 / 65536.0),
+            FamilyArg::RedisbloomCf => Some(1.0 - (1.0 - 1.0 / 255.0f64).powi(4)),
+            _ => None,
+        }
+    }
+
+    /// The families that reach a rate `fixed_fpr` cannot, for the message that refuses it.
+    fn instead(self) -> &'static str {
+        match self {
+            FamilyArg::Xor8 | FamilyArg::BinaryFuse8 => "binary-fuse16 (1/65536) or gcs (any rate)",
+            FamilyArg::BinaryFuse16 => "gcs (any rate, static) or blocked-bloom",
+            _ => "redisbloom-bf (RedisBloom's Bloom filter, any rate) or cuckoo (sift's, fingerprints sized for -p)",
+        }
+    }
+
     /// Static families are built once from the whole set.
     pub fn is_static(self) -> bool {
         matches!(self, FamilyArg::Xor8 | FamilyArg::BinaryFuse8 | FamilyArg::BinaryFuse16 | FamilyArg::Gcs)
@@ -64,13 +92,61 @@ impl FamilyArg {
     }
 }
 
+/// The rate to build `family` for: `given` (`-p` on the command line) or `default`. A family
+/// whose rate is fixed by its layout ([`FamilyArg::fixed_fpr`]) refuses a `-p` it cannot reach,
+/// naming the families that can; a `-p` it beats is noted on stderr (unless `quiet`), since the
+/// flag then changes nothing.
+pub fn fpr_for(family: FamilyArg, given: Option<f64>, default: f64, quiet: bool) -> Result<f64> {
+    let (Some(p), Some(fixed)) = (given, family.fixed_fpr()) else {
+        return Ok(given.unwrap_or(default));
+    };
+    let fixed_text = crate::output::pct(fixed);
+    if p < fixed * (1.0 - 1e-9) {
+        bail!(
+            "-p {p}: {} cannot reach it: its false-positive rate is fixed at {fixed_text} by its layout, whatever -p says; use --family {} for this rate",
+            family.name(),
+            family.instead()
+        );
+    }
+    if !quiet {
+        eprintln!(
+            "sift: note: {} does not use -p: its false-positive rate is {fixed_text} (below the {} asked for)",
+            family.name(),
+            crate::output::pct(p)
+        );
+    }
+    Ok(p)
+}
+
 /// Initial layer of a scalable filter when the item count is unknown.
 pub const SCALABLE_INITIAL: u64 = 100_000;
 
+/// The library's "too large" error in sizes a person reads.
+pub fn too_large(requested_bytes: u128, limit_bytes: u128) -> String {
+    format!(
+        "the filter would need {}, more than the largest sift makes ({})",
+        crate::size::human_bytes(requested_bytes as f64),
+        crate::size::human_bytes(limit_bytes as f64)
+    )
+}
+
 /// An empty dynamic filter of `family` for `items` items at `fpr`.
 pub fn new_dynamic(family: FamilyArg, items: Option<u64>, fpr: f64) -> Result<AnyFilter> {
+    make_dynamic(family, items, fpr).map_err(|e| match e.downcast_ref::<sift::Error>() {
+        Some(&sift::Error::CapacityExceeded { requested_bytes, limit_bytes }) => anyhow::anyhow!(
+            "{} for -n {} at -p {}: {}; lower -n or raise -p",
+            family.name(),
+            items.unwrap_or(0),
+            crate::output::pct(fpr),
+            too_large(requested_bytes, limit_bytes)
+        ),
+        _ => e,
+    })
+}
+
+fn make_dynamic(family: FamilyArg, items: Option<u64>, fpr: f64) -> Result<AnyFilter> {
     let need = || -> Result<usize> {
-        let n = items.with_context(|| format!("{family:?} needs --items (the number of keys)"))?;
+        let n = items.with_context(|| format!("{} needs -n/--items (the number of keys)", family.name()))?;
         usize::try_from(n).context("--items is too large for this platform")
     };
     Ok(match family {
@@ -95,7 +171,7 @@ pub fn new_dynamic(family: FamilyArg, items: Option<u64>, fpr: f64) -> Result<An
         FamilyArg::RedisbloomBf => {
             let n = need()? as u64;
             if n > BF_MAX_CAPACITY {
-                bail!("RedisBloom's capacity limit is {BF_MAX_CAPACITY}; the chain grows past it on its own, give a smaller --items");
+                bail!("-n {n}: RedisBloom's first link holds at most {BF_MAX_CAPACITY} items; give a smaller -n (the chain adds links as it fills)");
             }
             AnyFilter::RedisBf(
                 BloomChain::new(n, fpr, 2, false).map_err(|e| anyhow::anyhow!("RedisBloom BF: {e}"))?,
@@ -104,7 +180,7 @@ pub fn new_dynamic(family: FamilyArg, items: Option<u64>, fpr: f64) -> Result<An
         FamilyArg::RedisbloomCf => {
             let n = (need()? as u64).max(4);
             if n > CF_MAX_CAPACITY {
-                bail!("RedisBloom's cuckoo capacity limit is {CF_MAX_CAPACITY}");
+                bail!("-n {n}: RedisBloom's cuckoo filter holds at most {CF_MAX_CAPACITY} items; give a smaller -n");
             }
             // CF.RESERVE defaults: bucket size 2, 20 iterations, expansion 1.
             AnyFilter::RedisCf(
@@ -113,7 +189,7 @@ pub fn new_dynamic(family: FamilyArg, items: Option<u64>, fpr: f64) -> Result<An
         }
         FamilyArg::GuavaBloom => AnyFilter::Guava(GuavaBloom::new(need()? as u64, fpr)?),
         FamilyArg::Xor8 | FamilyArg::BinaryFuse8 | FamilyArg::BinaryFuse16 | FamilyArg::Gcs => {
-            bail!("{family:?} is static: it is built once from the whole set")
+            bail!("{} is static: it is built once from the whole set", family.name())
         }
     })
 }
@@ -133,6 +209,6 @@ pub fn build_static(family: FamilyArg, hashes: &[u64], fpr: f64) -> Result<AnyFi
         FamilyArg::Gcs => {
             AnyFilter::Gcs(sift::Gcs::from_hashes_with_params(hashes, sift::GcsParams::for_fpr(fpr)?)?)
         }
-        other => bail!("{other:?} is not a static family"),
+        other => bail!("{} is not a static family", other.name()),
     })
 }

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::{bail, Result};
+use anyhow::{anyhow, bail, Result};
 use serde_json::json;
 use sift::plan::{Family, Plan, Solution};
 use sift::{math, recommend, Needs};
@@ -150,7 +150,144 @@ fn fingerprint_rows(n: Option<u64>, p: f64, m: Option<u64>) -> Vec<Row> {
         .collect()
 }
 
+/// A 64-bit hash: the probability that a key never inserted has the hash of one of `n` inserted
+/// keys, `n / 2^64`, is a floor under every filter's FPR that no size or `k` lowers.
+fn hash_floor(n: u64) -> f64 {
+    n as f64 / 2f64.powi(64)
+}
+
+/// The first significant digit of `x`, rounded up: `5.42e-13` → `6e-13`.
+fn round_up_1(x: f64) -> f64 {
+    let e = x.log10().floor();
+    let scale = 10f64.powf(e);
+    (x / scale).ceil() * scale
+}
+
+/// The command-line flag of a planner parameter.
+fn flag(name: &str) -> &str {
+    match name {
+        "items" => "-n",
+        "fpr" => "-p",
+        "bits" => "-m",
+        "hashes" => "-k",
+        other => other,
+    }
+}
+
+/// A planner error in the command line's terms: flags instead of parameter names, sizes for
+/// humans, and what would fit.
+fn explain(e: sift::Error, fpr: Option<f64>) -> anyhow::Error {
+    match e {
+        sift::Error::InvalidParameter { name, value, expected } => {
+            let expected = expected
+                .replace("`items`", "-n")
+                .replace("`fpr`", "-p")
+                .replace("`bits`", "-m")
+                .replace("`hashes`", "-k");
+            if value == "missing" {
+                anyhow!("{} is missing: {expected}", flag(name))
+            } else {
+                anyhow!("{} {value}: must be {expected}", flag(name))
+            }
+        }
+        sift::Error::CapacityExceeded { requested_bytes, limit_bytes } => {
+            let fits = fpr
+                .and_then(|p| Plan::new().bits(limit_bytes as u64 * 8).fpr(p).solve(Family::Bloom).ok())
+                .map_or(String::new(), |s| {
+                    format!("; at -p {} it holds about {} items", pct(s.fpr), s.items)
+                });
+            anyhow!("{}{fits}: lower -n or raise -p", super::too_large(requested_bytes, limit_bytes))
+        }
+        other => anyhow!(other),
+    }
+}
+
+/// Requests that have an answer by the formulas but cannot be meant: say what is wrong and what
+/// is possible instead.
+fn check_request(a: &Args) -> Result<()> {
+    let bloom_with = |plan: Plan| {
+        let plan = if let Some(k) = a.hashes { plan.hashes(k) } else { plan };
+        plan.solve(Family::Bloom)
+    };
+    if let (Some(n), Some(m)) = (a.items, a.bits) {
+        // The classic Bloom filter gets the lowest FPR from n and m among the Bloom families.
+        if let Ok(best) = bloom_with(Plan::new().items(n).bits(m)) {
+            if best.fpr >= USELESS_FPR {
+                let p = a.fpr.unwrap_or(0.01);
+                let need = Plan::new().items(n).fpr(p).solve(Family::Bloom).ok();
+                let hold = Plan::new().bits(m).fpr(p).solve(Family::Bloom).map_or(0, |s| s.items);
+                bail!(
+                    "-m {m} bits for -n {n} items is {:.2} bits per item: the best filter would answer yes to {} of keys never inserted. {n} items at -p {} need {}; {m} bits hold {hold} items at that rate",
+                    m as f64 / n as f64,
+                    pct(best.fpr),
+                    pct(p),
+                    need.map_or("more than sift makes".to_string(), |s| format!(
+                        "{} bits ({})",
+                        s.bits,
+                        human_bytes(s.bytes as f64)
+                    )),
+                );
+            }
+        }
+    }
+    let Some(p) = a.fpr else { return Ok(()) };
+    // The items: given, or what the memory holds.
+    let n = match (a.items, a.bits) {
+        (Some(n), _) => Some(n),
+        (None, Some(m)) => match bloom_with(Plan::new().bits(m).fpr(p)) {
+            Ok(s) => Some(s.items),
+            Err(sift::Error::InvalidParameter { name: "bits", .. }) => {
+                let one = Plan::new().items(1_000_000).fpr(p).solve(Family::Bloom).ok();
+                bail!(
+                    "-m {m} bits hold no item at -p {}: {}",
+                    pct(p),
+                    one.map_or("ask for a higher -p".to_string(), |s| format!(
+                        "a classic Bloom filter needs {:.2} bits per item at this rate, and 64 bits at least",
+                        s.bits_per_key
+                    ))
+                );
+            }
+            Err(_) => None,
+        },
+        (None, None) => None,
+    };
+    if let Some(n) = n {
+        let floor = hash_floor(n);
+        if p < floor {
+            let items =
+                if a.items.is_some() { format!("{n} items") } else { format!("the {n} items -m holds") };
+            let instead = round_up_1(10.0 * floor);
+            let instead = if instead < USELESS_FPR {
+                format!("Ask for -p {instead:.0e} or more (where hash collisions add at most a tenth)")
+            } else {
+                "Split the keys over several filters".to_string()
+            };
+            bail!(
+                "-p {} is below what any filter of {items} can answer: sift hashes each key to 64 bits, so a key never inserted shares the hash of an inserted one with probability n/2^64 = {}, whatever the filter's size. {instead}",
+                pct(p),
+                pct(floor)
+            );
+        }
+    }
+    if p >= USELESS_FPR {
+        eprintln!(
+            "sift: warning: -p {}: a filter that answers yes to {} of keys never inserted keeps few of them out",
+            pct(p),
+            pct(p)
+        );
+    }
+    Ok(())
+}
+
+/// A row reaches `-p` when its FPR is at most this multiple of it (the planners round sizes and
+/// `k` to whole units).
+const REACHED: f64 = 1.05;
+
+/// An FPR from which a filter tells little apart: it answers yes to half the keys it never saw.
+const USELESS_FPR: f64 = 0.5;
+
 pub fn run(a: Args) -> Result<ExitCode> {
+    check_request(&a)?;
     let mut plan = Plan::new();
     if let Some(n) = a.items {
         plan = plan.items(n);
@@ -171,12 +308,12 @@ pub fn run(a: Args) -> Result<ExitCode> {
     for f in Family::ALL {
         match plan.solve(f) {
             Ok(s) => rows.push(bloom_row(&s)),
-            Err(e) => errors.push(format!("{}: {e}", f.name())),
+            Err(e) => errors.push(format!("{}: {:#}", f.name(), explain(e, a.fpr))),
         }
     }
     if rows.is_empty() {
         match bloom {
-            Err(e) => bail!("cannot plan: {e}"),
+            Err(e) => return Err(explain(e, a.fpr).context("cannot plan")),
             Ok(_) => bail!("cannot plan: {}", errors.join("; ")),
         }
     }
@@ -197,6 +334,12 @@ pub fn run(a: Args) -> Result<ExitCode> {
         recommend(usize::try_from(rn).unwrap_or(usize::MAX), rp.clamp(f64::MIN_POSITIVE, 0.999_999), needs)
             .ok();
 
+    // With n and p given, a family whose layout caps k or the fingerprint (gcs: 56 bits) may not
+    // reach p at any size the planner proposes: its row shows the rate it does reach.
+    let short_of =
+        |fpr: f64| matches!((a.items, a.fpr, a.bits), (Some(_), Some(p), None) if fpr > p * REACHED);
+    let unreachable: Vec<&str> = rows.iter().filter(|r| short_of(r.fpr)).map(|r| r.family).collect();
+
     let mut out = output::stdout();
     if a.json {
         let fams: Vec<_> = rows
@@ -213,6 +356,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                     "fpr": r.fpr,
                     "speed": r.speed,
                     "note": r.note,
+                    "reaches_fpr": !short_of(r.fpr),
                 })
             })
             .collect();
@@ -250,6 +394,14 @@ pub fn run(a: Args) -> Result<ExitCode> {
         }
         use std::io::Write;
         t.write(&mut out)?;
+        if !unreachable.is_empty() {
+            writeln!(
+                out,
+                "\nnote: {} cannot reach -p {} at any size (their layout caps the hashes or fingerprint bits per key); the FPR column shows the rate each reaches",
+                unreachable.join(", "),
+                pct(rp)
+            )?;
+        }
         if let Some(r) = rec {
             writeln!(
                 out,

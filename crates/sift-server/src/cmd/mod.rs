@@ -190,7 +190,13 @@ pub fn execute(server: &Shared, session: &mut Session, argv: Vec<Bytes>) -> Opti
     }
     let _ = name;
     Some(match spec.name {
-        "exec" => exec(server, session),
+        "exec" => {
+            let reply = exec(server, session);
+            if !session.replaying {
+                server.stats.commands_processed.incr(session.id);
+            }
+            reply
+        }
         _ => run(server, session, spec, &argv),
     })
 }
@@ -326,6 +332,10 @@ pub(crate) fn run_locked(
     let mut ctx = Ctx { session, server, keys, propagate: None };
     let reply = handler(&mut ctx, argv);
     let propagate = ctx.propagate.take();
+    // Counted once it ran, as Redis does: INFO does not count itself, CONFIG RESETSTAT does.
+    if !session.replaying {
+        server.stats.commands_processed.incr(session.id);
+    }
     keys.settle();
     if spec.flags & (table::WRITE | table::PROPAGATE) != 0 && keys.mutations() > before {
         match propagate {

@@ -14,8 +14,9 @@ use crate::shared::{ClientInfo, Shared};
 /// `>= 7.99.99`, so it must look like Redis 8 (spec §10).
 pub const REDIS_VERSION: &str = "8.0.0";
 
-/// RedisBloom module version reported in HELLO and INFO once the BF commands are registered.
-pub const MODULE_VERSION: i64 = 80000;
+/// The version of module `bf` reported in `MODULE LIST`, `INFO modules` and `HELLO`: the
+/// RedisBloom version the commands reproduce, as the sift-redis module reports it too.
+pub const MODULE_VERSION: i64 = sift_commands::REDISBLOOM_VERSION as i64;
 
 /// Redis's reply to a `denyoom` command while the used memory exceeds `maxmemory` (with the
 /// `noeviction` policy, the only one here). Belongs with the other constants in `err`.
@@ -52,6 +53,48 @@ pub fn echo(_ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
 /// Is the RedisBloom module "loaded", i.e. are its commands registered?
 fn module_loaded() -> bool {
     table::lookup(b"bf.add").is_some() || table::lookup(b"cf.add").is_some()
+}
+
+/// The modules as `MODULE LIST` and `HELLO` list them: RedisBloom's `bf`, built in (no file, so
+/// an empty `path`, and no load arguments). A map per module; RESP2 gets it flattened, as Redis
+/// sends it.
+fn module_entries() -> Vec<Frame> {
+    if !module_loaded() {
+        return vec![];
+    }
+    vec![Frame::Map(vec![
+        (bulk("name"), bulk("bf")),
+        (bulk("ver"), Frame::Integer(MODULE_VERSION)),
+        (bulk("path"), bulk("")),
+        (bulk("args"), Frame::Array(vec![])),
+    ])]
+}
+
+/// MODULE LIST.
+pub fn module_list(_ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
+    Frame::Array(module_entries())
+}
+
+/// MODULE HELP, in Redis's words for the subcommands sift-server has.
+pub fn module_help(_ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
+    let lines = [
+        "MODULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "LIST",
+        "    Return a list of loaded modules.",
+        "LOAD | LOADEX | UNLOAD",
+        "    Not supported: RedisBloom's BF.* and CF.* commands are built into sift-server.",
+        "HELP",
+        "    Prints this help.",
+    ];
+    Frame::Array(lines.iter().map(|l| Frame::Simple((*l).into())).collect())
+}
+
+/// MODULE LOAD, LOADEX and UNLOAD: refused (Redis 7 refuses them too unless
+/// `enable-module-command` allows them), saying why.
+pub fn module_load(_ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
+    Frame::error(
+        "ERR MODULE LOAD, LOADEX and UNLOAD are not supported: sift-server cannot load Redis modules; the bf module (BF.* and CF.*) is built in",
+    )
 }
 
 /// Checks a password for `user` (None = the default user) against `requirepass`.
@@ -145,16 +188,7 @@ pub fn hello(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
         c.resp = proto;
         c.name = name;
     });
-    let modules = if module_loaded() {
-        vec![Frame::Map(vec![
-            (bulk("name"), bulk("bf")),
-            (bulk("ver"), Frame::Integer(MODULE_VERSION)),
-            (bulk("path"), bulk("")),
-            (bulk("args"), Frame::Array(vec![])),
-        ])]
-    } else {
-        vec![]
-    };
+    let modules = module_entries();
     Frame::Map(vec![
         (bulk("server"), bulk("redis")),
         (bulk("version"), bulk(REDIS_VERSION)),
@@ -291,26 +325,42 @@ pub fn client_on_off(_ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
     }
 }
 
-const DEFAULT_SECTIONS: &[&str] =
-    &["server", "clients", "memory", "persistence", "stats", "replication", "modules", "keyspace"];
+/// INFO's sections, in the order Redis 7 writes them. Each is in Redis's default set, so
+/// `INFO`, `INFO default`, `INFO all` and `INFO everything` give them all. Redis's
+/// `commandstats`, `errorstats` and `latencystats` are not kept: asking for them gives nothing,
+/// as an unknown section does.
+const SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "modules",
+    "cluster",
+    "keyspace",
+];
 
 /// INFO [section ...]: `field:value` lines under `# Section` headers, sections separated by
-/// a blank line; a verbatim string in RESP3 (spec §10). It reads the keyspace through the
-/// command's view (EACH_SHARD), never by locking on its own, so it cannot deadlock inside EXEC.
+/// a blank line; a verbatim string in RESP3 (spec §10). As in Redis 7: any case, several
+/// sections in one call (written in Redis's order whatever the order asked), `default`, `all`
+/// and `everything`, unknown names ignored. It reads the keyspace through the command's view
+/// (EACH_SHARD), never by locking on its own, so it cannot deadlock inside EXEC.
 pub fn info(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
     let mut wanted: Vec<String> = Vec::new();
     for a in &argv[1..] {
         let s = String::from_utf8_lossy(a).to_ascii_lowercase();
         match s.as_str() {
-            "default" | "all" | "everything" => wanted.extend(DEFAULT_SECTIONS.iter().map(|s| s.to_string())),
+            "default" | "all" | "everything" => wanted.extend(SECTIONS.iter().map(|s| s.to_string())),
             _ => wanted.push(s),
         }
     }
     if argv.len() == 1 {
-        wanted.extend(DEFAULT_SECTIONS.iter().map(|s| s.to_string()));
+        wanted.extend(SECTIONS.iter().map(|s| s.to_string()));
     }
     let mut out = String::new();
-    for section in DEFAULT_SECTIONS.iter().filter(|s| wanted.iter().any(|w| w == *s)) {
+    for section in SECTIONS.iter().filter(|s| wanted.iter().any(|w| w == *s)) {
         let body = info_section(ctx, section);
         if !out.is_empty() {
             out.push_str("\r\n");
@@ -321,6 +371,7 @@ pub fn info(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
 }
 
 fn info_section(ctx: &mut Ctx<'_, '_>, section: &str) -> String {
+    use std::sync::atomic::Ordering::Relaxed;
     let s = ctx.server;
     let mut o = String::new();
     // `write!` to a String cannot fail.
@@ -335,19 +386,34 @@ fn info_section(ctx: &mut Ctx<'_, '_>, section: &str) -> String {
             line!("redis_git_dirty:0");
             line!("redis_mode:standalone");
             line!("sift_version:{}", env!("CARGO_PKG_VERSION"));
-            line!("os:{} {}", std::env::consts::OS, std::env::consts::ARCH);
+            line!("os:{}", os_name());
             line!("arch_bits:{}", usize::BITS);
+            if cfg!(target_os = "linux") {
+                // tokio's reactor (mio) on Linux.
+                line!("multiplexing_api:epoll");
+            }
             line!("process_id:{}", std::process::id());
-            line!("tcp_port:{}", s.port.load(std::sync::atomic::Ordering::Relaxed));
+            line!("process_supervised:no");
+            line!("run_id:{}", run_id());
+            line!("tcp_port:{}", s.port.load(Relaxed));
             line!("server_time_usec:{}", crate::db::now_ms() * 1000);
             let up = s.started.elapsed().as_secs();
             line!("uptime_in_seconds:{up}");
             line!("uptime_in_days:{}", up / 86400);
+            line!(
+                "executable:{}",
+                std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default()
+            );
         }
         "clients" => {
             line!("# Clients");
             line!("connected_clients:{}", s.clients.lock().len());
+            // No cluster bus, no blocking commands, no client-side caching: these are 0.
+            line!("cluster_connections:0");
             line!("maxclients:{}", s.config.read().maxclients);
+            line!("blocked_clients:0");
+            line!("tracking_clients:0");
+            line!("clients_in_timeout_table:0");
         }
         "memory" => {
             // used_memory is the charged size of the keyspace (the sum of MEMORY USAGE, what
@@ -361,26 +427,28 @@ fn info_section(ctx: &mut Ctx<'_, '_>, section: &str) -> String {
             line!("used_memory_rss:{rss}");
             line!("used_memory_rss_human:{}", human_bytes(rss));
             line!("used_memory_dataset:{used}");
+            if let Some(total) = total_system_memory() {
+                line!("total_system_memory:{total}");
+                line!("total_system_memory_human:{}", human_bytes(total));
+            }
+            // Atomics the engine updates after each script: reading them takes no VM lock, so
+            // INFO works inside a script too.
+            let lua = s.scripting.memory.load(Relaxed);
+            line!("used_memory_lua:{lua}");
+            line!("used_memory_lua_human:{}", human_bytes(lua as u64));
+            line!("number_of_cached_scripts:{}", s.scripting.cached.load(Relaxed));
             let max = s.config.read().maxmemory;
             line!("maxmemory:{max}");
             line!("maxmemory_human:{}", human_bytes(max));
             line!("maxmemory_policy:noeviction");
-            // Atomics the engine updates after each script: reading them takes no VM lock, so
-            // INFO works inside a script too.
-            let lua = s.scripting.memory.load(std::sync::atomic::Ordering::Relaxed);
-            line!("used_memory_lua:{lua}");
-            line!("used_memory_lua_human:{}", human_bytes(lua as u64));
-            line!(
-                "number_of_cached_scripts:{}",
-                s.scripting.cached.load(std::sync::atomic::Ordering::Relaxed)
-            );
+            line!("mem_allocator:libc");
         }
         "persistence" => {
             line!("# Persistence");
             let p = &s.persistence;
             let mut total = 0;
             ctx.keys.for_each_shard(|_, sh| total += sh.dirty());
-            let dirty = total.saturating_sub(s.dirty_at_save.load(std::sync::atomic::Ordering::Relaxed));
+            let dirty = total.saturating_sub(s.dirty_at_save.load(Relaxed));
             line!("loading:{}", p.loading() as u8);
             line!("async_loading:0");
             line!("rdb_changes_since_last_save:{dirty}");
@@ -401,25 +469,54 @@ fn info_section(ctx: &mut Ctx<'_, '_>, section: &str) -> String {
         "stats" => {
             line!("# Stats");
             let st = &s.stats;
-            line!(
-                "total_connections_received:{}",
-                st.connections_received.load(std::sync::atomic::Ordering::Relaxed)
-            );
-            line!(
-                "rejected_connections:{}",
-                st.rejected_connections.load(std::sync::atomic::Ordering::Relaxed)
-            );
+            line!("total_connections_received:{}", st.connections_received.load(Relaxed));
+            line!("total_commands_processed:{}", st.commands_processed.sum());
+            line!("rejected_connections:{}", st.rejected_connections.load(Relaxed));
+            // No replication, no eviction (noeviction is the only policy), no pub/sub, and
+            // snapshots are written in-process, never by a fork: these are 0.
+            line!("sync_full:0");
+            line!("sync_partial_ok:0");
+            line!("sync_partial_err:0");
+            line!("evicted_keys:0");
+            line!("evicted_clients:0");
+            line!("pubsub_channels:0");
+            line!("pubsub_patterns:0");
+            line!("pubsubshard_channels:0");
+            line!("latest_fork_usec:0");
+            line!("total_forks:0");
         }
         "replication" => {
+            // A master with no replicas, as Redis describes one that never had any.
             line!("# Replication");
             line!("role:master");
             line!("connected_slaves:0");
+            line!("master_failover_state:no-failover");
+            line!("master_replid:{}", replication_id());
+            line!("master_replid2:0000000000000000000000000000000000000000");
+            line!("master_repl_offset:0");
+            line!("second_repl_offset:-1");
+            line!("repl_backlog_active:0");
+            line!("repl_backlog_first_byte_offset:0");
+            line!("repl_backlog_histlen:0");
+        }
+        "cpu" => {
+            // Process-wide: sift-server has no single main thread to report apart.
+            line!("# CPU");
+            let t = cpu_seconds().unwrap_or_default();
+            line!("used_cpu_sys:{:.6}", t.sys);
+            line!("used_cpu_user:{:.6}", t.user);
+            line!("used_cpu_sys_children:{:.6}", t.children_sys);
+            line!("used_cpu_user_children:{:.6}", t.children_user);
         }
         "modules" => {
             line!("# Modules");
             if module_loaded() {
                 line!("module:name=bf,ver={MODULE_VERSION},api=1,filters=0,usedby=[],using=[],options=[]");
             }
+        }
+        "cluster" => {
+            line!("# Cluster");
+            line!("cluster_enabled:0");
         }
         "keyspace" => {
             line!("# Keyspace");
@@ -435,6 +532,73 @@ fn info_section(ctx: &mut Ctx<'_, '_>, section: &str) -> String {
         _ => {}
     }
     o
+}
+
+/// `uname -sr` and the machine, as Redis's `os` field (`Linux 6.1.0-18-amd64 x86_64`).
+fn os_name() -> String {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let system = match std::env::consts::OS {
+        "linux" => "Linux",
+        "macos" => "Darwin",
+        other => other,
+    };
+    format!("{system} {} {}", release.trim(), std::env::consts::ARCH).replace("  ", " ")
+}
+
+/// 40 hex digits that differ from one run to the next (Redis's `run_id`): a hash of the
+/// process id and the start time. Clients and Sentinel use it to notice a restart.
+fn run_id() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| random_hex(0))
+}
+
+/// The replication id Redis gives a master (another 40 hex digits, fixed for the run).
+fn replication_id() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| random_hex(1))
+}
+
+fn random_hex(salt: u64) -> String {
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let seed = format!("{} {nanos} {salt}", std::process::id());
+    let a = xxhash_rust::xxh3::xxh3_128(seed.as_bytes());
+    let b = xxhash_rust::xxh3::xxh3_64_with_seed(seed.as_bytes(), 0x5eed ^ salt);
+    format!("{a:032x}{b:016x}")[..40].to_string()
+}
+
+/// CPU time of the process and of its waited-for children, in seconds.
+#[derive(Default)]
+struct CpuSeconds {
+    user: f64,
+    sys: f64,
+    children_user: f64,
+    children_sys: f64,
+}
+
+/// From `/proc/self/stat`: utime, stime, cutime, cstime (fields 14 to 17), in clock ticks of
+/// 1/100 s (`USER_HZ`, fixed at 100 by Linux's user-space interface).
+fn cpu_seconds() -> Option<CpuSeconds> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: count after its end.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<f64> = rest.split_whitespace().skip(11).take(4).map(|v| v.parse().unwrap_or(0.0)).collect();
+    let tick = |i: usize| f.get(i).copied().unwrap_or(0.0) / 100.0;
+    Some(CpuSeconds { user: tick(0), sys: tick(1), children_user: tick(2), children_sys: tick(3) })
+}
+
+/// The machine's memory, from `/proc/meminfo` (`MemTotal`, in kB).
+fn total_system_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
 }
 
 /// Redis's `bytesToHuman`: B, K, M, G with two decimals.
@@ -487,6 +651,7 @@ pub fn config_resetstat(ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
     let st = &ctx.server.stats;
     st.connections_received.store(0, std::sync::atomic::Ordering::Relaxed);
     st.rejected_connections.store(0, std::sync::atomic::Ordering::Relaxed);
+    st.commands_processed.reset();
     Frame::ok()
 }
 

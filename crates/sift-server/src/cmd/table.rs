@@ -424,6 +424,13 @@ pub static COMMANDS: &[CommandSpec] = &[
         row("config|resetstat", 2, ADMIN | NOSCRIPT | LOADING | STALE, NO_KEYS, &["@admin", "@slow", "@dangerous"], Some(server::config_resetstat), "server", "Resets the server's statistics."),
     ]),
     row("command", -1, LOADING | STALE, NO_KEYS, &["@slow", "@connection"], Some(server::command), "server", "Returns detailed information about all commands."),
+    row("module", -2, 0, NO_KEYS, &["@slow"], None, "server", "A container for module commands.").with_subcommands(&[
+        row("module|list", 2, ADMIN | NOSCRIPT, NO_KEYS, &["@admin", "@slow", "@dangerous"], Some(server::module_list), "server", "Returns all loaded modules."),
+        row("module|help", 2, LOADING | STALE, NO_KEYS, &["@slow"], Some(server::module_help), "server", "Returns helpful text about the different subcommands."),
+        row("module|load", -3, ADMIN | NOSCRIPT, NO_KEYS, &["@admin", "@slow", "@dangerous"], Some(server::module_load), "server", "Loads a module (refused: sift-server cannot load modules)."),
+        row("module|loadex", -3, ADMIN | NOSCRIPT, NO_KEYS, &["@admin", "@slow", "@dangerous"], Some(server::module_load), "server", "Loads a module with configuration (refused: sift-server cannot load modules)."),
+        row("module|unload", 3, ADMIN | NOSCRIPT, NO_KEYS, &["@admin", "@slow", "@dangerous"], Some(server::module_load), "server", "Unloads a module (refused: the bf module is built in)."),
+    ]),
     row("save", 1, ADMIN | NOSCRIPT | NO_MULTI | ALL_KEYS, NO_KEYS, &["@admin", "@slow", "@dangerous"], Some(server::save), "server", "Synchronously saves the database(s) to disk."),
     row("bgsave", -1, ADMIN | NOSCRIPT | ALL_KEYS, NO_KEYS, &["@admin", "@slow", "@dangerous"], Some(server::bgsave), "server", "Asynchronously saves the database(s) to disk."),
     row("time", 1, LOADING | STALE | FAST, NO_KEYS, &["@fast"], Some(server::time), "server", "Returns the server time."),
