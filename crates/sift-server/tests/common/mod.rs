@@ -111,6 +111,17 @@ impl Proc {
     pub fn start_under(wrapper: &[&str], dir: &std::path::Path, extra: &[&str]) -> Result<Proc, String> {
         let stderr =
             dir.with_extension(format!("stderr-{}", std::time::UNIX_EPOCH.elapsed().unwrap().as_nanos()));
+        Proc::start_logged(wrapper, dir, extra, stderr)
+    }
+
+    /// [`Proc::start_under`] with the server's log in file `stderr` (e.g. off a file system
+    /// under test).
+    pub fn start_logged(
+        wrapper: &[&str],
+        dir: &std::path::Path,
+        extra: &[&str],
+        stderr: std::path::PathBuf,
+    ) -> Result<Proc, String> {
         let mut command = match wrapper.split_first() {
             Some((program, args)) => {
                 let mut c = Command::new(program);
