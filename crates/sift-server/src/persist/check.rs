@@ -1,6 +1,6 @@
 //! The salvage tool, `sift-server --check-dir DIR [--repair] [--aof-load-truncated yes]`:
 //! reports the state of every file of a data directory as recovery sees it (the same reading
-//! code: [`super::aof::read_segment`], [`super::disk::provable_losses`]) and whether the server
+//! code: [`super::aof::read_segment`] and the same rules of provable loss) and whether the server
 //! would start. Without `--repair` nothing is written.
 //!
 //! It lives in `sift-server` rather than the `sift` CLI because the file formats are the
@@ -152,7 +152,7 @@ fn report(dir: &Path, load_truncated: bool, out: &mut dyn Write) -> std::io::Res
                     ))
                 };
                 match decoded {
-                    Ok(n) => writeln!(out, "{name}: ok; {n} keys, {} bytes", data.len())?,
+                    Ok(n) => writeln!(out, "{name}: ok; {}, {} bytes", plural(n, "key"), data.len())?,
                     Err(e) => {
                         writeln!(out, "{name}: DAMAGED: {e}")?;
                         reasons.push(format!("the snapshot {name} is damaged"));
@@ -184,7 +184,7 @@ fn report(dir: &Path, load_truncated: bool, out: &mut dyn Write) -> std::io::Res
             SegState::Read(r) => {
                 let first = seq + 1;
                 seq += r.kept_records;
-                write!(out, "{name}: {}; {} records", describe_header(r), r.kept_records)?;
+                write!(out, "{name}: {}; {}", describe_header(r), plural(r.kept_records, "record"))?;
                 if r.kept_records > 0 {
                     write!(out, " (sequence {first}..{seq})")?;
                 }
@@ -280,6 +280,10 @@ fn report(dir: &Path, load_truncated: bool, out: &mut dyn Write) -> std::io::Res
         verdict_line(out, &reasons.join("; "))?;
     }
     Ok(verdict)
+}
+
+fn plural(n: u64, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
 fn verdict_line(out: &mut dyn Write, why: &str) -> std::io::Result<()> {
