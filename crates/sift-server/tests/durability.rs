@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{boundaries, encode, missing, segments, snapshot_file, temp_dir, Proc};
+use common::{boundaries, child_of, encode, segments, snapshot_file, temp_dir, Proc};
 
 /// A reply, enough of RESP2 for these tests.
 #[derive(Debug, Clone, PartialEq)]
@@ -587,12 +587,6 @@ fn auto_rewrite_under_load_and_kill_during_it() {
     let _ = fs::remove_dir_all(&dir);
 }
 
-/// The pid of the only child of process `pid` (the server a wrapper such as strace started).
-fn child_of(pid: u32) -> Option<u32> {
-    let children = fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
-    children.split_whitespace().next()?.parse().ok()
-}
-
 /// Kills a process by pid when dropped (the server under strace, which killing strace leaves
 /// running).
 struct KillOnDrop(Option<u32>);
@@ -612,23 +606,11 @@ impl Drop for KillOnDrop {
 /// power loss could take back what C was told exists).
 #[test]
 fn a_read_waits_until_the_write_it_sees_is_durable() {
-    if Command::new("strace").arg("-V").output().is_err() {
-        missing("strace (scripts/test.sh installs it)");
+    if !common::has_strace() {
         return;
     }
     let dir = temp_dir("dirty-read");
-    let slow_sync = [
-        "strace",
-        "-f",
-        "-qq",
-        "-o",
-        "/dev/null",
-        "-e",
-        "trace=fdatasync",
-        "-e",
-        "inject=fdatasync:delay_enter=500000",
-    ];
-    let p = Proc::start_under(&slow_sync, &dir, &[]).unwrap();
+    let p = Proc::start_under(&common::SLOW_FDATASYNC, &dir, &[]).unwrap();
     let _server = KillOnDrop(child_of(p.child.id()));
     let mut setup = Client::connect(p.addr);
     assert_eq!(setup.cmd(&["BF.ADD", "k", "warmup"]), Reply::Int(1));

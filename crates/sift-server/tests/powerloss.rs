@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{encode, missing, temp_dir, Proc};
+use common::{child_of, encode, missing, temp_dir, Proc};
 
 /// One mount at a time: the tests of this file run one after the other.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -537,20 +537,13 @@ fn a_torn_append_does_not_block_the_start() {
     }
 }
 
-/// The pid of the only child of process `pid` (the server strace started).
-fn child_of(pid: u32) -> Option<u32> {
-    let children = fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
-    children.split_whitespace().next()?.parse().ok()
-}
-
 /// Connection A's BF.ADD waits for its fdatasync (slowed to 500 ms by strace); connection C
 /// asks whether the item exists. If C is told yes, a power loss must not take the item back
 /// (C's answer waits for A's fdatasync).
 #[test]
 fn what_a_read_saw_survives_power_loss() {
     let Some((_guard, bin)) = setup() else { return };
-    if Command::new("strace").arg("-V").output().is_err() {
-        missing("strace (scripts/test.sh installs it)");
+    if !common::has_strace() {
         return;
     }
     let mut fs_ = LazyFs::new(bin);
@@ -558,18 +551,13 @@ fn what_a_read_saw_survives_power_loss() {
     let dir = fs_.mnt.join("dirty-read");
     let logs = fs_.work.join("logs");
     fs::create_dir_all(&logs).unwrap();
-    let slow = [
-        "strace",
-        "-f",
-        "-qq",
-        "-o",
-        "/dev/null",
-        "-e",
-        "trace=fdatasync",
-        "-e",
-        "inject=fdatasync:delay_enter=500000",
-    ];
-    let p = Proc::start_logged(&slow, &dir, &["--appendfsync", "always"], logs.join("traced.log")).unwrap();
+    let p = Proc::start_logged(
+        &common::SLOW_FDATASYNC,
+        &dir,
+        &["--appendfsync", "always"],
+        logs.join("traced.log"),
+    )
+    .unwrap();
     let server = child_of(p.child.id()).expect("the server under strace");
     assert_eq!(call(p.addr, &["BF.ADD", "k", "warmup"]).unwrap(), ":1");
     let changes = || info(p.addr, "rdb_changes_since_last_save").unwrap();

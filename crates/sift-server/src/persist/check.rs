@@ -228,14 +228,7 @@ fn report(dir: &Path, load_truncated: bool, out: &mut dyn Write) -> std::io::Res
         verdict.segments.push((path, state));
     }
     if !broken {
-        let reads: Vec<(PathBuf, SegmentRead)> = verdict
-            .segments
-            .iter()
-            .filter_map(|(p, s)| match s {
-                SegState::Read(r) => Some((p.clone(), r.clone())),
-                _ => None,
-            })
-            .collect();
+        let reads = readable(&verdict.segments);
         let last_with_records = reads.iter().rposition(|(_, r)| r.holds_records());
         if let Some(i) = reads.iter().position(|(_, r)| r.torn.is_some()) {
             if last_with_records.is_some_and(|l| l > i) {
@@ -282,6 +275,17 @@ fn report(dir: &Path, load_truncated: bool, out: &mut dyn Write) -> std::io::Res
     Ok(verdict)
 }
 
+/// The segments that were read (all of them when none is damaged or missing).
+fn readable(segments: &[(PathBuf, SegState)]) -> Vec<(PathBuf, SegmentRead)> {
+    segments
+        .iter()
+        .filter_map(|(p, s)| match s {
+            SegState::Read(r) => Some((p.clone(), r.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
 fn plural(n: u64, what: &str) -> String {
     format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
@@ -315,14 +319,7 @@ fn repair_dir(dir: &Path, verdict: &Verdict, out: &mut dyn Write) -> std::io::Re
         )?;
         return Ok(false);
     };
-    let reads: Vec<(PathBuf, SegmentRead)> = verdict
-        .segments
-        .iter()
-        .filter_map(|(p, s)| match s {
-            SegState::Read(r) => Some((p.clone(), r.clone())),
-            _ => None,
-        })
-        .collect();
+    let reads = readable(&verdict.segments);
     // The segment where the intact history ends, and what is kept of it.
     let mut keep: Option<(usize, Option<SegmentRead>)> = None;
     for (i, (_, state)) in verdict.segments.iter().enumerate() {

@@ -56,55 +56,48 @@ impl DirLock {
     pub fn acquire(dir: &Path) -> Result<DirLock, LockError> {
         let path = dir.join(LOCK);
         let io = |err| LockError::Io { path: path.clone(), err };
-        let mut file =
+        let file =
             OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
-        // SAFETY: flock only reads the descriptor number, which `file` keeps open for the call.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc != 0 {
-            let err = std::io::Error::last_os_error();
-            if err.kind() == std::io::ErrorKind::WouldBlock {
-                let mut text = String::new();
-                let _ = file.read_to_string(&mut text);
-                return Err(LockError::Held { dir: dir.to_path_buf(), path, pid: text.trim().parse().ok() });
-            }
-            return Err(io(err));
-        }
+        let mut file = lock(dir, file)?;
         file.set_len(0).map_err(io)?;
         file.rewind().map_err(io)?;
         writeln!(file, "{}", std::process::id()).map_err(io)?;
         Ok(DirLock { _file: file })
     }
 
-    /// Who holds the lock of `dir`, if anyone does (its pid, when known), without taking it.
+    /// Who holds the lock of `dir`, if anyone does (its pid, when known), without taking it
+    /// for longer than the call (and without writing to the file).
     pub fn holder(dir: &Path) -> Result<Option<Option<u32>>, LockError> {
-        if !dir.join(LOCK).exists() {
-            return Ok(None);
-        }
-        match DirLock::acquire_quietly(dir) {
+        let path = dir.join(LOCK);
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(err) => return Err(LockError::Io { path, err }),
+        };
+        match lock(dir, file) {
             Ok(_) => Ok(None),
             Err(LockError::Held { pid, .. }) => Ok(Some(pid)),
             Err(e) => Err(e),
         }
     }
+}
 
-    /// Takes the lock without writing the pid (and without creating the file).
-    fn acquire_quietly(dir: &Path) -> Result<File, LockError> {
-        let path = dir.join(LOCK);
-        let io = |err| LockError::Io { path: path.clone(), err };
-        let mut file = OpenOptions::new().read(true).open(&path).map_err(io)?;
-        // SAFETY: as in `acquire`.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc != 0 {
-            let err = std::io::Error::last_os_error();
-            if err.kind() == std::io::ErrorKind::WouldBlock {
-                let mut text = String::new();
-                let _ = file.read_to_string(&mut text);
-                return Err(LockError::Held { dir: dir.to_path_buf(), path, pid: text.trim().parse().ok() });
-            }
-            return Err(io(err));
-        }
-        Ok(file)
+/// Locks `file`, the lock file of `dir`, without waiting; when another holds it, reads the pid
+/// the holder wrote.
+fn lock(dir: &Path, mut file: File) -> Result<File, LockError> {
+    let path = dir.join(LOCK);
+    // SAFETY: flock only reads the descriptor number, which `file` keeps open for the call.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc == 0 {
+        return Ok(file);
     }
+    let err = std::io::Error::last_os_error();
+    if err.kind() != std::io::ErrorKind::WouldBlock {
+        return Err(LockError::Io { path, err });
+    }
+    let mut text = String::new();
+    let _ = file.read_to_string(&mut text);
+    Err(LockError::Held { dir: dir.to_path_buf(), path, pid: text.trim().parse().ok() })
 }
 
 #[cfg(test)]

@@ -256,3 +256,33 @@ pub fn snapshot_file(dir: &std::path::Path) -> Option<std::path::PathBuf> {
         .find(|n| *n != "-")
         .map(|n| dir.join(n.split(' ').next().unwrap()))
 }
+
+/// The pid of the only child of process `pid` (the server a wrapper such as strace started:
+/// killing the wrapper leaves it running).
+pub fn child_of(pid: u32) -> Option<u32> {
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    children.split_whitespace().next()?.parse().ok()
+}
+
+/// A wrapper ([`Proc::start_under`]) that delays every fdatasync of the server by 500 ms
+/// (strace's fault injection): the window in which a record is applied but not yet durable.
+pub const SLOW_FDATASYNC: [&str; 9] = [
+    "strace",
+    "-f",
+    "-qq",
+    "-o",
+    "/dev/null",
+    "-e",
+    "trace=fdatasync",
+    "-e",
+    "inject=fdatasync:delay_enter=500000",
+];
+
+/// Is strace installed? If not, [`missing`] (which fails under CI).
+pub fn has_strace() -> bool {
+    let ok = Command::new("strace").arg("-V").output().is_ok();
+    if !ok {
+        missing("strace (scripts/test.sh installs it)");
+    }
+    ok
+}
