@@ -112,16 +112,18 @@ impl Server {
                     Some(name) => {
                         tracing::info!("{name} received: taking the final snapshot");
                         let s = shared.clone();
-                        match tokio::task::spawn_blocking(move || s.save_and_stop()).await {
-                            Ok(Ok(())) => break false,
-                            Ok(Err(e)) => tracing::error!(
+                        let saved = match tokio::task::spawn_blocking(move || s.save_and_stop()).await {
+                            Ok(result) => result.map_err(|e| e.to_string()),
+                            Err(panicked) => Err(panicked.to_string()),
+                        };
+                        if let Err(e) = saved {
+                            tracing::error!(
                                 "the final snapshot failed, so the server keeps running (send {name} again to exit without it): {e}"
-                            ),
-                            Err(e) => tracing::error!(
-                                "the final snapshot failed, so the server keeps running (send {name} again to exit without it): {e}"
-                            ),
+                            );
+                            save_failed = true;
+                        } else {
+                            break false;
                         }
-                        save_failed = true;
                     }
                 },
             }
