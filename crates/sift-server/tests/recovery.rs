@@ -389,3 +389,31 @@ fn a_failed_final_snapshot_keeps_the_server_up_for_shutdown_and_sigterm_alike() 
     assert_eq!(c.cmd_text(&["GET", "after"]), "$1\r\n2\r\n");
     drop(p);
 }
+
+/// The flags the docs name are in `--help` (`--lua-time-limit` was accepted but hidden).
+#[test]
+fn help_lists_the_flags_the_docs_name() {
+    let out = Command::new(env!("CARGO_BIN_EXE_sift-server")).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in ["--lua-time-limit", "--aof-load-truncated", "--check-dir", "--repair"] {
+        assert!(help.contains(flag), "{flag} missing from --help:\n{help}");
+    }
+}
+
+/// As docs/PERSISTENCE.md shows: a snapshot creates the segment the log continues in first, so
+/// the segment's id is below the snapshot's.
+#[test]
+fn file_names_are_ordered_as_the_docs_show() {
+    let dir = temp_dir("names");
+    let p = Proc::start(&dir, &[]).unwrap();
+    assert_eq!(Raw::connect(p.addr).cmd_text(&["SAVE"]), "+OK\r\n");
+    drop(p);
+    let id = |p: &std::path::Path| -> u64 {
+        let name = p.file_name().unwrap().to_str().unwrap();
+        name.trim_start_matches(|c: char| !c.is_ascii_digit()).split('.').next().unwrap().parse().unwrap()
+    };
+    let (snap, segs) = (snapshot_file(&dir).unwrap(), segments(&dir));
+    assert_eq!(segs.len(), 1);
+    assert_eq!(id(&snap), id(&segs[0]) + 1, "{} and {}", snap.display(), segs[0].display());
+    let _ = fs::remove_dir_all(&dir);
+}
