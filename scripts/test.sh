@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# The whole test suite, from a fresh machine: installs what the tests drive (redis-cli, redis-server
-# and libclang-dev from Debian, redis-py from PyPI) when missing, then runs `cargo test --workspace`.
-# Extra arguments go to cargo test (e.g. `scripts/test.sh -p sift`).
+# The whole test suite, from a fresh machine: installs what the tests drive (redis-cli, redis-server,
+# libclang-dev, strace and LazyFS's build dependencies from Debian, redis-py from PyPI) when
+# missing, then runs `cargo test --workspace`. Extra arguments go to cargo test (e.g.
+# `scripts/test.sh -p sift`).
 #
 # Why the packages: the client tests run redis-cli and redis-py against sift-server; the RDB tests
 # and the sift-redis module tests start a real redis-server; the redis-module crate's bindgen needs
-# libclang to build the module. Without root (or sudo), install them by hand and re-run.
+# libclang to build the module; sift-server's power-loss test (tests/powerloss.rs) builds LazyFS
+# (g++, cmake, make, pkg-config, libfuse3-dev, fuse3, libtoml11-dev, libspdlog-dev: see
+# scripts/build_lazyfs.sh) and mounts it (root, /dev/fuse), and it and the durability tests slow
+# fdatasync with strace. Without root (or sudo), install them by hand and re-run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +17,9 @@ need=()
 command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 dpkg -s libclang-dev >/dev/null 2>&1 || need+=(libclang-dev)
+for p in strace g++ cmake make pkg-config libfuse3-dev fuse3 libtoml11-dev libspdlog-dev; do
+  dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+done
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]} (apt-get)" >&2
   sudo=""

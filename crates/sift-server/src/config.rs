@@ -54,6 +54,8 @@ const PARAMS: &[(&str, Kind)] = &[
     ("databases", Kind::Immutable),
     ("appendonly", Kind::Bool),
     ("appendfsync", Kind::Fsync),
+    // Read at start-up: start even when the end of the log was provably cut off.
+    ("aof-load-truncated", Kind::Bool),
     ("save", Kind::Text),
     ("auto-aof-rewrite-percentage", Kind::Int(0, i64::MAX)),
     ("auto-aof-rewrite-min-size", Kind::Size),
@@ -106,6 +108,7 @@ impl Default for Params {
                     "databases" => "1",
                     "appendonly" => "yes",
                     "appendfsync" => "always",
+                    "aof-load-truncated" => "no",
                     "save" => "3600 1 300 100 60 10000",
                     "auto-aof-rewrite-percentage" => "100",
                     "auto-aof-rewrite-min-size" => "64mb",

@@ -212,6 +212,9 @@ pub struct Shard {
     before_write: Option<std::sync::Arc<dyn BeforeWrite>>,
     /// WATCHed keys of this shard and their watchers (empty when nobody watches here).
     watched: HashMap<Bytes, Vec<Watcher>>,
+    /// The log sequence number of the last record written under this shard's lock: a reply
+    /// computed from this shard waits until it is durable (see `persist`).
+    written_lsn: u64,
 }
 
 impl Shard {
@@ -430,7 +433,14 @@ impl Db {
 
     /// A view holding `guards` (ascending shard indexes), its clock not read yet.
     fn view<'a>(&'a self, guards: Vec<(usize, MutexGuard<'a, Shard>)>) -> Locked<'a> {
-        Locked { db: self, guards, now: Cell::new(0), mutations: 0, changed_in_place: Vec::new() }
+        Locked {
+            db: self,
+            guards,
+            now: Cell::new(0),
+            mutations: 0,
+            changed_in_place: Vec::new(),
+            seen_lsn: 0,
+        }
     }
 
     /// Is any key WATCHed by anyone?
@@ -539,6 +549,9 @@ pub struct Locked<'a> {
     mutations: u64,
     /// Keys handed out by [`Locked::get_mut`]: re-measured on drop.
     changed_in_place: Vec<Bytes>,
+    /// The highest [`Locked::stamp_written`] of the shards visited one at a time
+    /// ([`Locked::for_each_shard`], [`Locked::with_shard`] without holding them).
+    seen_lsn: u64,
 }
 
 impl Drop for Locked<'_> {
@@ -585,6 +598,20 @@ impl Locked<'_> {
         for key in std::mem::take(&mut self.changed_in_place) {
             self.with_accounting(&key, |s| s.recharge(&key));
         }
+    }
+
+    /// Marks every shard this view holds as written up to log sequence number `lsn` (called
+    /// right after the command's records were appended, with the locks still held).
+    pub fn stamp_written(&mut self, lsn: u64) {
+        for (_, g) in self.guards.iter_mut() {
+            g.written_lsn = g.written_lsn.max(lsn);
+        }
+    }
+
+    /// The highest log sequence number written under the locks of the shards this view holds
+    /// or visited: what a reply computed from them depends on.
+    pub fn seen_lsn(&self) -> u64 {
+        self.guards.iter().map(|(_, g)| g.written_lsn).fold(self.seen_lsn, u64::max)
     }
 
     /// Does this view hold every shard?
@@ -773,7 +800,9 @@ impl Locked<'_> {
         } else {
             assert!(self.guards.is_empty(), "for_each_shard with some shards locked could deadlock");
             for (i, shard) in self.db.shards.iter().enumerate() {
-                f(i, &mut shard.lock());
+                let mut s = shard.lock();
+                self.seen_lsn = self.seen_lsn.max(s.written_lsn);
+                f(i, &mut s);
             }
         }
     }
@@ -784,7 +813,9 @@ impl Locked<'_> {
             f(&mut self.guards[pos].1)
         } else {
             assert!(self.guards.is_empty(), "with_shard with other shards locked could deadlock");
-            f(&mut self.db.shards[i].lock())
+            let mut s = self.db.shards[i].lock();
+            self.seen_lsn = self.seen_lsn.max(s.written_lsn);
+            f(&mut s)
         }
     }
 

@@ -1,17 +1,23 @@
 //! The network side: the accept loop, `maxclients`, one task per connection, the periodic
 //! expiry sweep, and graceful shutdown (SHUTDOWN, SIGTERM, ctrl-c).
 //!
+//! Shutdown is one behaviour for `SHUTDOWN` and a stop signal: the final snapshot is taken
+//! while the server still serves; if it fails (a full disk), the cause is logged once and the
+//! server keeps running — `SHUTDOWN` answers an error, as Redis does — and a second signal
+//! exits without the snapshot (status 1), the log still flushed and synced. `SHUTDOWN NOSAVE`
+//! (or `FORCE`) exits without it on purpose (status 0).
+//!
 //! A connection task reads what the socket has, runs every complete request already buffered,
 //! commits persistence once if any of them wrote, then flushes all their replies in one write.
 
 use std::collections::VecDeque;
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::task::JoinSet;
 
 use crate::cmd::{self, After, Session};
@@ -73,15 +79,19 @@ impl Server {
         self.shared.clone()
     }
 
-    /// Serves until SHUTDOWN or until `stop` completes (a signal), then closes every
-    /// connection after its current batch and, for a signal, saves.
-    pub async fn run(self, stop: impl Future<Output = ()>) -> std::io::Result<()> {
+    /// Serves until SHUTDOWN or a stop signal (each item of `signals` is one, named: SIGTERM,
+    /// SIGINT; a closed channel sends none), then closes every connection after its current
+    /// batch. A signal takes the final snapshot first, while the server still serves: when it
+    /// fails the server keeps running (the cause logged once) until the next signal, which
+    /// exits without it and returns an error (see the module documentation).
+    pub async fn run(self, mut signals: UnboundedReceiver<&'static str>) -> std::io::Result<()> {
         let Server { listener, shared, limits } = self;
         let sweeper = tokio::spawn(expiry_sweeper(shared.clone()));
         let mut shutdown = shared.shutdown_signal();
         let mut tasks = JoinSet::new();
-        tokio::pin!(stop);
-        let by_signal = loop {
+        let mut signals_open = true;
+        let mut save_failed = false;
+        let forced = loop {
             tokio::select! {
                 accepted = listener.accept() => match accepted {
                     Ok((stream, addr)) => accept(&shared, &mut tasks, stream, addr, limits).await,
@@ -93,7 +103,29 @@ impl Server {
                 },
                 Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
                 _ = shutdown.changed() => break false,
-                _ = &mut stop => break true,
+                signal = signals.recv(), if signals_open => match signal {
+                    None => signals_open = false,
+                    Some(name) if save_failed => {
+                        tracing::warn!("{name} received again: exiting without the final snapshot");
+                        break true;
+                    }
+                    Some(name) => {
+                        tracing::info!("{name} received: taking the final snapshot");
+                        let s = shared.clone();
+                        let saved = match tokio::task::spawn_blocking(move || s.save_and_stop()).await {
+                            Ok(result) => result.map_err(|e| e.to_string()),
+                            Err(panicked) => Err(panicked.to_string()),
+                        };
+                        if let Err(e) = saved {
+                            tracing::error!(
+                                "the final snapshot failed, so the server keeps running (send {name} again to exit without it): {e}"
+                            );
+                            save_failed = true;
+                        } else {
+                            break false;
+                        }
+                    }
+                },
             }
         };
         drop(listener);
@@ -105,12 +137,13 @@ impl Server {
             tasks.abort_all();
         }
         sweeper.abort();
-        if by_signal {
-            // SHUTDOWN saved before replying; a signal saves here, as redis-server does.
-            shared.persistence.save(&mut shared.db.lock_all()).map_err(std::io::Error::other)?;
-        }
         // Whatever happened above: every recorded write reaches the disk before the exit.
         shared.persistence.shutdown().map_err(std::io::Error::other)?;
+        if forced {
+            return Err(std::io::Error::other(
+                "stopped without the final snapshot, which had failed (the log was flushed and synced)",
+            ));
+        }
         tracing::info!("server stopped");
         Ok(())
     }
@@ -200,13 +233,22 @@ impl Drop for Registered<'_> {
 /// replaced by errors, so no write is acknowledged that may not be durable. A commit that waits
 /// for an fsync only suspends this task (see [`Persistence::commit_async`]): the runtime thread
 /// serves other connections meanwhile, and their writes join the next fsync.
+///
+/// A batch that only read waits too when it read a shard whose last write is not durable yet
+/// ([`Session::wait_lsn`]): its replies may reveal that write.
 async fn commit(shared: &Shared, session: &mut Session, conn: &mut Connection) {
-    if session.needs_commit {
+    let wait = std::mem::take(&mut session.wait_lsn);
+    let result = if session.needs_commit {
         session.needs_commit = false;
-        if let Err(e) = shared.persistence.commit_async().await {
-            tracing::error!("persistence commit failed, the batch's replies become errors: {e}");
-            conn.replace_pending_replies(cmd::err::COMMIT_FAILED);
-        }
+        shared.persistence.commit_async().await
+    } else if wait > 0 {
+        shared.persistence.wait_durable(wait).await
+    } else {
+        return;
+    };
+    if let Err(e) = result {
+        tracing::error!("persistence commit failed, the batch's replies become errors: {e}");
+        conn.replace_pending_replies(cmd::err::COMMIT_FAILED);
     }
 }
 
@@ -385,7 +427,8 @@ mod tests {
         params.set("port", b"0", true).unwrap();
         let server = Server::bind(params, Box::new(Broken::default())).await.unwrap();
         let (addr, shared) = (server.local_addr().unwrap(), server.shared());
-        let task = tokio::spawn(server.run(std::future::pending()));
+        let (_signal, signals) = tokio::sync::mpsc::unbounded_channel();
+        let task = tokio::spawn(server.run(signals));
         let mut s = TcpStream::connect(addr).await.unwrap();
         // A pipelined batch: a write and a read. Neither reply may claim success.
         s.write_all(b"*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n*2\r\n$4\r\nPING\r\n$2\r\nhi\r\n")

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
@@ -98,6 +98,8 @@ pub struct Shared {
     /// The Lua VM and script cache (EVAL, SCRIPT).
     pub scripting: crate::script::Engine,
     shutdown: tokio::sync::watch::Sender<bool>,
+    /// Set with `shutdown`: read by every write command (no lock to take).
+    stopping: AtomicBool,
 }
 
 impl std::fmt::Debug for Shared {
@@ -121,6 +123,7 @@ impl Shared {
             stats: Stats::default(),
             scripting: crate::script::Engine::new(),
             shutdown: tokio::sync::watch::channel(false).0,
+            stopping: AtomicBool::new(false),
         }
     }
 
@@ -129,9 +132,25 @@ impl Shared {
         self.next_client_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Asks the server to shut down (SHUTDOWN, signals).
+    /// Asks the server to shut down (SHUTDOWN, signals). From then on write commands are not
+    /// run: the final snapshot is taken under every shard lock just before this is called
+    /// (still holding them), and a write after it would be acknowledged but missing from it.
     pub fn request_shutdown(&self) {
+        self.stopping.store(true, Ordering::Release);
         self.shutdown.send_replace(true);
+    }
+
+    /// The final snapshot of a stop signal (SIGTERM, SIGINT), under every shard lock, then
+    /// [`Shared::request_shutdown`] before the locks are released. On failure the server keeps
+    /// running, as after a failed `SHUTDOWN`.
+    pub fn save_and_stop(&self) -> Result<(), crate::persist::PersistError> {
+        let mut keys = self.db.lock_all();
+        self.persistence.save(&mut keys)?;
+        let mut dirty = 0;
+        keys.for_each_shard(|_, s| dirty += s.dirty());
+        self.dirty_at_save.store(dirty, Ordering::Relaxed);
+        self.request_shutdown();
+        Ok(())
     }
 
     /// A receiver that changes to `true` when shutdown is requested.
@@ -141,7 +160,7 @@ impl Shared {
 
     /// Has shutdown been requested?
     pub fn is_shutting_down(&self) -> bool {
-        *self.shutdown.borrow()
+        self.stopping.load(Ordering::Acquire)
     }
 
     /// Updates the registry entry of client `id`.

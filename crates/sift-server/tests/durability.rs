@@ -9,13 +9,13 @@ use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::FileExt as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{encode, temp_dir, Proc};
+use common::{boundaries, child_of, encode, segments, snapshot_file, temp_dir, Proc};
 
 /// A reply, enough of RESP2 for these tests.
 #[derive(Debug, Clone, PartialEq)]
@@ -283,17 +283,6 @@ fn write_then_kill(
     *exp = next;
 }
 
-/// The segment files the manifest names, in order.
-fn segments(dir: &Path) -> Vec<PathBuf> {
-    let m = fs::read_to_string(dir.join("MANIFEST")).unwrap();
-    m.lines().filter_map(|l| l.strip_prefix("segment ")).map(|n| dir.join(n)).collect()
-}
-
-fn snapshot_file(dir: &Path) -> Option<PathBuf> {
-    let m = fs::read_to_string(dir.join("MANIFEST")).unwrap();
-    m.lines().filter_map(|l| l.strip_prefix("snapshot ")).find(|n| *n != "-").map(|n| dir.join(n))
-}
-
 fn info_field(c: &mut Client, field: &str) -> String {
     let info = c.cmd(&["INFO", "persistence"]).text();
     let prefix = format!("{field}:");
@@ -327,11 +316,9 @@ fn kill_9_during_pipelined_writes_loses_nothing_acknowledged() {
     let _ = fs::remove_dir_all(&dir);
 }
 
-/// Where the records of a segment end: the log is preallocated with zeros ahead of its
-/// records, and a record never ends with a zero byte in these tests.
+/// Where the records of a segment end (the log is preallocated with zeros ahead of them).
 fn records_end(seg: &Path) -> u64 {
-    let data = fs::read(seg).unwrap();
-    data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1) as u64
+    *boundaries(&fs::read(seg).unwrap()).last().unwrap() as u64
 }
 
 #[test]
@@ -373,15 +360,19 @@ fn torn_tail_is_truncated_and_reported() {
         assert_eq!(c.cmd(&["DBSIZE"]), Reply::Int(200));
         let log = p.log();
         let name = seg.file_name().unwrap().to_str().unwrap();
+        let data = fs::read(&seg).unwrap();
         if tail.is_empty() {
-            assert_eq!(fs::metadata(&seg).unwrap().len(), size, "{case}: nothing cut");
+            assert_eq!(data.len() as u64, size, "{case}: nothing cut");
             assert!(!log.contains("torn last record"), "{case}: {log}");
         } else {
-            assert_eq!(fs::metadata(&seg).unwrap().len(), len, "{case}: the tail is cut");
+            // Cut by overwriting the tail with zeros: the file keeps the size its header claims.
+            let grown = if past_prealloc { size + tail.len() as u64 } else { size };
+            assert_eq!(data.len() as u64, grown, "{case}: the size is kept");
+            assert!(data[len as usize..].iter().all(|&b| b == 0), "{case}: the tail is cut");
             assert!(
                 log.contains("torn last record")
                     && log.contains(name)
-                    && log.contains(&format!("offset {len}")),
+                    && log.contains(&format!("cutting the log at offset {len}")),
                 "{case}: {log}"
             );
         }
@@ -526,6 +517,26 @@ fn save_bgsave_reload_shutdown_keep_everything() {
     let _ = fs::remove_dir_all(&dir);
 }
 
+/// The manifest's snapshot id and segment ids.
+fn manifest_ids(dir: &Path) -> (Option<u64>, Vec<u64>) {
+    let id = |p: &Path| {
+        let name = p.file_name().unwrap().to_str().unwrap();
+        name.trim_start_matches(|c: char| !c.is_ascii_digit())
+            .split('.')
+            .next()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+    (snapshot_file(dir).map(|p| id(&p)), segments(dir).iter().map(|p| id(p)).collect())
+}
+
+/// Kills under load while a log rewrite runs, until three kills have provably landed in the
+/// middle of one: the condition is read from the directory after the kill, not guessed from
+/// timing. A rewrite first stores a manifest that appends its new segment (whose id is then
+/// above the snapshot's), and last one that names its new snapshot (whose id is above that
+/// segment's); a kill in between leaves the first. Each round also waits, before it kills, for
+/// a rewrite to be seen running after one completed in the same process.
 #[test]
 fn auto_rewrite_under_load_and_kill_during_it() {
     let dir = temp_dir("rewrite");
@@ -538,38 +549,99 @@ fn auto_rewrite_under_load_and_kill_during_it() {
         "always",
     ];
     let mut exp = Expect::default();
-    let mut killed_during = 0;
-    for round in 0..6 {
+    let (mut killed_during, mut rounds) = (0, 0);
+    while killed_during < 3 {
+        assert!(rounds < 40, "only {killed_during} of {rounds} kills landed during a rewrite");
+        rounds += 1;
         let p = Proc::start(&dir, &args).unwrap();
-        exp.verify(&mut Client::connect(p.addr), &format!("before round {round}"));
-        let mut during = false;
+        exp.verify(&mut Client::connect(p.addr), &format!("before round {rounds}"));
+        let mut seen_running = false;
         write_then_kill(p, &mut exp, 2, 1000, |p| {
-            // Once a rewrite has completed in this process, kill as soon as the next one is
-            // seen running (or after a while).
             let mut c = Client::connect(p.addr);
+            // A safety net, not the condition: a round whose writers never start a rewrite ends.
             let t = Instant::now();
-            while t.elapsed() < Duration::from_secs(8) {
+            while t.elapsed() < Duration::from_secs(60) {
                 if info_field(&mut c, "aof_rewrites") != "0"
                     && info_field(&mut c, "aof_rewrite_in_progress") == "1"
                 {
-                    std::thread::sleep(Duration::from_micros(500 * round as u64));
-                    during = true;
+                    seen_running = true;
                     return;
                 }
             }
         });
-        killed_during += during as usize;
+        let (snapshot, segs) = manifest_ids(&dir);
+        if seen_running && segs.len() > 1 && snapshot.is_some_and(|s| s < *segs.last().unwrap()) {
+            killed_during += 1;
+        }
     }
     let p = Proc::start(&dir, &args).unwrap();
     let mut c = Client::connect(p.addr);
     exp.verify(&mut c, "after the last round");
-    assert!(killed_during >= 3, "only {killed_during} kills hit a running rewrite");
     assert!(snapshot_file(&dir).is_some(), "no rewrite ever completed");
     assert!(
         info_field(&mut c, "aof_current_size").parse::<u64>().unwrap() < 64 << 20,
         "the log keeps restarting"
     );
-    eprintln!("{} keys, {killed_during} kills during a rewrite", exp.present.len());
+    eprintln!("{} keys, {killed_during} of {rounds} kills during a rewrite", exp.present.len());
+    drop(p);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// Kills a process by pid when dropped (the server under strace, which killing strace leaves
+/// running).
+struct KillOnDrop(Option<u32>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+    }
+}
+
+/// With `appendfsync always`, a reply computed from another connection's write waits until that
+/// write is durable, as the writer's own reply does: connection A's BF.ADD is applied and waits
+/// for its fdatasync (slowed by strace's fault injection), connection C asks BF.EXISTS for the
+/// same item, and C's answer must come after the fdatasync that covers A's record (before, a
+/// power loss could take back what C was told exists).
+#[test]
+fn a_read_waits_until_the_write_it_sees_is_durable() {
+    if !common::has_strace() {
+        return;
+    }
+    let dir = temp_dir("dirty-read");
+    let p = Proc::start_under(&common::SLOW_FDATASYNC, &dir, &[]).unwrap();
+    let _server = KillOnDrop(child_of(p.child.id()));
+    let mut setup = Client::connect(p.addr);
+    assert_eq!(setup.cmd(&["BF.ADD", "k", "warmup"]), Reply::Int(1));
+    let fsyncs = |c: &mut Client| info_field(c, "aof_fsyncs").parse::<u64>().unwrap();
+    let changes = |c: &mut Client| info_field(c, "rdb_changes_since_last_save").parse::<u64>().unwrap();
+    let mut tested = 0;
+    for attempt in 0..5 {
+        let item = format!("X{attempt}");
+        let (fsyncs_before, changes_before) = (fsyncs(&mut setup), changes(&mut setup));
+        let mut a = Client::connect(p.addr);
+        a.stream.write_all(&encode(&["BF.ADD", "k", &item])).unwrap();
+        // A's add is applied (it now waits for its fdatasync, 500 ms late).
+        let t = Instant::now();
+        while changes(&mut setup) == changes_before {
+            assert!(t.elapsed() < Duration::from_secs(30), "A's add never ran");
+        }
+        if fsyncs(&mut setup) != fsyncs_before {
+            // Too slow to catch the window: A's record is already synced; try again.
+            assert_eq!(a.read().unwrap(), Reply::Int(1));
+            continue;
+        }
+        let mut c = Client::connect(p.addr);
+        assert_eq!(c.cmd(&["BF.EXISTS", "k", &item]), Reply::Int(1));
+        assert!(
+            fsyncs(&mut setup) > fsyncs_before,
+            "C was told {item} exists before the fdatasync of its record completed"
+        );
+        assert_eq!(a.read().unwrap(), Reply::Int(1));
+        tested += 1;
+    }
+    assert!(tested >= 3, "only {tested} of 5 attempts caught A waiting for its fdatasync");
     drop(p);
     let _ = fs::remove_dir_all(&dir);
 }

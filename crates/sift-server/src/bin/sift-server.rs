@@ -1,6 +1,9 @@
 //! `sift-server`: flags and config file named as redis-server's, logging to stderr, then the
 //! server. With `--port 0` a free port is chosen; the bound address is printed on stdout as
 //! `sift-server listening on <ip>:<port>` so scripts and tests can find it.
+//!
+//! `sift-server --check-dir DIR [--repair]` is the salvage tool instead: it reports the state of
+//! a data directory's files (see `persist::check`) and exits 0 when the server would start on it.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -35,6 +38,10 @@ struct Args {
     /// `save` rules, shutdown).
     #[arg(long)]
     appendonly: Option<String>,
+    /// Start even when the end of the log was provably cut off (a segment shorter than it was
+    /// on disk), loading what is left: yes, or no (default: refuse, naming what is missing).
+    #[arg(long = "aof-load-truncated", value_parser = ["yes", "no"])]
+    aof_load_truncated: Option<String>,
     /// When the log is fsynced: always (default; once per pipelined batch, before its replies),
     /// everysec, or no (left to the OS). A killed process loses nothing in any mode; a machine
     /// crash can lose the last second (everysec) or more (no).
@@ -57,7 +64,7 @@ struct Args {
     #[arg(long)]
     maxclients: Option<String>,
     /// A Lua script (EVAL) running longer than this many ms is aborted [default: 5000; 0 = never].
-    #[arg(long = "busy-reply-threshold", alias = "lua-time-limit")]
+    #[arg(long = "busy-reply-threshold", visible_alias = "lua-time-limit")]
     busy_reply_threshold: Option<String>,
     /// Memory cap of the Lua VM (bytes, or with k/kb/m/mb/g/gb) [default: 256mb; 0 = none].
     #[arg(long = "lua-maxmemory")]
@@ -86,6 +93,16 @@ struct Args {
     /// Most cuckoo sub-filters.
     #[arg(long = "cf-max-expansions")]
     cf_max_expansions: Option<String>,
+    /// Do not serve: report the state of every file of data directory DIR (snapshot, log
+    /// segments: records, where damage is) and whether the server would start on it; exit 0
+    /// if it would, 1 if not. Writes nothing unless --repair is given.
+    #[arg(long = "check-dir", value_name = "DIR")]
+    check_dir: Option<PathBuf>,
+    /// With --check-dir: keep what can be proven intact (the snapshot and the log up to the
+    /// first damaged or missing record); damaged files are copied to NAME.damaged and later
+    /// segments renamed NAME.dropped first, never deleted. Refused while a server holds DIR.
+    #[arg(long, requires = "check_dir")]
+    repair: bool,
 }
 
 /// Applies a redis.conf-style file: one `name value...` per line, `#` comments.
@@ -119,7 +136,7 @@ fn build_params(args: &Args) -> anyhow::Result<Params> {
     if let Some(path) = &args.config {
         apply_file(&mut params, path)?;
     }
-    let flags: [(&str, Option<String>); 20] = [
+    let flags: [(&str, Option<String>); 21] = [
         ("auto-aof-rewrite-percentage", args.auto_aof_rewrite_percentage.clone()),
         ("auto-aof-rewrite-min-size", args.auto_aof_rewrite_min_size.clone()),
         ("port", args.port.map(|p| p.to_string())),
@@ -127,6 +144,7 @@ fn build_params(args: &Args) -> anyhow::Result<Params> {
         ("dir", args.dir.as_ref().map(|d| d.display().to_string())),
         ("appendonly", args.appendonly.clone()),
         ("appendfsync", args.appendfsync.clone()),
+        ("aof-load-truncated", args.aof_load_truncated.clone()),
         ("requirepass", args.requirepass.clone()),
         ("maxmemory", args.maxmemory.clone()),
         ("maxclients", args.maxclients.clone()),
@@ -150,37 +168,42 @@ fn build_params(args: &Args) -> anyhow::Result<Params> {
 }
 
 /// Installs the SIGINT and SIGTERM handlers now (before the server says it is listening, so a
-/// signal sent right after that line is handled, not fatal) and returns the future that
-/// completes on either.
-fn stop_signal() -> impl std::future::Future<Output = ()> {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let handlers =
-            signal(SignalKind::interrupt()).and_then(|i| Ok((i, signal(SignalKind::terminate())?)));
-        async move {
-            match handlers {
-                Ok((mut int, mut term)) => tokio::select! {
-                    _ = int.recv() => tracing::info!("SIGINT received"),
-                    _ = term.recv() => tracing::info!("SIGTERM received"),
-                },
-                Err(e) => {
-                    tracing::warn!("cannot listen for SIGINT / SIGTERM: {e}");
-                    std::future::pending::<()>().await
+/// signal sent right after that line is handled, not fatal) and returns the channel that
+/// names each one received.
+fn stop_signals() -> tokio::sync::mpsc::UnboundedReceiver<&'static str> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    match signal(SignalKind::interrupt()).and_then(|i| Ok((i, signal(SignalKind::terminate())?))) {
+        Ok((mut int, mut term)) => {
+            tokio::spawn(async move {
+                loop {
+                    let name = tokio::select! {
+                        _ = int.recv() => "SIGINT",
+                        _ = term.recv() => "SIGTERM",
+                    };
+                    if tx.send(name).is_err() {
+                        break;
+                    }
                 }
-            }
+            });
         }
+        Err(e) => tracing::warn!("cannot listen for SIGINT / SIGTERM: {e}"),
     }
-    #[cfg(not(unix))]
-    {
-        async {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
+    rx
 }
 
-fn run() -> anyhow::Result<()> {
-    let args = Args::parse();
+/// `--check-dir`: the report on stdout; Ok(true) when the server would start.
+fn check_dir(args: &Args, dir: &std::path::Path) -> anyhow::Result<bool> {
+    let params = build_params(args)?;
+    let load_truncated = params.get("aof-load-truncated") == Some("yes");
+    let mut out = std::io::stdout().lock();
+    let starts = sift_server::persist::check::check_dir(dir, args.repair, load_truncated, &mut out)
+        .with_context(|| format!("checking {}", dir.display()))?;
+    out.flush()?;
+    Ok(starts)
+}
+
+fn run(args: Args) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -206,7 +229,7 @@ fn run() -> anyhow::Result<()> {
             "persistence"
         );
         let server = Server::bind(params, Box::new(Disk::new(opts))).await.context("starting the server")?;
-        let stop = stop_signal();
+        let stop = stop_signals();
         let addr = server.local_addr()?;
         tracing::info!("listening on {addr}");
         let mut out = std::io::stdout().lock();
@@ -220,7 +243,18 @@ fn run() -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
-    match run() {
+    let args = Args::parse();
+    if let Some(dir) = args.check_dir.clone() {
+        return match check_dir(&args, &dir) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::FAILURE,
+            Err(e) => {
+                eprintln!("sift-server: {e:#}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("sift-server: {e:#}");

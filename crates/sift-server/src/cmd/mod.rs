@@ -80,6 +80,9 @@ pub struct Session {
     pub after: After,
     /// A write was recorded for persistence since the last flush: commit before replying.
     pub needs_commit: bool,
+    /// The replies since the last flush were computed from state up to this log sequence
+    /// number (another connection's write, perhaps not durable yet): they wait until it is.
+    pub wait_lsn: u64,
     /// The commands come from the log being replayed at start-up (Redis's "must obey" AOF
     /// client): they were accepted once, so limits that depend on the moment (`maxmemory`) do
     /// not refuse them again.
@@ -106,6 +109,7 @@ impl Session {
             multi: None,
             after: After::Continue,
             needs_commit: false,
+            wait_lsn: 0,
             replaying: false,
             watching: Vec::new(),
             watch_dirty: Arc::new(AtomicBool::new(false)),
@@ -327,6 +331,12 @@ pub(crate) fn run_locked(
     argv: &[Bytes],
     keys: &mut Locked<'_>,
 ) -> Frame {
+    if (spec.flags & table::WRITE != 0 || is_script(spec))
+        && session.tx_log.is_none()
+        && server.is_shutting_down()
+    {
+        return stopped(session);
+    }
     let before = keys.mutations();
     let handler = spec.handler.expect("resolve returns only rows with a handler");
     let mut ctx = Ctx { session, server, keys, propagate: None };
@@ -345,9 +355,25 @@ pub(crate) fn run_locked(
             Some(cmds) => cmds.iter().for_each(|c| log(server, session, c)),
             None => log(server, session, argv),
         }
+        if session.tx_log.is_none() {
+            keys.stamp_written(server.persistence.appended_lsn());
+        }
         session.needs_commit = true;
     }
+    // INFO reports counters (keys, changes), not data: a monitoring poll never waits for
+    // another connection's fsync.
+    if spec.name != "info" {
+        session.wait_lsn = session.wait_lsn.max(keys.seen_lsn());
+    }
     reply
+}
+
+/// A write that comes after the final snapshot of a shutdown is not run: the connection closes
+/// without a reply, as if the server had already exited (Redis exits right after that
+/// snapshot), so nothing acknowledged is missing from it.
+fn stopped(session: &mut Session) -> Frame {
+    session.after = After::CloseSilently;
+    Frame::Null
 }
 
 /// Hands one write's record to persistence, or to the transaction being collected
@@ -416,12 +442,17 @@ fn exec(server: &Shared, session: &mut Session) -> Frame {
         if failed {
             return Frame::NullArray;
         }
+        if server.is_shutting_down() && multi.queued.iter().any(|(s, _)| s.flags & table::WRITE != 0) {
+            return stopped(session);
+        }
         session.tx_log = Some(Vec::new());
         let mut replies = Vec::with_capacity(multi.queued.len());
         for (spec, argv) in &multi.queued {
             replies.push(run_locked(server, session, spec, argv, keys));
         }
         log_transaction(server, session.tx_log.take().unwrap_or_default());
+        keys.stamp_written(server.persistence.appended_lsn());
+        session.wait_lsn = session.wait_lsn.max(keys.seen_lsn());
         Frame::Array(replies)
     })
 }

@@ -146,7 +146,10 @@ fn run(ctx: &mut Ctx<'_, '_>, argv: &[Bytes], by_sha: bool, read_only: bool) -> 
     let records = session.tx_log.take().unwrap_or_default();
     match ctx.session.tx_log.as_mut() {
         Some(outer) => outer.extend(records),
-        None => super::log_transaction(server, records),
+        None => {
+            super::log_transaction(server, records);
+            ctx.keys.stamp_written(server.persistence.appended_lsn());
+        }
     }
     match reply {
         Ok(r) => r,

@@ -781,6 +781,7 @@ pub fn debug(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
         // end, they would land in that new segment and be replayed over the snapshot again.
         if let Some(records) = ctx.session.tx_log.as_mut() {
             super::log_transaction(ctx.server, std::mem::take(records));
+            ctx.keys.stamp_written(ctx.server.persistence.appended_lsn());
         }
         return match ctx.server.persistence.reload(ctx.keys) {
             Ok(()) => {

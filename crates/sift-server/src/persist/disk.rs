@@ -5,7 +5,23 @@
 //!
 //! `MANIFEST` names one snapshot (optional) and the log segments to replay after it, in order.
 //! Recovery = load that snapshot, replay those segments. Files not named by the manifest are
-//! leftovers of an interrupted operation and are deleted at start-up.
+//! leftovers of an interrupted operation and are deleted at start-up (each is logged). The
+//! directory is locked (`LOCK`, see [`super::lock`]) for as long as the store is open.
+//!
+//! # Recovery: what is cut, what is refused
+//!
+//! A torn tail (an append that never completed, hence never acknowledged: see [`super::aof`])
+//! is cut at start-up with a warning: the bytes after the kept records are overwritten with
+//! zeros (the file keeps its preallocated size). A provable loss — a segment shorter than its
+//! header's size claim, or a closed segment without its segment-end record while a later one
+//! holds records — stops the start with an error naming the file and what is missing, unless
+//! the loss is at the end of the log and `aof-load-truncated yes` accepts it (the claim is then
+//! lowered to the file's size, so the next start does not complain again). Corruption that may
+//! hide an acknowledged record stops the start too. Every refusal names the salvage tool,
+//! `sift-server --check-dir` ([`super::check`]). At start-up, a closed segment that lacks its
+//! segment-end record (a crash right after the log moved to a new segment) gets it, and a last
+//! segment of another format or fsync policy is closed and a new one started, so the rules above
+//! hold for everything appended from then on.
 //!
 //! # Writes and group commit
 //!
@@ -19,12 +35,19 @@
 //! thread for its LSN and awaits a notification, so a runtime thread never blocks in `fdatasync`
 //! and every connection waiting meanwhile is covered by the sync thread's next single
 //! write + fdatasync (the group); after it, the sync thread wakes only the connections that
-//! sync covered. With `always` the segment is also preallocated with zeros ahead of its records
-//! (`Inner::preallocate_locked`; a zero tail is the end of the log for recovery, see
-//! [`super::aof`]). `everysec` writes at commit (a killed process loses nothing) and a
-//! background thread fsyncs once a second; `no` leaves the fsync to the OS. A failed write or fsync is sticky: the
+//! sync covered. Segments are preallocated with zeros ahead of their records, and the header
+//! records the size reached (`Inner::preallocate_locked`; a zero tail is the end of the log for
+//! recovery, see [`super::aof`]). With `always` each write of records ends with a group-end
+//! record. `everysec` writes at commit (a killed process loses nothing) and a background thread
+//! fsyncs once a second; `no` leaves the fsync to the OS (but for the preallocated zeros and a
+//! segment's last write, synced once). A failed write or fsync is sticky: the
 //! failing batch gets error replies, and every later write command is refused (MISCONF) until a
 //! restart, because what the file holds after a failed fsync is unknown.
+//!
+//! A reply must not reveal a write that is not durable yet: every shard remembers the LSN of
+//! the last record written under its lock, a command that reads a shard raises its
+//! connection's wait to that LSN, and the connection's replies wait for it
+//! ([`Persistence::wait_durable`]), as a writer's wait for its own records.
 //!
 //! # Snapshots and log rewrite
 //!
@@ -63,7 +86,8 @@ use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 use sift::compat::redisbloom::LoadLimits;
 
-use super::aof::{self, ScanEnd, SEGMENT_HEADER_LEN};
+use super::aof::{self, SegmentRead, SEGMENT_HEADER_LEN};
+use super::lock::DirLock;
 use super::manifest::{self, sync_dir, Manifest, MANIFEST};
 use super::snapshot;
 use super::{CommitFuture, PersistError, Persistence};
@@ -91,6 +115,8 @@ pub struct DiskOptions {
     pub appendonly: bool,
     /// Its fsync policy.
     pub fsync: Fsync,
+    /// Start even when the end of the log was provably cut off (`aof-load-truncated yes`).
+    pub load_truncated: bool,
 }
 
 impl DiskOptions {
@@ -105,11 +131,12 @@ impl DiskOptions {
             dir: PathBuf::from(params.get("dir").unwrap_or("./sift-data")),
             appendonly: params.get("appendonly") != Some("no"),
             fsync,
+            load_truncated: params.get("aof-load-truncated") == Some("yes"),
         }
     }
 }
 
-/// An open log segment.
+/// An open log segment (always of the current format: see `Disk::load`).
 #[derive(Debug)]
 struct SegFile {
     id: u64,
@@ -119,11 +146,33 @@ struct SegFile {
     /// Bytes in the file (`>= len`): zeros were written ahead of the records up to here, see
     /// [`Inner::preallocate_locked`]. Changed only under `io`.
     alloc: AtomicU64,
+    /// Every write of records ends with a group-end record (`appendfsync always`).
+    marked: bool,
+    /// Command records written to the file (the segment-end record counts them).
+    records: AtomicU64,
+    /// The last size claim written to the header: (sequence, size). Changed only under `io`.
+    claim: Mutex<(u32, u64)>,
 }
 
 impl SegFile {
-    fn new(id: u64, file: File, len: u64, alloc: u64) -> Arc<SegFile> {
-        Arc::new(SegFile { id, file, len: AtomicU64::new(len), alloc: AtomicU64::new(alloc.max(len)) })
+    fn new(
+        id: u64,
+        file: File,
+        len: u64,
+        alloc: u64,
+        marked: bool,
+        records: u64,
+        claim: (u32, u64),
+    ) -> Arc<SegFile> {
+        Arc::new(SegFile {
+            id,
+            file,
+            len: AtomicU64::new(len),
+            alloc: AtomicU64::new(alloc.max(len)),
+            marked,
+            records: AtomicU64::new(records),
+            claim: Mutex::new(claim),
+        })
     }
 }
 
@@ -140,6 +189,14 @@ const PREALLOC_LOW: u64 = PREALLOC_CHUNK / 2;
 struct PendingSeg {
     seg: Arc<SegFile>,
     bytes: Vec<u8>,
+    /// Command records in `bytes`.
+    records: u64,
+}
+
+impl PendingSeg {
+    fn new(seg: Arc<SegFile>) -> PendingSeg {
+        PendingSeg { seg, bytes: Vec::new(), records: 0 }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -194,6 +251,10 @@ struct Inner {
     io: Mutex<()>,
     /// Every record up to this LSN is written (and, with `always`, synced).
     durable_lsn: AtomicU64,
+    /// `Pending::last_lsn`, readable without the buffer's lock (see `Disk::appended_lsn`).
+    appended_lsn: AtomicU64,
+    /// The data directory's lock, held from `open` on.
+    dir_lock: Mutex<Option<DirLock>>,
     failed: AtomicBool,
     failure: Mutex<Option<String>>,
     state: Mutex<State>,
@@ -244,6 +305,8 @@ impl Disk {
                 pending: Mutex::new(Pending::default()),
                 io: Mutex::new(()),
                 durable_lsn: AtomicU64::new(0),
+                appended_lsn: AtomicU64::new(0),
+                dir_lock: Mutex::new(None),
                 failed: AtomicBool::new(false),
                 failure: Mutex::new(None),
                 state: Mutex::new(State::default()),
@@ -268,6 +331,14 @@ impl Disk {
             }),
         }
     }
+}
+
+/// What a refusal to start says about the salvage tool.
+pub fn salvage_hint(dir: &Path) -> String {
+    format!(
+        "`sift-server --check-dir {0}` shows the state of every file; `sift-server --check-dir {0} --repair` keeps what can be proven intact",
+        dir.display()
+    )
 }
 
 fn corrupt(path: &Path, what: impl std::fmt::Display) -> PersistError {
@@ -343,30 +414,40 @@ impl Inner {
         PersistError::Io(std::io::Error::other(what))
     }
 
-    /// Moves every buffered record to its file; fsyncs sealed segments (unless `no`) and, with
-    /// `sync`, the current one. Caller holds `io`.
+    /// Moves every buffered record to its file; closes (segment-end record) and fsyncs the
+    /// segments the log left, and with `sync` fsyncs the current one. Caller holds `io`.
     fn flush_locked(&self, sync: bool) -> Result<(), PersistError> {
         let (taken, upto) = {
             let mut p = self.pending.lock();
             let Some(current) = p.segs.last().map(|s| s.seg.clone()) else { return Ok(()) };
-            let fresh = vec![PendingSeg { seg: current, bytes: Vec::new() }];
-            (std::mem::replace(&mut p.segs, fresh), p.last_lsn)
+            (std::mem::replace(&mut p.segs, vec![PendingSeg::new(current)]), p.last_lsn)
         };
         let n = taken.len();
-        for (i, ps) in taken.into_iter().enumerate() {
+        for (i, mut ps) in taken.into_iter().enumerate() {
             let name = manifest::segment_name(ps.seg.id);
+            let sealed = i + 1 < n;
+            let at = ps.seg.len.load(Ordering::Relaxed);
+            let records = ps.seg.records.load(Ordering::Relaxed) + ps.records;
+            // The marks that let recovery prove where the log ends (see `aof`).
+            if sealed {
+                aof::encode_segment_end(at, records, &mut ps.bytes);
+            } else if ps.seg.marked && !ps.bytes.is_empty() {
+                aof::encode_group_end(at, &mut ps.bytes);
+            }
             if !ps.bytes.is_empty() {
-                let at = ps.seg.len.load(Ordering::Relaxed);
                 ps.seg
                     .file
                     .write_all_at(&ps.bytes, at)
                     .map_err(|e| self.fail(format!("writing {name}: {e}")))?;
                 ps.seg.len.store(at + ps.bytes.len() as u64, Ordering::Relaxed);
                 ps.seg.alloc.fetch_max(at + ps.bytes.len() as u64, Ordering::Relaxed);
+                ps.seg.records.store(records, Ordering::Relaxed);
                 self.aof_size.fetch_add(ps.bytes.len() as u64, Ordering::Relaxed);
             }
-            let sealed = i + 1 < n;
-            if (sealed && self.opts.fsync != Fsync::No) || (!sealed && sync) {
+            // A segment the log left is synced in every mode before anything is written to the
+            // next one: recovery counts on its segment-end record being on disk whenever a later
+            // segment holds records.
+            if sealed || sync {
                 let t0 = Instant::now();
                 ps.seg.file.sync_data().map_err(|e| self.fail(format!("fsync of {name}: {e}")))?;
                 self.fsyncs.fetch_add(1, Ordering::Relaxed);
@@ -382,9 +463,11 @@ impl Inner {
 
     /// Writes zeros ahead of the current segment's records when less than [`PREALLOC_LOW`] of
     /// them is left, and syncs them, so the fdatasyncs of the records that follow overwrite
-    /// allocated, already sized space. Caller holds `io` (the records are written only under
-    /// it, so the zeros never land on a record). A failure only turns preallocation off: the
-    /// records are then appended, as without it.
+    /// allocated, already sized space; then claims the new size in the header (the next
+    /// fdatasync makes the claim durable: a claim never names bytes that are not on disk).
+    /// Caller holds `io` (the records are written only under it, so the zeros never land on a
+    /// record). A failure only turns preallocation off: the records are then appended, as
+    /// without it.
     fn preallocate_locked(&self) {
         if self.prealloc_off.load(Ordering::Relaxed) || self.failed.load(Ordering::Acquire) {
             return;
@@ -396,14 +479,19 @@ impl Inner {
         }
         static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
         let target = (len + PREALLOC_CHUNK).next_multiple_of(PREALLOC_CHUNK);
-        let result = (|| {
+        let result = (|| -> std::io::Result<()> {
             let mut at = alloc;
             while at < target {
                 let n = (target - at).min(ZEROS.len() as u64) as usize;
                 seg.file.write_all_at(&ZEROS[..n], at)?;
                 at += n as u64;
             }
-            seg.file.sync_data()
+            seg.file.sync_data()?;
+            let mut claim = seg.claim.lock();
+            let (at, slot) = aof::size_claim(seg.id, claim.0 + 1, target);
+            seg.file.write_all_at(&slot, at as u64)?;
+            *claim = (claim.0 + 1, target);
+            Ok(())
         })();
         match result {
             Ok(()) => seg.alloc.store(target, Ordering::Relaxed),
@@ -490,10 +578,9 @@ impl Inner {
         }
     }
 
-    /// Waits until every record buffered before the call is durable (`always` with the sync
-    /// thread running).
-    async fn commit_wait(&self) -> Result<(), PersistError> {
-        let target = self.pending.lock().last_lsn;
+    /// Waits until every record up to LSN `target` is durable (`always` with the sync thread
+    /// running).
+    async fn wait_for(&self, target: u64) -> Result<(), PersistError> {
         if self.durable_lsn.load(Ordering::Acquire) < target && !self.failed.load(Ordering::Acquire) {
             let mut wanted = self.sync_wanted.lock();
             if *wanted < target {
@@ -526,34 +613,52 @@ impl Inner {
         self.commit(true)
     }
 
-    /// Creates the next segment and stores a manifest that appends it. Holds `st`.
+    /// Creates the next segment, preallocated and synced, and stores a manifest that appends
+    /// it. Holds `st`.
     fn prepare_segment(&self, st: &mut State) -> Result<Arc<SegFile>, PersistError> {
         let id = st.next_id;
         st.next_id += 1;
         let path = self.path(&manifest::segment_name(id));
-        let mut file =
+        let file =
             OpenOptions::new().create_new(true).write(true).open(&path).map_err(|e| io_at(&path, e))?;
-        file.write_all(&aof::segment_header(id))
-            .and_then(|()| file.sync_all())
-            .map_err(|e| io_at(&path, e))?;
+        let marked = self.opts.fsync == Fsync::Always;
+        let size = PREALLOC_CHUNK;
+        let created = (|| {
+            let mut head = aof::segment_header(id, marked, size).to_vec();
+            head.resize(size as usize, 0);
+            file.write_all_at(&head, 0)?;
+            file.sync_all()?;
+            // The file's name is durable before a manifest names it.
+            sync_dir(&self.opts.dir)
+        })();
+        if let Err(e) = created {
+            let _ = fs::remove_file(&path);
+            return Err(io_at(&path, e));
+        }
         let mut m = st.manifest.clone();
         m.segments.push(id);
         m.store(&self.opts.dir).map_err(|e| io_at(&self.path(MANIFEST), e))?;
         st.manifest = m;
-        let len = SEGMENT_HEADER_LEN as u64;
-        Ok(SegFile::new(id, file, len, len))
+        Ok(SegFile::new(id, file, SEGMENT_HEADER_LEN as u64, size, marked, 0, (1, size)))
     }
 
     /// Deletes the snapshot and segment files the manifest does not name. Holds the state lock.
-    fn cleanup(&self, m: &Manifest) {
+    /// At start-up they are leftovers of an interrupted snapshot or rewrite, each logged;
+    /// otherwise the files a snapshot just replaced.
+    fn cleanup(&self, m: &Manifest, startup: bool) {
         let Ok(dir) = fs::read_dir(&self.opts.dir) else { return };
         for entry in dir.flatten() {
             let name = entry.file_name();
             let Some((is_snap, id)) = name.to_str().and_then(manifest::parse_name) else { continue };
             let named = if is_snap { m.snapshot == Some(id) } else { m.segments.contains(&id) };
             if !named {
-                if let Err(e) = fs::remove_file(entry.path()) {
-                    tracing::warn!("cannot remove {}: {e}", entry.path().display());
+                match fs::remove_file(entry.path()) {
+                    Err(e) => tracing::warn!("cannot remove {}: {e}", entry.path().display()),
+                    Ok(()) if startup => tracing::warn!(
+                        "removed {}: not named by the MANIFEST (left by an interrupted snapshot or log rewrite)",
+                        entry.path().display()
+                    ),
+                    Ok(()) => tracing::debug!("removed {} (replaced by the new snapshot)", entry.path().display()),
                 }
             }
         }
@@ -577,7 +682,7 @@ impl Inner {
         self.cancel_job(&mut st, keys);
         let seg = if self.opts.appendonly { Some(self.prepare_segment(&mut st)?) } else { None };
         if let Some(seg) = &seg {
-            self.pending.lock().segs.push(PendingSeg { seg: seg.clone(), bytes: Vec::new() });
+            self.pending.lock().segs.push(PendingSeg::new(seg.clone()));
         }
         let snap_id = st.next_id;
         st.next_id += 1;
@@ -595,10 +700,14 @@ impl Inner {
         })
         .map_err(|e| io_at(&path, e))?
         .expect("a synchronous save is never interrupted");
-        let m = Manifest { snapshot: Some(snap_id), segments: seg.iter().map(|s| s.id).collect() };
+        let m = Manifest {
+            snapshot: Some(snap_id),
+            snapshot_size: Some(size),
+            segments: seg.iter().map(|s| s.id).collect(),
+        };
         m.store(&self.opts.dir).map_err(|e| io_at(&self.path(MANIFEST), e))?;
         st.manifest = m.clone();
-        self.cleanup(&m);
+        self.cleanup(&m, false);
         self.saved(size, seg.as_deref());
         Ok(())
     }
@@ -649,7 +758,7 @@ impl Inner {
         });
         st.next_id += 1;
         if let Some(seg) = seg {
-            self.pending.lock().segs.push(PendingSeg { seg, bytes: Vec::new() });
+            self.pending.lock().segs.push(PendingSeg::new(seg));
         }
         let hook: Arc<dyn BeforeWrite> = job.clone();
         keys.for_each_shard(|_, s| s.set_before_write(Some(hook.clone())));
@@ -712,14 +821,14 @@ impl Inner {
             Some(id) => st.manifest.segments.iter().copied().skip_while(|&s| s != id).collect(),
             None => Vec::new(),
         };
-        let m = Manifest { snapshot: Some(job.snap_id), segments };
+        let m = Manifest { snapshot: Some(job.snap_id), snapshot_size: Some(size), segments };
         if let Err(e) = m.store(&self.opts.dir) {
             tracing::error!("background snapshot: storing the manifest failed: {e}");
             self.last_bgsave_ok.store(false, Ordering::Relaxed);
             return;
         }
         st.manifest = m.clone();
-        self.cleanup(&m);
+        self.cleanup(&m, false);
         let seg = self.pending.lock().segs.last().map(|p| p.seg.clone());
         self.saved(size, seg.as_deref());
         self.last_bgsave_ok.store(true, Ordering::Relaxed);
@@ -773,6 +882,12 @@ impl Inner {
                     }
                 }
             }
+            // With `always` the sync thread preallocates, right after each group.
+            if self.opts.appendonly && self.opts.fsync != Fsync::Always && self.opened.load(Ordering::Acquire)
+            {
+                let _io = self.io.lock();
+                self.preallocate_locked();
+            }
             let Some(shared) = self.shared() else { continue };
             let (requested, running) = {
                 let st = self.state.lock();
@@ -792,16 +907,24 @@ impl Inner {
         }
     }
 
-    /// Reads the manifest (or starts a fresh directory) and removes leftovers.
+    /// Locks the directory, reads the manifest (or starts a fresh directory) and removes
+    /// leftovers.
     fn open(&self) -> Result<Manifest, PersistError> {
         let dir = &self.opts.dir;
         fs::create_dir_all(dir).map_err(|e| io_at(dir, e))?;
+        *self.dir_lock.lock() = Some(DirLock::acquire(dir)?);
         let mpath = self.path(MANIFEST);
         let mut found_data = Vec::new();
         for entry in fs::read_dir(dir).map_err(|e| io_at(dir, e))?.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             if name.ends_with(".tmp") {
-                let _ = fs::remove_file(entry.path());
+                match fs::remove_file(entry.path()) {
+                    Ok(()) => tracing::warn!(
+                        "removed {}: a temporary file of an interrupted snapshot or manifest update",
+                        entry.path().display()
+                    ),
+                    Err(e) => tracing::warn!("cannot remove {}: {e}", entry.path().display()),
+                }
             } else if manifest::parse_name(&name).is_some() {
                 found_data.push(name);
             }
@@ -809,6 +932,7 @@ impl Inner {
         let m = if mpath.exists() {
             Manifest::decode(&read_file(&mpath)?).map_err(|e| corrupt(&mpath, e))?
         } else if !found_data.is_empty() {
+            found_data.sort();
             return Err(corrupt(
                 &mpath,
                 format!(
@@ -829,25 +953,35 @@ impl Inner {
                 return Err(corrupt(&self.path(&name), "named by the MANIFEST but missing"));
             }
         }
-        self.cleanup(&m);
+        self.cleanup(&m, true);
         Ok(m)
     }
 
-    /// Loads the manifest's snapshot and replays its segments into `keys`. At start-up
-    /// (`startup`), a torn tail of the last segment with records is cut off. Returns the
-    /// number of keys loaded and where the records of the last segment end (new records go
-    /// there; preallocated zeros may follow).
+    /// Loads the manifest's snapshot and replays its segments into `keys`, then checks where
+    /// the log provably lost records (see the module documentation). At start-up (`startup`)
+    /// it also cuts torn tails and closes segments the log left without their segment-end
+    /// record. Returns the number of keys loaded and what the last segment holds.
     fn load_into(
         &self,
         m: &Manifest,
         keys: &mut Locked<'_>,
         startup: bool,
-    ) -> Result<(usize, u64), PersistError> {
+    ) -> Result<(usize, Option<SegmentRead>), PersistError> {
         let now = keys.now_ms();
         let mut loaded = 0usize;
         if let Some(id) = m.snapshot {
             let path = self.path(&manifest::snapshot_name(id));
             let data = read_file(&path)?;
+            if let Some(size) = m.snapshot_size.filter(|&s| s != data.len() as u64) {
+                let what = if (data.len() as u64) < size { "cut short" } else { "changed" };
+                return Err(corrupt(
+                    &path,
+                    format!(
+                        "the file is {} bytes, but it had {size} when it was written: it was {what}",
+                        data.len()
+                    ),
+                ));
+            }
             self.base_size.store(data.len() as u64, Ordering::Relaxed);
             snapshot::decode(&data, &LoadLimits::default(), |k, e| {
                 if e.expires_at().is_none_or(|t| t > now) {
@@ -859,28 +993,18 @@ impl Inner {
             .map_err(|e| corrupt(&path, e))?;
         }
         let shared = self.shared();
-        let mut aof_size = 0;
-        let mut torn: Option<(PathBuf, u64, &'static str)> = None;
-        let mut last_end = 0;
+        let mut reads: Vec<(PathBuf, SegmentRead)> = Vec::new();
         for &id in &m.segments {
             let path = self.path(&manifest::segment_name(id));
             let data = Bytes::from(read_file(&path)?);
-            match aof::check_segment_header(&data) {
-                Ok(got) if got == id => {}
-                Ok(got) => return Err(corrupt(&path, format!("header names segment {got}"))),
-                Err(e) => return Err(corrupt(&path, e)),
-            }
-            let mut records = 0u64;
-            if let Some((tpath, offset, _)) = &torn {
+            if let Some((tpath, tread)) = reads.iter().find(|(_, r)| r.torn.is_some()) {
                 // Only the last segment that holds records may end torn.
-                if data.len() > SEGMENT_HEADER_LEN {
-                    return Err(corrupt(
-                        tpath,
-                        format!("damaged record at offset {offset}, and later segments hold records"),
-                    ));
+                if aof::read_segment(&data, id, |_| {}).is_ok_and(|r| r.holds_records()) {
+                    let torn = tread.torn.as_deref().unwrap_or_default();
+                    return Err(corrupt(tpath, format!("{torn}, and later segments hold records")));
                 }
             }
-            let mut apply = |argv: &[Bytes]| match &shared {
+            let apply = |argv: &[Bytes]| match &shared {
                 Some(shared) => {
                     if let Err(e) = crate::cmd::replay(shared, keys, argv) {
                         tracing::warn!("{}: replaying a record failed: {e}", path.display());
@@ -888,84 +1012,134 @@ impl Inner {
                 }
                 None => tracing::error!("{}: no server state attached, record not replayed", path.display()),
             };
-            // An open transaction frame: where its MULTI record starts, and its records so far
-            // (applied when its EXEC record comes, see `aof`).
-            let mut frame: Option<(u64, Vec<Vec<Bytes>>)> = None;
-            let mut bad_frame: Option<(u64, &'static str)> = None;
-            let end = aof::scan(&data, |off, argv| {
-                records += 1;
-                if bad_frame.is_some() {
-                    return;
-                }
-                if aof::is_frame(&argv, aof::FRAME_BEGIN) {
-                    if frame.is_some() {
-                        bad_frame = Some((off, "transaction opened inside a transaction"));
-                    }
-                    frame = Some((off, Vec::new()));
-                } else if aof::is_frame(&argv, aof::FRAME_END) {
-                    match frame.take() {
-                        Some((_, cmds)) => cmds.iter().for_each(|c| apply(c)),
-                        None => bad_frame = Some((off, "transaction end without its start")),
-                    }
-                } else if let Some((_, cmds)) = frame.as_mut() {
-                    cmds.push(argv);
+            let read = aof::read_segment(&data, id, apply)
+                .map_err(|e| corrupt(&path, format!("{e}; not loading")))?;
+            tracing::debug!(records = read.records, "replayed {}", path.display());
+            reads.push((path, read));
+        }
+        let losses = provable_losses(&reads);
+        let at_end = losses.iter().all(|l| l.at_end);
+        if !losses.is_empty() {
+            let what: Vec<String> = losses.iter().map(|l| l.message.clone()).collect();
+            if !(at_end && self.opts.load_truncated) {
+                let accept = if at_end {
+                    "; to start with what is left, accept the loss with `--aof-load-truncated yes` \
+                     (`aof-load-truncated yes` in the config file)"
                 } else {
-                    apply(&argv);
-                }
-            });
-            if let Some((offset, reason)) = bad_frame {
-                return Err(corrupt(&path, format!("record at offset {offset}: {reason}; not loading")));
+                    ""
+                };
+                return Err(PersistError::Corrupt(format!("{}; not loading{accept}", what.join("; and "))));
             }
-            let mut records_end = data.len() as u64;
-            match end {
-                ScanEnd::Clean => {}
-                ScanEnd::ZeroTail { valid_end } => records_end = valid_end,
-                ScanEnd::Torn { valid_end, reason } => {
-                    records_end = valid_end;
-                    torn = Some((path.clone(), valid_end, reason));
-                }
-                ScanEnd::Corrupt { offset, reason } => {
-                    return Err(corrupt(
-                        &path,
-                        format!("corrupted record at offset {offset} ({reason}); not loading"),
-                    ));
-                }
-            }
-            if let Some((start, cmds)) = frame {
-                // The segment ends inside a transaction: its EXEC record never reached the disk,
-                // so the transaction was never acknowledged. None of it is applied, and the log
-                // is cut back to its start (at start-up) so new records do not extend it.
-                tracing::warn!(
-                    "{}: a transaction of {} records at offset {start} has no EXEC record (a crash while it was written); dropping it",
-                    path.display(),
-                    cmds.len()
-                );
-                records_end = start;
-                torn = Some((path.clone(), start, "transaction without its EXEC record"));
-            }
-            aof_size += records_end;
-            last_end = records_end;
-            tracing::debug!(records, "replayed {}", path.display());
-        }
-        if let Some((path, offset, reason)) = torn {
-            if startup {
-                tracing::warn!(
-                    "{}: torn last record at offset {offset} ({reason}), left by a crash during an append; truncating the log there",
-                    path.display()
-                );
-                let f = OpenOptions::new().write(true).open(&path).map_err(|e| io_at(&path, e))?;
-                f.set_len(offset).and_then(|()| f.sync_all()).map_err(|e| io_at(&path, e))?;
+            for w in &what {
+                tracing::warn!("{w}; loading what is left (aof-load-truncated yes)");
             }
         }
-        self.aof_size.store(aof_size, Ordering::Relaxed);
+        if startup {
+            let last = reads.len().saturating_sub(1);
+            for (i, (path, read)) in reads.iter_mut().enumerate() {
+                if let Some(torn) = &read.torn {
+                    tracing::warn!(
+                        "{}: {torn}, left by a crash during an append that was never acknowledged; cutting the log at offset {} ({} bytes cleared)",
+                        path.display(),
+                        read.records_end,
+                        read.data_end - read.records_end
+                    );
+                }
+                let close = i < last && read.header.version >= 2 && !read.sealed;
+                let reclaim = read.missing().is_some();
+                if read.torn.is_some() || close || reclaim {
+                    fix_segment(path, read, close, reclaim).map_err(|e| io_at(path, e))?;
+                }
+                if close {
+                    tracing::info!(
+                        "{}: closed with its segment-end record (the log had moved to the next segment before a crash)",
+                        path.display()
+                    );
+                }
+            }
+        }
+        self.aof_size.store(reads.iter().map(|(_, r)| r.records_end).sum(), Ordering::Relaxed);
         // The keys the snapshot gave, plus those the log created, minus those it deleted: count
         // the keyspace itself (the snapshot's count alone said `keys=0` after a log-only start).
         if !m.segments.is_empty() {
             loaded = 0;
             keys.for_each_shard(|_, s| loaded += s.iter(now).count());
         }
-        Ok((loaded, last_end))
+        Ok((loaded, reads.pop().map(|(_, r)| r)))
     }
+}
+
+/// A provable loss of log records (see [`provable_losses`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Loss {
+    /// Index of the segment in the manifest.
+    pub index: usize,
+    /// No later segment holds records: the loss is at the end of the log.
+    pub at_end: bool,
+    /// What is missing, naming the file.
+    pub message: String,
+}
+
+/// Where the segments read (in manifest order) provably lost records: a file shorter than its
+/// header's size claim, a closed segment without its segment-end record while a later one holds
+/// records.
+pub(crate) fn provable_losses(reads: &[(PathBuf, SegmentRead)]) -> Vec<Loss> {
+    let last_with_records = reads.iter().rposition(|(_, r)| r.holds_records());
+    let mut out = Vec::new();
+    for (i, (path, r)) in reads.iter().enumerate() {
+        let at_end = last_with_records.is_none_or(|l| l <= i);
+        let name = path.display();
+        let message = if let Some(missing) = r.missing() {
+            format!(
+                "{name}: the file is {} bytes, but {} bytes of it had reached the disk: it was cut, and the records of its last {missing} bytes, if any, are lost",
+                r.size,
+                r.size + missing
+            )
+        } else if i + 1 < reads.len() && r.header.version >= 2 && !r.sealed && !at_end {
+            let next = reads[i + 1..].iter().find(|(_, n)| n.holds_records()).map(|(p, _)| p.display());
+            format!(
+                "{name}: its segment-end record is missing, though {} after it holds records: its end was cut off after offset {} (the records there are lost)",
+                next.map(|n| n.to_string()).unwrap_or_default(),
+                r.records_end
+            )
+        } else {
+            continue;
+        };
+        out.push(Loss { index: i, at_end, message });
+    }
+    out
+}
+
+/// Makes segment `path` (as `read` found it) what recovery keeps: overwrites what follows its
+/// kept records with zeros (a torn tail, a transaction without its `EXEC`), with `close` writes
+/// its segment-end record there, with `reclaim` lowers its size claim to the file's size (a
+/// loss accepted), then syncs.
+pub(crate) fn fix_segment(
+    path: &Path,
+    read: &SegmentRead,
+    close: bool,
+    reclaim: bool,
+) -> std::io::Result<()> {
+    let f = OpenOptions::new().write(true).open(path)?;
+    let mut at = read.records_end;
+    static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+    while at < read.data_end {
+        let n = (read.data_end - at).min(ZEROS.len() as u64) as usize;
+        f.write_all_at(&ZEROS[..n], at)?;
+        at += n as u64;
+    }
+    if close {
+        let mut mark = Vec::new();
+        aof::encode_segment_end(read.records_end, read.kept_records, &mut mark);
+        f.write_all_at(&mark, read.records_end)?;
+    }
+    if reclaim {
+        let size = f.metadata()?.len();
+        let seq = read.header.claim.map_or(1, |(seq, _)| seq + 1);
+        let (at, slot) = aof::size_claim(read.header.id, seq, size);
+        f.write_all_at(&slot, at as u64)?;
+    }
+    f.sync_all()
 }
 
 impl Persistence for Disk {
@@ -998,21 +1172,56 @@ impl Persistence for Disk {
                 return inner.load_into(&m, keys, false).map(|(n, _)| n);
             }
             let m = inner.open()?;
-            let (loaded, last_end) = inner.load_into(&m, keys, true)?;
+            let (loaded, last) = inner.load_into(&m, keys, true).map_err(|e| match e {
+                PersistError::Corrupt(what) => {
+                    PersistError::Corrupt(format!("{what}. {}", salvage_hint(&inner.opts.dir)))
+                }
+                other => other,
+            })?;
             let mut st = inner.state.lock();
             st.next_id = m.max_id() + 1;
             st.manifest = m.clone();
             if inner.opts.appendonly {
-                let seg = match m.segments.last() {
-                    Some(&id) => {
+                let marked = inner.opts.fsync == Fsync::Always;
+                let seg = match (m.segments.last(), &last) {
+                    // The last segment is appended to when it has the format and marks this
+                    // process writes (the rules of recovery depend on both).
+                    (Some(&id), Some(read))
+                        if read.header.version == aof::SEGMENT_VERSION
+                            && read.header.group_marks == marked
+                            && !read.sealed =>
+                    {
                         let path = inner.path(&manifest::segment_name(id));
-                        let file = OpenOptions::new().write(true).open(&path).map_err(|e| io_at(&path, e))?;
-                        let size = file.metadata().map_err(|e| io_at(&path, e))?.len();
-                        SegFile::new(id, file, last_end, size)
+                        let file = OpenOptions::new()
+                            .read(true)
+                            .write(true)
+                            .open(&path)
+                            .map_err(|e| io_at(&path, e))?;
+                        // The claim as the start-up left it (lowered if a loss was accepted).
+                        let mut head = [0u8; SEGMENT_HEADER_LEN];
+                        let size = std::io::Read::read_exact(&mut &file, &mut head)
+                            .and_then(|()| file.metadata())
+                            .map_err(|e| io_at(&path, e))?
+                            .len();
+                        let claim =
+                            aof::parse_segment_header(&head).ok().and_then(|h| h.claim).unwrap_or((1, 0));
+                        SegFile::new(id, file, read.records_end, size, marked, read.kept_records, claim)
                     }
-                    None => inner.prepare_segment(&mut st)?,
+                    (last_id, last) => {
+                        if let (Some(&id), Some(read)) = (last_id, last) {
+                            if read.header.version >= 2 && !read.sealed {
+                                let path = inner.path(&manifest::segment_name(id));
+                                fix_segment(&path, read, true, false).map_err(|e| io_at(&path, e))?;
+                            }
+                            tracing::info!(
+                                "{}: closed (written with another format version or fsync policy); the log continues in a new segment",
+                                manifest::segment_name(id)
+                            );
+                        }
+                        inner.prepare_segment(&mut st)?
+                    }
                 };
-                inner.pending.lock().segs = vec![PendingSeg { seg, bytes: Vec::new() }];
+                inner.pending.lock().segs = vec![PendingSeg::new(seg)];
             }
             drop(st);
             inner.opened.store(true, Ordering::Release);
@@ -1043,7 +1252,9 @@ impl Persistence for Disk {
         let mut p = self.inner.pending.lock();
         if let Some(last) = p.segs.last_mut() {
             aof::encode_record(argv, &mut last.bytes);
+            last.records += 1;
             p.last_lsn += 1;
+            self.inner.appended_lsn.store(p.last_lsn, Ordering::Release);
         }
     }
 
@@ -1056,8 +1267,28 @@ impl Persistence for Disk {
         let mut p = self.inner.pending.lock();
         if let Some(last) = p.segs.last_mut() {
             aof::encode_transaction(cmds, &mut last.bytes);
+            last.records += cmds.len() as u64 + 2;
             p.last_lsn += cmds.len() as u64 + 2;
+            self.inner.appended_lsn.store(p.last_lsn, Ordering::Release);
         }
+    }
+
+    fn appended_lsn(&self) -> u64 {
+        self.inner.appended_lsn.load(Ordering::Acquire)
+    }
+
+    /// `always`: waits for the sync thread (without blocking the task's thread) until `lsn` is
+    /// synced. `everysec` / `no`: writes the buffer if `lsn` is not written yet (their promise
+    /// is the process's: a killed process loses nothing that was seen).
+    fn wait_durable(&self, lsn: u64) -> CommitFuture<'_> {
+        let inner = &self.inner;
+        if !inner.opts.appendonly || inner.durable_lsn.load(Ordering::Acquire) >= lsn {
+            return Box::pin(std::future::ready(Ok(())));
+        }
+        if inner.opts.fsync == Fsync::Always && inner.syncer.lock().is_some() {
+            return Box::pin(inner.wait_for(lsn));
+        }
+        Box::pin(std::future::ready(inner.commit(false)))
     }
 
     fn commit(&self) -> Result<(), PersistError> {
@@ -1076,7 +1307,8 @@ impl Persistence for Disk {
             return Box::pin(std::future::ready(Ok(())));
         }
         if inner.opts.fsync == Fsync::Always && inner.syncer.lock().is_some() {
-            return Box::pin(inner.commit_wait());
+            let target = inner.pending.lock().last_lsn;
+            return Box::pin(inner.wait_for(target));
         }
         Box::pin(std::future::ready(inner.commit(false)))
     }
@@ -1180,7 +1412,12 @@ mod tests {
             return;
         }
         let d = dir("full");
-        let disk = Disk::new(DiskOptions { dir: d.clone(), appendonly: true, fsync: Fsync::Always });
+        let disk = Disk::new(DiskOptions {
+            dir: d.clone(),
+            appendonly: true,
+            fsync: Fsync::Always,
+            load_truncated: false,
+        });
         let db = Db::new();
         assert_eq!(disk.load(&mut db.lock_all()).unwrap(), 0);
         disk.record(&argv(&["SET", "a", "1"]));
@@ -1188,7 +1425,7 @@ mod tests {
         assert!(disk.write_error().is_none());
         // The disk "fills up": writes to the current segment now fail with ENOSPC.
         let full = OpenOptions::new().write(true).open("/dev/full").unwrap();
-        disk.inner.pending.lock().segs[0].seg = SegFile::new(99, full, 0, 0);
+        disk.inner.pending.lock().segs[0].seg = SegFile::new(99, full, 0, 0, true, 0, (1, 0));
         disk.record(&argv(&["SET", "b", "2"]));
         let e = disk.commit().unwrap_err();
         assert!(e.to_string().contains("log-000000000099.aof"), "{e}");
@@ -1202,7 +1439,12 @@ mod tests {
     #[test]
     fn group_commit_writes_every_record() {
         let d = dir("group");
-        let disk = Disk::new(DiskOptions { dir: d.clone(), appendonly: true, fsync: Fsync::Always });
+        let disk = Disk::new(DiskOptions {
+            dir: d.clone(),
+            appendonly: true,
+            fsync: Fsync::Always,
+            load_truncated: false,
+        });
         let db = Db::new();
         disk.load(&mut db.lock_all()).unwrap();
         for i in 0..10 {
@@ -1214,11 +1456,14 @@ mod tests {
         disk.commit().unwrap();
         let data = Bytes::from(fs::read(d.join(manifest::segment_name(1))).unwrap());
         let mut n = 0;
-        let end = aof::scan(&data, |_, a| {
+        let read = aof::read_segment(&data, 1, |a| {
             assert_eq!(a[1], format!("k{n}").as_bytes());
             n += 1;
-        });
-        assert_eq!((end, n), (ScanEnd::Clean, 10));
+        })
+        .unwrap();
+        assert_eq!((read.torn, read.kept_records, n), (None, 10, 10));
+        // One write: ten records and the group-end record, in preallocated space.
+        assert_eq!(read.size, PREALLOC_CHUNK);
         disk.shutdown().unwrap();
         let _ = fs::remove_dir_all(&d);
     }

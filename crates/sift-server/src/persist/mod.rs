@@ -26,6 +26,12 @@
 //! * [`Persistence::commit_async`] is what the server actually calls: the same guarantee, but a
 //!   store that must wait for an fsync lets the connection task yield meanwhile instead of
 //!   blocking a runtime thread (the default runs [`Persistence::commit`] in place).
+//! * A reply must not reveal a write that is not durable yet (another connection's write still
+//!   waiting for its fsync): after recording, the dispatcher stamps the shards it holds with
+//!   [`Persistence::appended_lsn`], every command raises its connection's wait to the stamps of
+//!   the shards it read, and the connection awaits [`Persistence::wait_durable`] of that LSN
+//!   before sending the batch's replies (a batch that wrote awaits `commit_async`, which covers
+//!   it).
 //! * When [`Persistence::commit`] fails, the connection replaces every reply of the batch by
 //!   an error: a write whose record may not be durable is never acknowledged. While
 //!   [`Persistence::write_error`] is `Some`, write commands are refused before they run.
@@ -35,7 +41,9 @@
 //! byte layout is in `docs/PERSISTENCE.md`), and [`MemoryOnly`], which keeps nothing.
 
 pub mod aof;
+pub mod check;
 pub mod disk;
+pub mod lock;
 pub mod manifest;
 pub mod snapshot;
 
@@ -57,6 +65,9 @@ pub enum PersistError {
     /// Stored data is unreadable or inconsistent.
     #[error("{0}")]
     Corrupt(String),
+    /// Another process uses the data directory.
+    #[error(transparent)]
+    InUse(#[from] lock::LockError),
 }
 
 /// The future [`Persistence::commit_async`] returns.
@@ -103,6 +114,16 @@ pub trait Persistence: Send + Sync + 'static {
     /// the call is durable according to the fsync policy. The default commits in place.
     fn commit_async(&self) -> CommitFuture<'_> {
         Box::pin(std::future::ready(self.commit()))
+    }
+    /// The LSN of the last record appended (0 for a store without a log). Read under the
+    /// shard locks of the command that recorded, right after recording.
+    fn appended_lsn(&self) -> u64 {
+        0
+    }
+    /// Resolves once every record up to `lsn` is durable according to the fsync policy (for a
+    /// reply that depends on another connection's write). The default has nothing to wait for.
+    fn wait_durable(&self, _lsn: u64) -> CommitFuture<'_> {
+        Box::pin(std::future::ready(Ok(())))
     }
     /// Writes a snapshot of the keyspace durably (`keys` holds every shard).
     fn save(&self, keys: &mut Locked<'_>) -> Result<(), PersistError>;

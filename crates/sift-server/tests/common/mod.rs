@@ -103,9 +103,34 @@ impl Proc {
     /// Starts the server on `dir` with `extra` flags; `Err(status and stderr)` if it exits
     /// instead of listening.
     pub fn start(dir: &std::path::Path, extra: &[&str]) -> Result<Proc, String> {
+        Proc::start_under(&[], dir, extra)
+    }
+
+    /// [`Proc::start`] under a wrapper program (`wrapper` is its command line, the server's
+    /// follows it), e.g. strace: the child process is then the wrapper.
+    pub fn start_under(wrapper: &[&str], dir: &std::path::Path, extra: &[&str]) -> Result<Proc, String> {
         let stderr =
             dir.with_extension(format!("stderr-{}", std::time::UNIX_EPOCH.elapsed().unwrap().as_nanos()));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sift-server"))
+        Proc::start_logged(wrapper, dir, extra, stderr)
+    }
+
+    /// [`Proc::start_under`] with the server's log in file `stderr` (e.g. off a file system
+    /// under test).
+    pub fn start_logged(
+        wrapper: &[&str],
+        dir: &std::path::Path,
+        extra: &[&str],
+        stderr: std::path::PathBuf,
+    ) -> Result<Proc, String> {
+        let mut command = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(env!("CARGO_BIN_EXE_sift-server"));
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_sift-server")),
+        };
+        let mut child = command
             .args(["--port", "0", "--dir"])
             .arg(dir)
             .args(extra)
@@ -141,4 +166,123 @@ impl Proc {
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
+
+    /// Sends signal `sig` (a `kill` name: TERM, INT) to the process.
+    pub fn signal(&self, sig: &str) {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill").args([&format!("-{sig}"), &pid]).status().unwrap().success());
+    }
+
+    /// Waits until the log contains `text` `times` times (or panics after a minute: the
+    /// condition never came).
+    pub fn wait_log(&self, text: &str, times: usize) -> String {
+        let t = std::time::Instant::now();
+        loop {
+            let log = self.log();
+            if log.matches(text).count() >= times {
+                return log;
+            }
+            assert!(
+                t.elapsed() < std::time::Duration::from_secs(60),
+                "never logged {text:?} x{times}: {log}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+}
+
+/// Runs `sift-server --check-dir dir` with `extra` flags: its exit code and report (stdout,
+/// then stderr).
+pub fn check_dir(dir: &std::path::Path, extra: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sift-server"))
+        .arg("--check-dir")
+        .arg(dir)
+        .args(extra)
+        .output()
+        .expect("run sift-server --check-dir");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.code(), text)
+}
+
+/// Is this a CI run (`CI=true`), where a test whose external requirement is missing must fail
+/// rather than skip?
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// A test's requirement is missing: fails under CI, else prints a NOTICE (which `.ci/run`
+/// would also reject) and lets the caller skip.
+pub fn missing(what: &str) {
+    assert!(!in_ci(), "{what}: required under CI=true");
+    eprintln!("NOTICE: skipped: {what}");
+}
+
+/// Where the records of a log segment start (after its header: 24 bytes in version 1, 64 in 2).
+pub fn records_start(data: &[u8]) -> usize {
+    match u16::from_le_bytes([data[8], data[9]]) {
+        1 => 24,
+        _ => 64,
+    }
+}
+
+/// The offsets where records end in log segment `data` (every record boundary after the
+/// header, the header's end first), up to the zeros that follow them.
+pub fn boundaries(data: &[u8]) -> Vec<usize> {
+    let mut off = records_start(data);
+    let mut out = vec![off];
+    while off + 12 <= data.len() {
+        let n = u32::from_le_bytes(data[off..off + 4].try_into().unwrap());
+        let check = u32::from_le_bytes(data[off + 4..off + 8].try_into().unwrap());
+        if check != !n || off + 12 + n as usize > data.len() {
+            break;
+        }
+        off += 12 + n as usize;
+        out.push(off);
+    }
+    out
+}
+
+/// The segment files the data directory's MANIFEST names, in order.
+pub fn segments(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let m = std::fs::read_to_string(dir.join("MANIFEST")).unwrap();
+    m.lines().filter_map(|l| l.strip_prefix("segment ")).map(|n| dir.join(n)).collect()
+}
+
+/// The snapshot file the MANIFEST names, if any.
+pub fn snapshot_file(dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    let m = std::fs::read_to_string(dir.join("MANIFEST")).unwrap();
+    m.lines()
+        .filter_map(|l| l.strip_prefix("snapshot "))
+        .find(|n| *n != "-")
+        .map(|n| dir.join(n.split(' ').next().unwrap()))
+}
+
+/// The pid of the only child of process `pid` (the server a wrapper such as strace started:
+/// killing the wrapper leaves it running).
+pub fn child_of(pid: u32) -> Option<u32> {
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    children.split_whitespace().next()?.parse().ok()
+}
+
+/// A wrapper ([`Proc::start_under`]) that delays every fdatasync of the server by 500 ms
+/// (strace's fault injection): the window in which a record is applied but not yet durable.
+pub const SLOW_FDATASYNC: [&str; 9] = [
+    "strace",
+    "-f",
+    "-qq",
+    "-o",
+    "/dev/null",
+    "-e",
+    "trace=fdatasync",
+    "-e",
+    "inject=fdatasync:delay_enter=500000",
+];
+
+/// Is strace installed? If not, [`missing`] (which fails under CI).
+pub fn has_strace() -> bool {
+    let ok = Command::new("strace").arg("-V").output().is_ok();
+    if !ok {
+        missing("strace (scripts/test.sh installs it)");
+    }
+    ok
 }

@@ -1,0 +1,419 @@
+//! Damaged and contested data directories against the real binary: the directory lock, a log
+//! cut at a record boundary (live and closed segments), a truncated snapshot, a torn last group,
+//! the salvage tool (`--check-dir`, `--repair`), leftovers logged at start-up, and the shutdown
+//! that must not exit when its final snapshot fails.
+
+mod common;
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{boundaries, check_dir, missing, records_start, segments, snapshot_file, temp_dir, Proc, Raw};
+
+/// Does the segment's record at `off` hold the command `SET key ...`? (A record payload:
+/// argc, then each argument as length and bytes.)
+fn sets_key(data: &[u8], off: usize) -> Option<String> {
+    let p = &data[off + 12..];
+    let argc = u32::from_le_bytes(p[0..4].try_into().unwrap());
+    let len0 = u32::from_le_bytes(p[4..8].try_into().unwrap()) as usize;
+    if argc < 3 || &p[8..8 + len0] != b"SET" {
+        return None;
+    }
+    let at = 8 + len0;
+    let len1 = u32::from_le_bytes(p[at..at + 4].try_into().unwrap()) as usize;
+    Some(String::from_utf8_lossy(&p[at + 4..at + 4 + len1]).into_owned())
+}
+
+fn set_batch(c: &mut Raw, keys: std::ops::Range<usize>) {
+    let mut out = Vec::new();
+    let n = keys.len();
+    for i in keys {
+        out.extend_from_slice(&common::encode(&["SET", &format!("k{i}"), &format!("v{i}")]));
+    }
+    c.send(&out);
+    for _ in 0..n {
+        assert_eq!(c.reply(), b"+OK\r\n");
+    }
+}
+
+fn dbsize(c: &mut Raw) -> i64 {
+    let r = c.cmd_text(&["DBSIZE"]);
+    r.trim().trim_start_matches(':').parse().unwrap_or_else(|_| panic!("DBSIZE: {r}"))
+}
+
+#[test]
+fn a_second_server_on_a_directory_in_use_refuses_and_a_killed_holder_leaves_no_lock() {
+    let dir = temp_dir("lock");
+    let first = Proc::start(&dir, &[]).unwrap();
+    assert_eq!(Raw::connect(first.addr).cmd_text(&["SET", "a", "1"]), "+OK\r\n");
+    let err = Proc::start(&dir, &[]).err().expect("a second server on the same directory must not start");
+    let pid = first.child.id();
+    assert!(err.contains(&dir.display().to_string()) && err.contains(&format!("pid {pid}")), "{err}");
+    assert!(err.contains("in use"), "{err}");
+    // The salvage tool reports the holder and refuses to repair under it.
+    let (code, report) = check_dir(&dir, &[]);
+    assert!(report.contains(&format!("in use by pid {pid}")) && code == Some(0), "{report}");
+    let (code, report) = check_dir(&dir, &["--repair"]);
+    assert!(code == Some(1) && report.contains("not repairing"), "{report}");
+    // kill -9: the kernel drops the lock with the process.
+    first.kill9();
+    let again = Proc::start(&dir, &[]).unwrap_or_else(|e| panic!("a stale lock after kill -9: {e}"));
+    assert_eq!(Raw::connect(again.addr).cmd_text(&["GET", "a"]), "$1\r\n1\r\n");
+    drop(again);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// `truncate -s <record boundary>` of the live segment (at the end of its records, in the
+/// middle, down to its header) is refused, naming the file; `--aof-load-truncated yes` starts
+/// with what is left, and the next start is clean.
+#[test]
+fn a_live_segment_cut_at_a_record_boundary_is_refused() {
+    let dir = temp_dir("cut-live");
+    let p = Proc::start(&dir, &[]).unwrap();
+    let mut c = Raw::connect(p.addr);
+    set_batch(&mut c, 0..100);
+    set_batch(&mut c, 100..200);
+    p.kill9();
+    let seg = segments(&dir).pop().unwrap();
+    let name = seg.file_name().unwrap().to_str().unwrap().to_string();
+    let data = fs::read(&seg).unwrap();
+    let bounds = boundaries(&data);
+    assert!(bounds.len() > 200, "{} boundaries", bounds.len());
+    let keys_before =
+        |cut: usize| bounds.iter().filter(|&&b| b < cut).filter(|&&b| sets_key(&data, b).is_some()).count();
+    for (case, cut) in [
+        ("at the end of the records", *bounds.last().unwrap()),
+        ("in the middle", bounds[bounds.len() / 2]),
+        ("down to the header", records_start(&data)),
+    ] {
+        let copy = temp_dir("cut-live-copy");
+        for f in fs::read_dir(&dir).unwrap().flatten() {
+            fs::copy(f.path(), copy.join(f.file_name())).unwrap();
+        }
+        let target = copy.join(&name);
+        fs::OpenOptions::new().write(true).open(&target).unwrap().set_len(cut as u64).unwrap();
+        let err = Proc::start(&copy, &[]).err().unwrap_or_else(|| panic!("{case}: started on a cut log"));
+        assert!(
+            err.contains(&name) && err.contains("cut") && err.contains("aof-load-truncated"),
+            "{case}: {err}"
+        );
+        assert!(err.contains("--check-dir"), "{case}: the refusal names the salvage tool: {err}");
+        let (code, report) = check_dir(&copy, &[]);
+        assert!(code == Some(1) && report.contains("LOSS") && report.contains(&name), "{case}: {report}");
+        // Accepted on purpose: what is left loads, with a warning, and the next start is clean.
+        let p =
+            Proc::start(&copy, &["--aof-load-truncated", "yes"]).unwrap_or_else(|e| panic!("{case}: {e}"));
+        assert!(p.log().contains("aof-load-truncated yes"), "{case}: {}", p.log());
+        let mut c = Raw::connect(p.addr);
+        assert_eq!(dbsize(&mut c), keys_before(cut) as i64, "{case}");
+        assert_eq!(c.cmd_text(&["SET", "after", "1"]), "+OK\r\n");
+        p.kill9();
+        let p = Proc::start(&copy, &[]).unwrap_or_else(|e| panic!("{case}: after accepting: {e}"));
+        assert_eq!(dbsize(&mut Raw::connect(p.addr)), keys_before(cut) as i64 + 1, "{case}");
+        drop(p);
+        let _ = fs::remove_dir_all(&copy);
+    }
+    // The untouched directory still starts with everything.
+    let p = Proc::start(&dir, &[]).unwrap();
+    assert_eq!(dbsize(&mut Raw::connect(p.addr)), 200);
+    drop(p);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A closed segment (the log moved on: here because the fsync policy changed) cut before its
+/// segment-end record, while the next segment holds records: refused even with
+/// `aof-load-truncated yes` (records are missing in the middle of the history); `--repair`
+/// keeps the intact prefix and sets the rest aside.
+#[test]
+fn a_closed_segment_cut_short_is_refused_and_repair_keeps_the_prefix() {
+    let dir = temp_dir("cut-closed");
+    let p = Proc::start(&dir, &["--appendfsync", "everysec"]).unwrap();
+    set_batch(&mut Raw::connect(p.addr), 0..100);
+    p.kill9();
+    let p = Proc::start(&dir, &[]).unwrap();
+    assert!(p.log().contains("continues in a new segment"), "{}", p.log());
+    set_batch(&mut Raw::connect(p.addr), 100..200);
+    p.kill9();
+    let segs = segments(&dir);
+    assert_eq!(segs.len(), 2, "the log moved to a new segment");
+    let first = &segs[0];
+    let name = first.file_name().unwrap().to_str().unwrap().to_string();
+    let data = fs::read(first).unwrap();
+    let bounds = boundaries(&data);
+    // Cut 10 records and the segment-end record off the end.
+    let cut = bounds[bounds.len() - 12];
+    fs::OpenOptions::new().write(true).open(first).unwrap().set_len(cut as u64).unwrap();
+    for extra in [&[][..], &["--aof-load-truncated", "yes"][..]] {
+        let err = Proc::start(&dir, extra).err().expect("must refuse");
+        assert!(err.contains(&name) && err.contains("--check-dir"), "{err}");
+    }
+    let before: Vec<u8> = fs::read(first).unwrap();
+    let (code, report) = check_dir(&dir, &[]);
+    assert!(code == Some(1) && report.contains("LOSS") && report.contains("middle"), "{report}");
+    assert_eq!(fs::read(first).unwrap(), before, "--check-dir without --repair writes nothing");
+    let (code, report) = check_dir(&dir, &["--repair"]);
+    assert_eq!(code, Some(0), "{report}");
+    assert!(report.contains(".dropped") && report.contains("the server starts"), "{report}");
+    let second = segs[1].file_name().unwrap().to_str().unwrap();
+    assert!(dir.join(format!("{second}.dropped")).exists(), "set aside, not deleted");
+    let p = Proc::start(&dir, &[]).unwrap();
+    let mut c = Raw::connect(p.addr);
+    assert_eq!(dbsize(&mut c), 90, "the intact prefix: the first 90 keys");
+    assert_eq!(c.cmd_text(&["GET", "k89"]), "$3\r\nv89\r\n");
+    drop(p);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_truncated_snapshot_is_refused_and_not_repaired() {
+    let dir = temp_dir("cut-snapshot");
+    let p = Proc::start(&dir, &[]).unwrap();
+    let mut c = Raw::connect(p.addr);
+    set_batch(&mut c, 0..500);
+    assert_eq!(c.cmd_text(&["SAVE"]), "+OK\r\n");
+    p.kill9();
+    let snap = snapshot_file(&dir).expect("a snapshot");
+    let name = snap.file_name().unwrap().to_str().unwrap().to_string();
+    let len = fs::metadata(&snap).unwrap().len();
+    for cut in [len - 1, len / 2, 10] {
+        fs::OpenOptions::new().write(true).open(&snap).unwrap().set_len(cut).unwrap();
+        let err = Proc::start(&dir, &[]).err().expect("started on a cut snapshot");
+        assert!(err.contains(&name) && err.contains("cut short"), "cut to {cut}: {err}");
+        let (code, report) = check_dir(&dir, &[]);
+        assert!(code == Some(1) && report.contains(&format!("{name}: DAMAGED")), "{report}");
+        let (code, report) = check_dir(&dir, &["--repair"]);
+        assert!(code == Some(1) && report.contains("restore it from a backup"), "{report}");
+        assert_eq!(fs::metadata(&snap).unwrap().len(), cut, "nothing was touched");
+    }
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A flipped byte in the middle of the live segment: refused; `--check-dir` names the offset
+/// and what is intact before it; `--repair` copies the file aside and keeps that prefix.
+#[test]
+fn repair_keeps_the_records_before_the_damage() {
+    let dir = temp_dir("repair-corrupt");
+    let p = Proc::start(&dir, &[]).unwrap();
+    let mut c = Raw::connect(p.addr);
+    for b in 0..10 {
+        set_batch(&mut c, b * 10..b * 10 + 10);
+    }
+    p.kill9();
+    let seg = segments(&dir).pop().unwrap();
+    let name = seg.file_name().unwrap().to_str().unwrap().to_string();
+    let mut data = fs::read(&seg).unwrap();
+    let bounds = boundaries(&data);
+    // Damage the record holding k50.
+    let at = bounds.iter().copied().find(|&b| sets_key(&data, b).as_deref() == Some("k50")).unwrap();
+    data[at + 20] ^= 0x40;
+    fs::write(&seg, &data).unwrap();
+    let err = Proc::start(&dir, &[]).err().expect("must refuse");
+    assert!(
+        err.contains(&name) && err.contains(&format!("offset {at}")) && err.contains("--check-dir"),
+        "{err}"
+    );
+    let (code, report) = check_dir(&dir, &[]);
+    assert_eq!(code, Some(1), "{report}");
+    assert!(report.contains(&format!("corrupted record at offset {at}")), "{report}");
+    assert!(report.contains(&format!("ending at offset {at}")), "{report}");
+    assert_eq!(fs::read(&seg).unwrap(), data, "nothing written without --repair");
+    let (code, report) = check_dir(&dir, &["--repair"]);
+    assert_eq!(code, Some(0), "{report}");
+    assert_eq!(fs::read(dir.join(format!("{name}.damaged"))).unwrap(), data, "the damaged file is kept");
+    let p = Proc::start(&dir, &[]).unwrap();
+    let mut c = Raw::connect(p.addr);
+    assert_eq!(dbsize(&mut c), 50);
+    assert_eq!(c.cmd_text(&["GET", "k49"]), "$3\r\nv49\r\n");
+    assert_eq!(c.cmd_text(&["SET", "k50", "again"]), "+OK\r\n");
+    p.kill9();
+    let p = Proc::start(&dir, &[]).unwrap();
+    assert_eq!(dbsize(&mut Raw::connect(p.addr)), 51);
+    drop(p);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A record laid out as the log writes it.
+fn record(args: &[&[u8]]) -> Vec<u8> {
+    let mut payload = (args.len() as u32).to_le_bytes().to_vec();
+    for a in args {
+        payload.extend_from_slice(&(a.len() as u32).to_le_bytes());
+        payload.extend_from_slice(a);
+    }
+    let n = payload.len() as u32;
+    let mut out = n.to_le_bytes().to_vec();
+    out.extend_from_slice(&(!n).to_le_bytes());
+    out.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
+    out.extend_from_slice(&payload);
+    out
+}
+
+/// What LazyFS's torn-op fault leaves (the first part of the last, unsynced write lost, a later
+/// part on disk whole): with `appendfsync always` the group marks place the damage in the last
+/// group written, so the start cuts it with a warning instead of refusing. That group was never
+/// acknowledged, so nothing acknowledged is lost.
+#[test]
+fn a_torn_last_group_with_a_whole_record_after_the_hole_is_cut() {
+    let dir = temp_dir("torn-group");
+    let p = Proc::start(&dir, &[]).unwrap();
+    let mut c = Raw::connect(p.addr);
+    set_batch(&mut c, 0..100);
+    p.kill9();
+    let seg = segments(&dir).pop().unwrap();
+    let mut data = fs::read(&seg).unwrap();
+    let end = *boundaries(&data).last().unwrap();
+    // The torn group: three SETs (their group-end record never written), the first one lost.
+    let mut group = Vec::new();
+    for k in ["t1", "t2", "t3"] {
+        group.extend_from_slice(&record(&[b"SET", k.as_bytes(), b"x"]));
+    }
+    let lost = record(&[b"SET", b"t1", b"x"]).len();
+    group[..lost].fill(0);
+    data[end..end + group.len()].copy_from_slice(&group);
+    fs::write(&seg, &data).unwrap();
+    let p = Proc::start(&dir, &[])
+        .unwrap_or_else(|e| panic!("a torn, never acknowledged group blocked the start: {e}"));
+    let log = p.log();
+    let name = seg.file_name().unwrap().to_str().unwrap();
+    assert!(log.contains(name) && log.contains(&format!("cutting the log at offset {end}")), "{log}");
+    let mut c = Raw::connect(p.addr);
+    assert_eq!(dbsize(&mut c), 100);
+    assert_eq!(c.cmd_text(&["EXISTS", "t2"]), ":0\r\n");
+    assert_eq!(fs::metadata(&seg).unwrap().len(), data.len() as u64, "cut by zeroing: the size claim holds");
+    assert_eq!(c.cmd_text(&["SET", "after", "1"]), "+OK\r\n");
+    p.kill9();
+    let p = Proc::start(&dir, &[]).unwrap();
+    assert_eq!(dbsize(&mut Raw::connect(p.addr)), 101);
+    assert!(!p.log().contains("cutting the log"), "{}", p.log());
+    drop(p);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn leftovers_removed_at_start_up_are_logged_one_by_one() {
+    let dir = temp_dir("leftovers");
+    let p = Proc::start(&dir, &[]).unwrap();
+    assert_eq!(Raw::connect(p.addr).cmd_text(&["SET", "a", "1"]), "+OK\r\n");
+    p.kill9();
+    let names = [
+        "log-000000000077.aof",
+        "snapshot-000000000078.sift",
+        "snapshot-000000000079.sift.tmp",
+        "MANIFEST.tmp",
+    ];
+    for n in names {
+        fs::write(dir.join(n), b"left by a crash").unwrap();
+    }
+    let p = Proc::start(&dir, &[]).unwrap();
+    let log = p.log();
+    for n in names {
+        assert!(log.lines().any(|l| l.contains("removed") && l.contains(n)), "{n} not logged: {log}");
+        assert!(!dir.join(n).exists());
+    }
+    assert_eq!(Raw::connect(p.addr).cmd_text(&["GET", "a"]), "$1\r\n1\r\n");
+    drop(p);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A small tmpfs, unmounted on drop.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(size: &str) -> Option<Tmpfs> {
+        let dir = temp_dir("tmpfs");
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            missing("mounting a tmpfs (the full-disk test needs root)");
+            return None;
+        }
+        Some(Tmpfs(dir))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A full disk at shutdown: the final snapshot fails. `SHUTDOWN` answers an error and the
+/// server keeps running; SIGTERM does the same (one log line for the cause each time); a
+/// second SIGTERM exits with status 1, and every acknowledged write is in the log.
+#[test]
+fn a_failed_final_snapshot_keeps_the_server_up_for_shutdown_and_sigterm_alike() {
+    let Some(fs_) = Tmpfs::mount("8m") else { return };
+    // The data directory is the mount itself: the server's log file (beside it) stays off it.
+    let dir = fs_.0.clone();
+    let p = Proc::start(&dir, &["--auto-aof-rewrite-percentage", "0"]).unwrap();
+    let mut c = Raw::connect(p.addr);
+    let big = "x".repeat(2 << 20);
+    assert_eq!(c.cmd_text(&["SET", "big", &big]), "+OK\r\n");
+    // Fill the rest of the disk.
+    let filler = fs_.0.join("filler");
+    let _ = fs::write(&filler, vec![1u8; 8 << 20]);
+    assert_eq!(c.cmd_text(&["SET", "small", "1"]), "+OK\r\n", "the log still has room");
+    const CAUSE: &str = "No space left on device";
+    assert_eq!(c.cmd_text(&["SHUTDOWN"]), "-ERR Errors trying to SHUTDOWN. Check logs.\r\n");
+    assert_eq!(c.cmd_text(&["PING"]), "+PONG\r\n");
+    let log = p.wait_log(CAUSE, 1);
+    assert_eq!(log.lines().filter(|l| l.contains(CAUSE)).count(), 1, "the cause logged once: {log}");
+    p.signal("TERM");
+    let log = p.wait_log(CAUSE, 2);
+    assert!(log.contains("keeps running"), "{log}");
+    assert_eq!(c.cmd_text(&["PING"]), "+PONG\r\n", "still serving after a failed SIGTERM snapshot");
+    assert_eq!(c.cmd_text(&["SET", "after", "2"]), "+OK\r\n");
+    assert_eq!(log.lines().filter(|l| l.contains(CAUSE)).count(), 2, "once per attempt: {log}");
+    let mut p = p;
+    p.signal("TERM");
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = p.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "the second SIGTERM did not stop it");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(status.code(), Some(1), "{}", p.log());
+    assert_eq!(p.log().lines().filter(|l| l.contains(CAUSE)).count(), 2, "{}", p.log());
+    drop(p);
+    fs::remove_file(&filler).unwrap();
+    let p = Proc::start(&dir, &[]).unwrap();
+    let mut c = Raw::connect(p.addr);
+    assert_eq!(c.cmd_text(&["STRLEN", "big"]), format!(":{}\r\n", big.len()));
+    assert_eq!(c.cmd_text(&["GET", "after"]), "$1\r\n2\r\n");
+    drop(p);
+}
+
+/// The flags the docs name are in `--help` (`--lua-time-limit` was accepted but hidden).
+#[test]
+fn help_lists_the_flags_the_docs_name() {
+    let out = Command::new(env!("CARGO_BIN_EXE_sift-server")).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in ["--lua-time-limit", "--aof-load-truncated", "--check-dir", "--repair"] {
+        assert!(help.contains(flag), "{flag} missing from --help:\n{help}");
+    }
+}
+
+/// As docs/PERSISTENCE.md shows: a snapshot creates the segment the log continues in first, so
+/// the segment's id is below the snapshot's.
+#[test]
+fn file_names_are_ordered_as_the_docs_show() {
+    let dir = temp_dir("names");
+    let p = Proc::start(&dir, &[]).unwrap();
+    assert_eq!(Raw::connect(p.addr).cmd_text(&["SAVE"]), "+OK\r\n");
+    drop(p);
+    let id = |p: &std::path::Path| -> u64 {
+        let name = p.file_name().unwrap().to_str().unwrap();
+        name.trim_start_matches(|c: char| !c.is_ascii_digit()).split('.').next().unwrap().parse().unwrap()
+    };
+    let (snap, segs) = (snapshot_file(&dir).unwrap(), segments(&dir));
+    assert_eq!(segs.len(), 1);
+    assert_eq!(id(&snap), id(&segs[0]) + 1, "{} and {}", snap.display(), segs[0].display());
+    let _ = fs::remove_dir_all(&dir);
+}
