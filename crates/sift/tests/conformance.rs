@@ -1,8 +1,8 @@
 //! The conformance suite: the same checks on every filter family.
 //!
-//! Run: `cargo test -p sift --test conformance` (add `-- --nocapture` to see the measured
+//! Run: `cargo test -p sift-filters --test conformance` (add `-- --nocapture` to see the measured
 //! false-positive rates). Regenerate the golden files and fuzz seeds: `SIFT_BLESS=1 cargo test
-//! -p sift --test conformance` (see `tests/fixtures/README.md`).
+//! -p sift-filters --test conformance` (see `tests/fixtures/README.md`).
 //!
 //! Each family is ONE line at the bottom of this file: `conformance!(name: Type = descriptor);`
 //! where the descriptor says how to construct it ([`family::Family::dynamic`] for
