@@ -18,7 +18,7 @@
 //!   level, not one per move; its first two levels, which end ~97% of searches, are a specialised
 //!   routine); only if that fails does a random walk of up to [`MAX_KICKS`] moves run. The last
 //!   tenth of a fill to 95% load (half of its inserts find both buckets full) still costs ~5× the
-//!   first tenths (`examples/cuckoo_probe.rs`).
+//!   first tenths (`benches/probes/cuckoo.rs`).
 //! * **FPR**: `p = 1 - (1 - 1/(2^f - 1))^(2·b·load)` ([`crate::math::cuckoo_fpr`]), at most about
 //!   `2b/2^f`: 0.19% with 12-bit fingerprints at 95% load, 3.0% with 8 bits, 0.012% with 16 bits.
 //! * **Space**: `f / load` bits per key: 12.6 bits/key for 12-bit fingerprints at 95% load.
@@ -344,7 +344,7 @@ impl Cuckoo {
             // Both words are written, the unchosen one unchanged: the store addresses then come
             // from the hash alone, not from the loaded buckets. A store whose address waits for
             // a cache miss held back the next inserts (n = 1M, to 70% load: 18 -> 16.5 ns per
-            // insert in `examples/cuckoo_probe.rs`; ~26 -> ~15 ns in a stand-alone model).
+            // insert in `benches/probes/cuckoo.rs`; ~26 -> ~15 ns in a stand-alone model).
             let m2 = (second as u64).wrapping_neg();
             let v1 = w1 | ((fp as u64) << sh1) & !m2;
             let v2 = w2 | ((fp as u64) << sh2) & m2;

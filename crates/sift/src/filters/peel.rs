@@ -41,7 +41,7 @@
 //!   them): keys `8·n`, peel positions `n`, slot xors `8·s`, counts `s` bytes (`s` slots), reused
 //!   across attempts, plus `8·n` for the deduplicated copy if it is ever needed: about 19.2 bytes
 //!   per key for a binary fuse filter (s ≈ 1.13·n), 20.5 for an xor filter (s ≈ 1.23·n),
-//!   measured by `examples/fuse_probe.rs`. Besides, the peeling queue: 4 bytes per entry, grown
+//!   measured by `benches/probes/fuse.rs`. Besides, the peeling queue: 4 bytes per entry, grown
 //!   by doubling while a cascade of peels outruns the scan; a slot is queued at most twice (by
 //!   the scan, and when its count drops to one), so it holds at most `2·s` entries, and it
 //!   measured 16,384 entries (64 KiB) up to n = 200,000 and 131,072 (512 KiB, 0.17 bytes per
@@ -310,7 +310,7 @@ thread_local! {
     static PROBE: core::cell::Cell<Option<[u64; 5]>> = const { core::cell::Cell::new(None) };
 }
 
-/// Starts recording the time a build spends in its phases (for `examples/fuse_probe.rs`; not a
+/// Starts recording the time a build spends in its phases (for `benches/probes/fuse.rs`; not a
 /// stable API): hashing and placing the keys, counting, peeling, assigning, and allocating (and
 /// zeroing) the scratch arrays.
 #[doc(hidden)]

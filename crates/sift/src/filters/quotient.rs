@@ -25,7 +25,7 @@
 //!   95% load the largest offset was 74 slots at n = 1M and 108 at 10M). The offsets are derived,
 //!   never stored in a file. They are not kept inside the blocks as qfilter does: at n = 1M the
 //!   offset array is 16 KB and stays in the L1/L2 cache, its load took ~2% of the query's
-//!   samples under `perf`, and the in-cache query (`examples/quotient_query_probe.rs` at
+//!   samples under `perf`, and the in-cache query (`benches/probes/quotient_query.rs` at
 //!   n = 20,000) trailed qfilter by as much as the out-of-cache one, so the cost was not that
 //!   miss (docs/BENCHMARKS.md, branch `quot9`).
 //! * **Fingerprint**: `V = ⌊h1 · nq · 2^r / 2^64⌋` for `nq` quotients: quotient `V >> r`,

@@ -159,7 +159,7 @@ impl Cuckoo {
     /// changed nothing, when no such chain exists; the caller then falls back to the random walk.
     ///
     /// Near 95% load a random walk averaged 7.4 serial moves per full pair of buckets (n = 1M,
-    /// `examples/cuckoo_probe.rs`); most searches end at the first level (8 buckets read at once).
+    /// `benches/probes/cuckoo.rs`); most searches end at the first level (8 buckets read at once).
     #[inline(never)]
     fn place_bfs<const F: u32>(&mut self, i1: u64, i2: u64, b1: u64, b2: u64, fp: u16) -> bool {
         // Node `k`: bucket `at[k]` (full), contents `word[k]`, reached from node `from[k]` by
