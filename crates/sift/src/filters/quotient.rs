@@ -27,7 +27,7 @@
 //!   offset array is 16 KB and stays in the L1/L2 cache, its load took ~2% of the query's
 //!   samples under `perf`, and the in-cache query (`benches/probes/quotient_query.rs` at
 //!   n = 20,000) trailed qfilter by as much as the out-of-cache one, so the cost was not that
-//!   miss (docs/BENCHMARKS.md, branch `quot9`).
+//!   miss (docs/BENCHMARKS.md, "Quotient query: offsets outside the blocks kept, the run window").
 //! * **Fingerprint**: `V = ⌊h1 · nq · 2^r / 2^64⌋` for `nq` quotients: quotient `V >> r`,
 //!   remainder `V mod 2^r`. This is the multiply-shift range reduction (Lemire 2019) applied to
 //!   `nq · 2^r`, so `nq` is any integer (no power-of-two rounding), and doubling `nq` while
@@ -39,7 +39,7 @@
 //!   slots for `n` items, plus `64 + 8·√nq` overflow slots at the end of the table (the table
 //!   does not wrap around), rounded up to whole 64-slot blocks: at 1% `r = 7` and about 9.7
 //!   bits/key for a million items (9.68, measured in the tests; 9.81 with the 16-bit offsets
-//!   before branch `quot9`).
+//!   of earlier versions).
 //! * **Parameters**: [`Quotient::new`] takes `nq = ⌈n / 0.95⌉` and `r = ⌈log2(0.95 / p)⌉`
 //!   (1 to 56, with `nq · 2^r ≤ 2^64`); [`Quotient::with_params`] takes both.
 //! * **Limits**: at most `nq` items (load 1); an insert beyond, or one whose shifted run would

@@ -97,8 +97,8 @@ fn swar_probe_agrees_with_slot_by_slot_scan() {
     }
 }
 
-/// The breadth-first search as it was before its levels were checked in batches (branch
-/// `cuckoo4`): every child of a level generated, then checked in order.
+/// The breadth-first search as it was before its levels were checked in batches: every child
+/// of a level generated, then checked in order.
 fn place_bfs_reference<const F: u32>(f: &mut Cuckoo, i1: u64, i2: u64, b1: u64, b2: u64, fp: u16) -> bool {
     // Node `k`: bucket `at[k]` (full), contents `word[k]`, reached from node `from[k]` by
     // moving the fingerprint in slot `via[k]` of that node (roots: `from = NONE`).
@@ -181,7 +181,7 @@ fn place_bfs_reference<const F: u32>(f: &mut Cuckoo, i1: u64, i2: u64, b1: u64, 
     false
 }
 
-/// The insert as it was specified before the fast paths (branch `cuckoo4`): the bucket with
+/// The insert as specified before its fast paths (two-choice placement): the bucket with
 /// more empty slots (the primary on a tie) by a slot-by-slot count, its lowest empty slot;
 /// both full: the general breadth-first search, then the walk. Written plainly, as the
 /// reference the optimised insert must match bit for bit.
