@@ -83,6 +83,10 @@ impl Drop for TestServer {
 mod client;
 pub use client::*;
 
+/// Missing external programs: fail under CI, skip elsewhere (shared with the BF/CF suite).
+#[path = "../suite/external.rs"]
+pub mod external;
+
 /// A server process on a data directory of the test's own (kept across restarts, unlike
 /// [`TestServer`]'s), its stderr in a file beside it so the log can be read while it runs and
 /// after it is killed; killed on drop.

@@ -10,6 +10,7 @@
 #![allow(dead_code)]
 
 pub mod client;
+pub mod external;
 
 pub use client::Raw;
 
@@ -534,9 +535,7 @@ pub fn redis_py_bloom_commands(t: &dyn Target) {
         .status()
         .is_ok_and(|s| s.success());
     if !have {
-        println!(
-            "NOTICE: python3 with the `redis` module not found; redis-py test skipped (pip install redis)"
-        );
+        external::missing("python3 with the `redis` module", "pip install redis; scripts/test.sh does it");
         return;
     }
     let srv = t.start();
