@@ -6,6 +6,28 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 
+/// Polls `cond` every 10 ms until it holds, failing after 30 s: for a state the server reaches
+/// on its own time (a connection closed, a key expired or swept, a script running), so a test
+/// waits for the state itself and not for a guess of how long it takes on a loaded machine.
+#[track_caller]
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !cond() {
+        assert!(std::time::Instant::now() < deadline, "waited 30 s for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// A numeric field of `INFO section` (e.g. `connected_clients`), read over `c`.
+pub fn info_number(c: &mut Raw, section: &str, field: &str) -> u64 {
+    let text = c.cmd_text(&["INFO", section]);
+    let line = text
+        .split("\r\n")
+        .find_map(|l| l.strip_prefix(field).and_then(|v| v.strip_prefix(':')))
+        .unwrap_or_else(|| panic!("no {field} in INFO {section}: {text}"));
+    line.parse().unwrap_or_else(|_| panic!("{field}: {line:?}"))
+}
+
 /// A running server process, killed on drop (its private data directory is removed too).
 pub struct TestServer {
     pub child: Child,
