@@ -35,27 +35,22 @@ impl std::hash::Hasher for Xxh3Pass {
     }
 }
 
-impl<K: Key> Subject<K> for sift::Cuckoo {
-    #[inline(always)]
-    fn add(&mut self, key: &K) -> bool {
-        self.try_insert(key.bytes()).is_ok()
-    }
-    #[inline(always)]
-    fn has(&self, key: &K) -> bool {
-        self.contains(key.bytes())
-    }
+/// sift's fingerprint tables: `try_insert` refuses an insert when the table is full.
+macro_rules! sift_tables {
+    ($($t:ty),*) => {$(
+        impl<K: Key> Subject<K> for $t {
+            #[inline(always)]
+            fn add(&mut self, key: &K) -> bool {
+                self.try_insert(key.bytes()).is_ok()
+            }
+            #[inline(always)]
+            fn has(&self, key: &K) -> bool {
+                self.contains(key.bytes())
+            }
+        }
+    )*};
 }
-
-impl<K: Key> Subject<K> for sift::Quotient {
-    #[inline(always)]
-    fn add(&mut self, key: &K) -> bool {
-        self.try_insert(key.bytes()).is_ok()
-    }
-    #[inline(always)]
-    fn has(&self, key: &K) -> bool {
-        self.contains(key.bytes())
-    }
-}
+sift_tables!(sift::Cuckoo, sift::Quotient);
 
 /// qfilter fed `xxh3_64(key)` through its fingerprint API; inserts like its `insert` (no
 /// duplicate copy when already present), as sift's `try_insert` checks presence too.

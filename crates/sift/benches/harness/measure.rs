@@ -85,6 +85,11 @@ pub fn thread_cpu_ns() -> Option<u128> {
     None
 }
 
+/// This thread's CPU time in ns, for the probes' own timing (a thread CPU clock is required).
+pub fn cpu_ns() -> f64 {
+    thread_cpu_ns().expect("a thread CPU clock (Linux)") as f64
+}
+
 static USE_WALL: AtomicBool = AtomicBool::new(false);
 
 /// Measure wall-clock time instead of thread CPU time (`--wall`).

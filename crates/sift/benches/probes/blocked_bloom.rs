@@ -10,15 +10,9 @@ mod harness;
 use harness::args::{run, Args};
 use harness::contender::Subject;
 use harness::keys::{members, non_members, Key};
+use harness::measure::cpu_ns;
 use sift::prelude::*;
 use std::hint::black_box;
-
-fn cpu_ns() -> f64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: valid timespec, constant clock id.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64
-}
 
 fn time(f: &mut dyn FnMut() -> usize, n: usize) -> f64 {
     let t = cpu_ns();

@@ -7,14 +7,9 @@
 mod harness;
 use harness::args::{run, Args};
 use harness::keys::{self, Key};
-use harness::measure::{self, fill_in_tenths};
+use harness::measure::{cpu_ns, fill_in_tenths};
 use sift::prelude::*;
 use std::hint::black_box;
-
-/// This thread's CPU time in ns.
-fn cpu_ns() -> f64 {
-    measure::thread_cpu_ns().expect("a thread CPU clock (Linux)") as f64
-}
 
 fn main() -> std::process::ExitCode {
     run(|| {

@@ -10,14 +10,9 @@
 mod harness;
 use harness::args::{run, Args};
 use harness::keys::{self, Key};
-use harness::measure;
+use harness::measure::{self, cpu_ns};
 use sift::prelude::*;
 use std::hint::black_box;
-
-/// This thread's CPU time in ns.
-fn cpu_ns() -> f64 {
-    measure::thread_cpu_ns().expect("a thread CPU clock (Linux)") as f64
-}
 
 fn time(keys: &[u64], repeat: usize, mut has: impl FnMut(&u64) -> bool) -> (f64, usize) {
     let t = cpu_ns();
