@@ -4,6 +4,8 @@
 //! corruption (every truncation, every single bit flip) that must give an error and never a
 //! panic.
 
+#[path = "support/ci.rs"]
+mod ci;
 #[path = "support/rdb_body.rs"]
 mod rdb_body;
 
@@ -29,12 +31,6 @@ fn dump_rdb() -> Vec<u8> {
 
 fn keys_json() -> Value {
     serde_json::from_str(&std::fs::read_to_string(fixtures().join("keys.json")).unwrap()).unwrap()
-}
-
-/// Whether this is a CI run (`CI` set to anything but empty, `0` or `false`): the specification's
-/// folder beside the repository must be there, or the copy check would pass without comparing.
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && !v.eq_ignore_ascii_case("false"))
 }
 
 fn b64(s: &str) -> Vec<u8> {
@@ -73,7 +69,7 @@ fn cf_scandump(cf: &CuckooFilter) -> Vec<Value> {
 fn fixture_copy_matches_the_spec() {
     let shared = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/spec/fixtures/rdb"));
     if !shared.is_dir() {
-        assert!(!in_ci(), "{} is missing: CI runs beside the specification's folder", shared.display());
+        assert!(!ci::in_ci(), "{} is missing: CI runs beside the specification's folder", shared.display());
         eprintln!("{} not present: skipping the copy check", shared.display());
         return;
     }

@@ -7,6 +7,9 @@
 //! CARD; and that LOADCHUNK of the golden chunks into a fresh value dumps the same bytes and answers
 //! EXISTS the same. `murmur64a.json` pins hashing, single-item bit positions and cuckoo slots.
 
+#[path = "support/ci.rs"]
+mod ci;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -26,12 +29,6 @@ fn fixtures() -> PathBuf {
 /// The specification's own fixture folder, beside the repository (absent in a lone clone).
 fn shared_fixtures() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/spec/fixtures"))
-}
-
-/// Whether this is a CI run (`CI` set to anything but empty, `0` or `false`): the specification's
-/// folder beside the repository must be there, or the copy check would pass without comparing.
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && !v.eq_ignore_ascii_case("false"))
 }
 
 fn read_json(path: &Path) -> Value {
@@ -566,7 +563,7 @@ fn murmur_vectors_bit_positions_and_cuckoo_slots() {
 fn fixture_copy_matches_the_spec() {
     let shared = shared_fixtures();
     if !shared.is_dir() {
-        assert!(!in_ci(), "{} is missing: CI runs beside the specification's folder", shared.display());
+        assert!(!ci::in_ci(), "{} is missing: CI runs beside the specification's folder", shared.display());
         eprintln!("{} not present: skipping the copy check", shared.display());
         return;
     }
