@@ -230,17 +230,16 @@ pub fn check_dir(dir: &std::path::Path, extra: &[&str]) -> (Option<i32>, String)
     (out.status.code(), text)
 }
 
-/// Is this a CI run (`CI=true`), where a test whose external requirement is missing must fail
-/// rather than skip?
-pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
+/// Is this a CI run, where a test whose external requirement is missing must fail rather than
+/// skip? One rule for every test ([`external::in_ci`]).
+pub use external::in_ci;
 
-/// A test's requirement is missing: fails under CI, else prints a NOTICE (which `.ci/run`
-/// would also reject) and lets the caller skip.
+/// A test's requirement is missing: fails under CI, else says the test is skipped and lets the
+/// caller return.
+#[track_caller]
 pub fn missing(what: &str) {
     assert!(!in_ci(), "{what}: required under CI=true");
-    eprintln!("NOTICE: skipped: {what}");
+    eprintln!("skipped: {what}");
 }
 
 /// Where the records of a log segment start (after its header: 24 bytes in version 1, 64 in 2).
