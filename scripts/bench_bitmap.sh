@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SETBIT / GETBIT throughput of sift-server against redis-server (branch bits8): the seeds'
+# SETBIT / GETBIT throughput of sift-server against redis-server: the seeds'
 # bitmap Bloom filter workload, REQUESTS random offsets (fixed seed) in one key of KEYSPACE bits
 # (10M by default, a 1.25 MB string), pipelined through one connection with redis-cli --pipe.
 #

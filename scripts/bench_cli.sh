@@ -22,7 +22,7 @@ DATA=${DATA:-/tmp/sift-bench-cli}
 mkdir -p "$DATA"
 RES="$DATA/results.tsv"
 
-cargo build --release -q -p sift-cli --bin sift --example gen_keys
+cargo build --release -q -p sift-filters-cli --bin sift --example gen_keys
 TARGET=${CARGO_TARGET_DIR:-target}
 SIFT="$TARGET/release/sift"
 GEN="$TARGET/release/examples/gen_keys"

@@ -2,7 +2,7 @@
 # The whole test suite, from a fresh machine: installs what the tests drive (redis-cli, redis-server,
 # libclang-dev, strace and LazyFS's build dependencies from Debian, redis-py from PyPI) when
 # missing, then runs `cargo test --workspace`. Extra arguments go to cargo test (e.g.
-# `scripts/test.sh -p sift`).
+# `scripts/test.sh -p sift-filters`).
 #
 # Why the packages: the client tests run redis-cli and redis-py against sift-server; the RDB tests
 # and the sift-redis module tests start a real redis-server; the redis-module crate's bindgen needs

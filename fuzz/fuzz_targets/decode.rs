@@ -4,7 +4,7 @@
 //! that decodes must answer queries and re-encode to bytes that decode again.
 //!
 //! Seeds: `fuzz/seeds/decode/` (the golden files and hand-made headers, written by
-//! `SIFT_BLESS=1 cargo test -p sift --test conformance`). Run with a nightly toolchain:
+//! `SIFT_BLESS=1 cargo test -p sift-filters --test conformance`). Run with a nightly toolchain:
 //! `cargo +nightly fuzz run decode fuzz/corpus/decode fuzz/seeds/decode`.
 
 #![no_main]

@@ -3,8 +3,8 @@
 //! no dependency), so the inputs do not change when the library does.
 //!
 //! ```text
-//! cargo run --release -p sift-cli --example gen_keys -- urls 10000000 0.3 42 > /tmp/urls.txt
-//! cargo run --release -p sift-cli --example gen_keys -- keys 100000000 0 7 > /tmp/keys.txt
+//! cargo run --release -p sift-filters-cli --example gen_keys -- urls 10000000 0.3 42 > /tmp/urls.txt
+//! cargo run --release -p sift-filters-cli --example gen_keys -- keys 100000000 0 7 > /tmp/keys.txt
 //! ```
 //!
 //! Arguments: `urls|keys`, number of lines, share of lines that repeat an earlier line (0 to <1),

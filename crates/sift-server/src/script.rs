@@ -932,7 +932,13 @@ pub fn frame_to_lua(lua: &Lua, f: &Frame, resp3: bool) -> mlua::Result<Value> {
 /// `{double=n}`, `{map={...}}`, `{set={...}}`, `{big_number=s}` (sent as a bulk string),
 /// `{verbatim_string={format=..., string=...}}`; the client's protocol decides their bytes.
 pub fn lua_to_frame(v: &Value, depth: usize, resp3: bool) -> Frame {
-    let mut budget = MAX_REPLY_BYTES;
+    reply_within(v, depth, resp3, MAX_REPLY_BYTES)
+}
+
+/// [`lua_to_frame`] with `max_bytes` in place of [`MAX_REPLY_BYTES`] (the tests' budgets are
+/// small, so a refusal costs them little).
+fn reply_within(v: &Value, depth: usize, resp3: bool, max_bytes: usize) -> Frame {
+    let mut budget = max_bytes;
     convert(v, depth, resp3, &mut budget).unwrap_or_else(|| Frame::error(REPLY_TOO_LARGE))
 }
 
@@ -1088,30 +1094,44 @@ mod tests {
     }
 
     /// A return value whose tables share sub-tables (a cycle, or a DAG doubling at each level)
-    /// is a tree of exponential size when flattened into a reply; so is one string repeated a
-    /// million times. Converting it must end with an error, not run (with every shard locked)
-    /// until the server runs out of time or memory.
+    /// is a tree of exponential size when flattened into a reply; so is one string repeated
+    /// thousands of times. Converting it must end with an error, not run (with every shard
+    /// locked) until the server runs out of time or memory. The conversion charges each element
+    /// to a byte budget before converting it, so it stops after at most budget / size of a
+    /// `Frame` elements: checked with a 1 MiB budget (at most ~32k elements, milliseconds) rather
+    /// than the server's 512 MB (some 16 million elements, which took 35 s on a loaded machine),
+    /// and the accounting itself exactly, below.
     #[test]
     fn shared_tables_cannot_blow_up_the_reply() {
+        const BUDGET: usize = 1 << 20;
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let mut vm = Vm::new().unwrap();
+            let vm = Vm::new().unwrap();
             for body in [
                 "local t = {} t[1] = t t[2] = t return t",
                 "local a = {1} for i = 1, 64 do a = {a, a} end return a",
                 "local s = string.rep('x', 1024 * 1024) local t = {} for i = 1, 4096 do t[i] = s end return t",
             ] {
-                let t = Instant::now();
-                let r = eval(&mut vm, body);
-                tx.send((body, r, t.elapsed())).unwrap();
+                let v: Value = vm.lua.load(body).eval().unwrap();
+                tx.send((body, reply_within(&v, 0, false, BUDGET))).unwrap();
             }
         });
         for _ in 0..3 {
-            let (body, r, took) = rx.recv_timeout(Duration::from_secs(60)).expect("the conversion ends");
-            assert_eq!(r, Frame::error(REPLY_TOO_LARGE), "{body}");
-            assert!(took < Duration::from_secs(30), "{body}: {took:?}");
+            // Not a speed limit: a conversion that stops takes milliseconds here; the deadline
+            // only turns one that never stops (2^64 elements) into a failure instead of a hang.
+            let (body, r) = rx.recv_timeout(Duration::from_secs(120)).expect("the conversion stops");
+            // Not assert_eq: a conversion that was not refused is gigabytes to print.
+            assert!(r == Frame::error(REPLY_TOO_LARGE), "{body}: not refused");
         }
-        // Large replies that fit are still whole.
+        // The accounting: a `Frame` per element plus a string's bytes. A reply of exactly the
+        // budget is whole; one byte less and it is refused.
+        let vm = Vm::new().unwrap();
+        let v: Value = vm.lua.load("return {1, 'abc', {2}}").eval().unwrap();
+        let weight = 5 * std::mem::size_of::<Frame>() + 3;
+        let whole = Frame::Array(vec![Frame::Integer(1), bulk("abc"), Frame::Array(vec![Frame::Integer(2)])]);
+        assert_eq!(reply_within(&v, 0, false, weight), whole);
+        assert_eq!(reply_within(&v, 0, false, weight - 1), Frame::error(REPLY_TOO_LARGE));
+        // Under the server's budget, large replies that fit are still whole.
         let mut vm = Vm::new().unwrap();
         let Frame::Array(a) = eval(&mut vm, "local t = {} for i = 1, 100000 do t[i] = {i, 'x'} end return t")
         else {

@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{temp_dir, TestServer};
+use common::{temp_dir, wait_until, TestServer};
 use redis::Value;
 
 fn connect(srv: &TestServer, resp3: bool) -> redis::Connection {
@@ -338,11 +338,12 @@ fn a_runaway_script_is_aborted_and_the_server_keeps_answering() {
     let _: () = redis::cmd("CONFIG").arg("SET").arg("busy-reply-threshold").arg(200).query(&mut c).unwrap();
     let alias: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("lua-time-limit").query(&mut c).unwrap();
     assert_eq!(alias, ["lua-time-limit", "200"]);
-    // Another client, blocked meanwhile (every shard is locked), is answered afterwards.
+    // Another client, blocked meanwhile (every shard is locked), is answered afterwards. It
+    // sends its GET once the script holds every shard (see `wait_for_a_script`).
     let url = srv.url(false);
     let other = std::thread::spawn(move || {
         let mut o = redis::Client::open(url).unwrap().get_connection().unwrap();
-        std::thread::sleep(Duration::from_millis(50));
+        wait_for_a_script(&mut o);
         let t = Instant::now();
         let v: Option<String> = redis::cmd("GET").arg("before").query(&mut o).unwrap();
         (v, t.elapsed())
@@ -376,10 +377,15 @@ fn limits_from_the_command_line() {
     assert_eq!(got, ["busy-reply-threshold", "150", "lua-maxmemory", "4mb"]);
     let e = eval(&mut c, "while true do end", &[], &[]).unwrap_err();
     assert_eq!(error_text(&e), "ERR Script aborted: it ran longer than busy-reply-threshold (150 ms)");
+    // The memory limit alone from here: a script descheduled on a loaded machine could reach
+    // a 150 ms clock before 4 MB (six busy processes on 2 cores did), and the memory limit must
+    // not be a race against time.
+    let _: () =
+        redis::cmd("CONFIG").arg("SET").arg("busy-reply-threshold").arg(600_000).query(&mut c).unwrap();
     let e = eval(
         &mut c,
-        // Distinct 1 KB strings: 4 MB in ~4000 iterations, far inside the 150 ms limit even on
-        // a loaded machine (small strings took long enough to hit the time limit first).
+        // Distinct 1 KB strings: 4 MB in ~4000 iterations (small strings took long enough to
+        // reach the time limit first).
         "local t = {} for i = 1, 1e7 do t[i] = string.rep('x', 1024) .. i end return #t",
         &[],
         &[],
@@ -406,6 +412,16 @@ fn limits_from_the_command_line() {
 
 /// Runs `while true do end` on a connection of its own; the thread returns the error the
 /// script ended with and how long it ran.
+/// Waits until a script holds every shard, on a server that has cached no script before it:
+/// EVAL caches its script once it has taken every shard and the VM, just before running it, and
+/// `INFO memory` reads the count without a lock, so it answers while the script runs.
+fn wait_for_a_script(c: &mut redis::Connection) {
+    wait_until("a script to start", || {
+        let info: String = redis::cmd("INFO").arg("memory").query(c).unwrap();
+        info.lines().any(|l| l.trim_end() == "number_of_cached_scripts:1")
+    });
+}
+
 fn spawn_runaway(srv: &TestServer) -> std::thread::JoinHandle<(String, Duration)> {
     let url = srv.url(false);
     std::thread::spawn(move || {
@@ -447,8 +463,7 @@ fn script_kill_is_served_while_other_clients_wait_for_the_script() {
     let mut c = connect(&srv, false);
     let _: () = redis::cmd("CONFIG").arg("SET").arg("lua-time-limit").arg(30_000).query(&mut c).unwrap();
     let runner = spawn_runaway(&srv);
-    // The script starts at once; give it time to take every shard.
-    std::thread::sleep(Duration::from_millis(300));
+    wait_for_a_script(&mut c);
     // Clients whose commands wait for the script: keyed, whole-keyspace, the script cache (the
     // VM's lock), another script.
     let waiting: Vec<_> = (0..20)
@@ -467,7 +482,11 @@ fn script_kill_is_served_while_other_clients_wait_for_the_script() {
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(500));
+    // c, the script's client and the 20 (whose commands follow their connection).
+    wait_until("the 20 clients to connect", || {
+        let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut c).unwrap();
+        list.lines().count() == 22
+    });
     // A fresh connection, and SCRIPT KILL on it, are served within seconds.
     let t = Instant::now();
     let k = redis::Client::open(srv.url(false)).unwrap().get_connection_with_timeout(Duration::from_secs(5));

@@ -11,10 +11,9 @@ use std::net::SocketAddr;
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use bytes::Bytes;
-use common::{temp_dir, Proc, TestServer};
+use common::{temp_dir, wait_until, Proc, TestServer};
 use redis::Value;
 use sift_server::persist::aof;
 
@@ -298,15 +297,22 @@ fn watch_inside_multi_and_arity_errors() {
 
 /// Redis 7.0: a watched key that expires before EXEC fails it (even if nobody touched it and
 /// it was not yet removed); one that had already expired when it was watched does not.
+///
+/// Reading `e` would expire it, so the test waits on a clock key set just after it with the
+/// same time to live: once `clock` has expired, `e` has too.
 #[test]
 fn a_watched_key_that_expires_fails_exec() {
     let srv = TestServer::start(&[]);
     let mut c = connect(srv.addr, false);
     let mut o = connect(srv.addr, false);
+    fn wait_for_expiry(o: &mut redis::Connection) {
+        wait_until("the clock key to expire", || ok(o, &["EXISTS", "clock"]) == Value::Int(0))
+    }
     for touch_it in [false, true] {
         ok(&mut c, &["SET", "e", "1", "PX", "300"]);
+        ok(&mut c, &["SET", "clock", "1", "PX", "300"]);
         ok(&mut c, &["WATCH", "e"]);
-        std::thread::sleep(Duration::from_millis(500));
+        wait_for_expiry(&mut o);
         if touch_it {
             // Removed lazily by a read.
             assert_eq!(ok(&mut o, &["GET", "e"]), Value::Nil);
@@ -316,7 +322,8 @@ fn a_watched_key_that_expires_fails_exec() {
         assert_eq!(ok(&mut c, &["EXEC"]), Value::Nil, "touched: {touch_it}");
     }
     ok(&mut c, &["SET", "e", "1", "PX", "20"]);
-    std::thread::sleep(Duration::from_millis(100));
+    ok(&mut c, &["SET", "clock", "1", "PX", "20"]);
+    wait_for_expiry(&mut o);
     ok(&mut c, &["WATCH", "e"]);
     assert_eq!(ok(&mut o, &["GET", "e"]), Value::Nil);
     ok(&mut c, &["MULTI"]);

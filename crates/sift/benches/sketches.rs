@@ -2,7 +2,7 @@
 //! `CMS.INCRBY` / `CMS.QUERY`, `TOPK.ADD` and `TDIGEST.ADD` without any server around it:
 //!
 //! ```text
-//! cargo bench -p sift --bench sketches
+//! cargo bench -p sift-filters --bench sketches
 //! ```
 //!
 //! * `cms/incr_by`, `cms/query`: a 2000 × 7 sketch (`CMS.INITBYPROB k 0.001 0.01`), 16-byte

@@ -3,7 +3,7 @@
 //! the planned FPR and the measured one.
 //!
 //! ```text
-//! cargo run --release -p sift --example fpr -- [--items 1000000] [--fpr 0.01] [--probes 1000000]
+//! cargo run --release -p sift-filters --example fpr -- [--items 1000000] [--fpr 0.01] [--probes 1000000]
 //! ```
 
 use std::time::Instant;

@@ -140,7 +140,7 @@ impl Hasher {
 
     /// [`Hasher::digest`] with the default kind (XXH3-64) inlined at the call site: the same
     /// bits, but the hot query paths of the filters that use it pay neither the call nor the
-    /// dispatch over the other kinds (measured with `examples/bench_table3.rs`).
+    /// dispatch over the other kinds (measured with `benches/table.rs`).
     #[inline(always)]
     pub(crate) fn digest_inline(&self, bytes: &[u8]) -> Digest {
         if self.kind == HashKind::Xxh3_64 {
@@ -420,7 +420,7 @@ pub(crate) const fn xxh3_len4to8(first: u32, last: u32, len: u64, key: u64) -> u
 /// and the load waits until the stores retire, i.e. behind the previous operation's cache
 /// misses: consecutive queries then no longer overlap. Loads of 4 bytes at 4-aligned offsets fit
 /// inside one store for the usual ways of writing 20 bytes (16 + 4, 8 + 8 + 4, two overlapping
-/// 16s). Measured with `examples/bench_table3.rs` (str20 keys, see `docs/BENCHMARKS.md`).
+/// 16s). Measured with `benches/table.rs` (str20 keys, see `docs/BENCHMARKS.md`).
 #[inline(always)]
 pub(crate) fn xxh3_len17to32(bytes: &[u8], seed: u64) -> u64 {
     debug_assert!((17..=32).contains(&bytes.len()));
@@ -527,13 +527,10 @@ mod tests {
 
     #[test]
     fn murmur64a_matches_redisbloom_fixtures() {
-        // Vectors from shared/spec/fixtures/murmur64a.json (captured from RedisBloom).
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/spec/fixtures/murmur64a.json");
-        let Ok(text) = std::fs::read_to_string(path) else {
-            // The spec folder sits beside the repository in the workplace and in CI; a crate
-            // published alone does not have it. The in-repo vectors below still run.
-            return;
-        };
+        // Vectors captured from RedisBloom: the crate's copy of the specification's
+        // fixtures/murmur64a.json (tests/redisbloom_fixtures.rs checks that the copy is equal).
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/redisbloom/murmur64a.json");
+        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
         let mut checked = 0;
         for entry in text.split("\"input_hex\"").skip(1) {
             let field = |name: &str| -> Option<String> {

@@ -29,7 +29,6 @@
 //! | [`AtomicBloom`] | 9.9 | yes, from many threads | no | no | concurrent inserts without locks (same bits and file as `BlockedBloom`) |
 //! | [`ScalableBloom`] | 10.5 (26.6 at 10×, 30.1 at 100× growth; geometric schedule 11.6 / 23.3 / 26.6) | yes | no | yes | unknown set size, FPR bound kept while growing |
 //! | [`ScalableCuckoo`] | 12.6 while in its first table, more as it grows (later tables use 16-bit fingerprints) | yes | yes | up to 63× at 1% | deletes and counts when the set size is uncertain |
-//!
 //! | [`BinaryFuse8`] | 9.0 (p = 0.39%) | build once | no | no | static sets: smallest fast filter, 3 loads per query |
 //! | [`BinaryFuse16`] | 18.0 (p = 0.0015%) | build once | no | no | static sets at a low FPR |
 //! | [`Xor8`] | 9.84 (p = 0.39%) | build once | no | no | static sets; compatibility (prefer binary fuse) |

@@ -1,8 +1,8 @@
 //! The conformance suite: the same checks on every filter family.
 //!
-//! Run: `cargo test -p sift --test conformance` (add `-- --nocapture` to see the measured
+//! Run: `cargo test -p sift-filters --test conformance` (add `-- --nocapture` to see the measured
 //! false-positive rates). Regenerate the golden files and fuzz seeds: `SIFT_BLESS=1 cargo test
-//! -p sift --test conformance` (see `tests/fixtures/README.md`).
+//! -p sift-filters --test conformance` (see `tests/fixtures/README.md`).
 //!
 //! Each family is ONE line at the bottom of this file: `conformance!(name: Type = descriptor);`
 //! where the descriptor says how to construct it ([`family::Family::dynamic`] for
@@ -174,7 +174,7 @@ fn crc32c_check_value() {
 // The fingerprint width is picked from p among 8, 12 and 16 bits: test at the rate of each width
 // (8·2^-f, the bound `new` compares p against), not at rates between widths.
 //
-// Layout 1 (the one-multiply alternate bucket, written since branch `cuckoo4`) has its own golden
+// Layout 1 (the one-multiply alternate bucket, written by the current version) has its own golden
 // file, `cuckoo_weyl.sift`; `cuckoo.sift` holds layout 0 (the SplitMix64 alternate bucket and the
 // random-walk insert of earlier versions), which is still read (test below).
 conformance!(cuckoo_weyl: sift::Cuckoo = Family::dynamic(sift::Cuckoo::new)
@@ -267,7 +267,7 @@ conformance!(xor8: sift::Xor8 = Family::built(|_, k| sift::Xor8::build(k), |_, h
     .fpr_targets(&[1.0 / 256.0])
     .with_eq();
 
-    /// `xor8_old_order.sift`: written before branch `fuse10` changed the peeling order.
+    /// `xor8_old_order.sift`: written by the breadth-first peeling of earlier versions (other fingerprints).
     #[test]
     fn old_order_golden_still_decodes() {
         suite::older_golden(&family(), "xor8_old_order");
@@ -280,7 +280,7 @@ conformance!(binary_fuse8: sift::BinaryFuse8 = Family::built(
     .fpr_targets(&[1.0 / 256.0])
     .with_eq();
 
-    /// `binary_fuse8_old_order.sift`: written before branch `fuse10` changed the peeling order.
+    /// `binary_fuse8_old_order.sift`: written by the breadth-first peeling of earlier versions (other fingerprints).
     #[test]
     fn old_order_golden_still_decodes() {
         suite::older_golden(&family(), "binary_fuse8_old_order");
@@ -293,7 +293,7 @@ conformance!(binary_fuse8_4wise: sift::BinaryFuse8 = Family::built(
     .fpr_targets(&[1.0 / 256.0])
     .with_eq();
 
-    /// `binary_fuse8_4wise_old_order.sift`: written before branch `fuse10` changed the peeling order.
+    /// `binary_fuse8_4wise_old_order.sift`: written by the breadth-first peeling of earlier versions (other fingerprints).
     #[test]
     fn old_order_golden_still_decodes() {
         suite::older_golden(&family(), "binary_fuse8_4wise_old_order");
@@ -306,7 +306,7 @@ conformance!(binary_fuse16: sift::BinaryFuse16 = Family::built(
     .fpr_targets(&[1.0 / 65536.0])
     .with_eq();
 
-    /// `binary_fuse16_old_order.sift`: written before branch `fuse10` changed the peeling order.
+    /// `binary_fuse16_old_order.sift`: written by the breadth-first peeling of earlier versions (other fingerprints).
     #[test]
     fn old_order_golden_still_decodes() {
         suite::older_golden(&family(), "binary_fuse16_old_order");

@@ -14,7 +14,8 @@
 //! Why: with `redis-benchmark -c 50 -P 64 BF.ADD bf ...` both runtime threads work on the one
 //! key's shard, and a lock per command made them collide: `perf` showed parking_lot's spin
 //! (`sched_yield`) at 5% of the server's CPU, plus two allocations per command for the shard
-//! list and the guards (see docs/BENCHMARKS.md, "Branch srv9").
+//! list and the guards (see docs/BENCHMARKS.md, "BF.ADD pipelined with `appendfsync always`: requests run as
+//! batches").
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;

@@ -6,6 +6,28 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 
+/// Polls `cond` every 10 ms until it holds, failing after 30 s: for a state the server reaches
+/// on its own time (a connection closed, a key expired or swept, a script running), so a test
+/// waits for the state itself and not for a guess of how long it takes on a loaded machine.
+#[track_caller]
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !cond() {
+        assert!(std::time::Instant::now() < deadline, "waited 30 s for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// A numeric field of `INFO section` (e.g. `connected_clients`), read over `c`.
+pub fn info_number(c: &mut Raw, section: &str, field: &str) -> u64 {
+    let text = c.cmd_text(&["INFO", section]);
+    let line = text
+        .split("\r\n")
+        .find_map(|l| l.strip_prefix(field).and_then(|v| v.strip_prefix(':')))
+        .unwrap_or_else(|| panic!("no {field} in INFO {section}: {text}"));
+    line.parse().unwrap_or_else(|_| panic!("{field}: {line:?}"))
+}
+
 /// A running server process, killed on drop (its private data directory is removed too).
 pub struct TestServer {
     pub child: Child,
@@ -82,6 +104,10 @@ impl Drop for TestServer {
 #[path = "../suite/client.rs"]
 mod client;
 pub use client::*;
+
+/// Missing external programs: fail under CI, skip elsewhere (shared with the BF/CF suite).
+#[path = "../suite/external.rs"]
+pub mod external;
 
 /// A server process on a data directory of the test's own (kept across restarts, unlike
 /// [`TestServer`]'s), its stderr in a file beside it so the log can be read while it runs and
@@ -204,17 +230,16 @@ pub fn check_dir(dir: &std::path::Path, extra: &[&str]) -> (Option<i32>, String)
     (out.status.code(), text)
 }
 
-/// Is this a CI run (`CI=true`), where a test whose external requirement is missing must fail
-/// rather than skip?
-pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
+/// Is this a CI run, where a test whose external requirement is missing must fail rather than
+/// skip? One rule for every test ([`external::in_ci`]).
+pub use external::in_ci;
 
-/// A test's requirement is missing: fails under CI, else prints a NOTICE (which `.ci/run`
-/// would also reject) and lets the caller skip.
+/// A test's requirement is missing: fails under CI, else says the test is skipped and lets the
+/// caller return.
+#[track_caller]
 pub fn missing(what: &str) {
     assert!(!in_ci(), "{what}: required under CI=true");
-    eprintln!("NOTICE: skipped: {what}");
+    eprintln!("skipped: {what}");
 }
 
 /// Where the records of a log segment start (after its header: 24 bytes in version 1, 64 in 2).

@@ -10,6 +10,7 @@
 #![allow(dead_code)]
 
 pub mod client;
+pub mod external;
 
 pub use client::Raw;
 
@@ -534,9 +535,7 @@ pub fn redis_py_bloom_commands(t: &dyn Target) {
         .status()
         .is_ok_and(|s| s.success());
     if !have {
-        println!(
-            "NOTICE: python3 with the `redis` module not found; redis-py test skipped (pip install redis)"
-        );
+        external::missing("python3 with the `redis` module", "pip install redis; scripts/test.sh does it");
         return;
     }
     let srv = t.start();
@@ -559,14 +558,13 @@ pub fn redis_py_bloom_commands(t: &dyn Target) {
     }
 }
 
-/// A program a test needs: present, or the test fails under CI (`CI=true`); elsewhere it is
-/// skipped with a notice.
+/// A program a test needs: present, or the test fails under CI; elsewhere that part is skipped
+/// with a message (see `external`).
 fn have_program(check: &mut std::process::Command, what: &str) -> bool {
     if check.output().is_ok_and(|o| o.status.success()) {
         return true;
     }
-    assert!(std::env::var("CI").is_err(), "{what} is missing (scripts/test.sh installs it)");
-    println!("NOTICE: {what} is missing; test skipped (scripts/test.sh installs it)");
+    external::missing(what, "scripts/test.sh installs it");
     false
 }
 

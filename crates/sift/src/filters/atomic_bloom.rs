@@ -19,7 +19,8 @@
 //!   ~20 cycles even on a line already in L1, and the CPU does not let later loads pass it, so
 //!   the next insert's cache miss cannot overlap with this one: single-threaded, a shared insert
 //!   of `u64` keys into an empty filter costs 3.6–5.7× [`BlockedBloom`]'s, of 20-byte keys
-//!   ~2× (`docs/BENCHMARKS.md`, "AtomicBloom: the shared insert"). Re-inserting present items
+//!   ~2× (`docs/BENCHMARKS.md`, "17–32-byte keys hashed with 4-byte loads; AtomicBloom rows
+//!   corrected"). Re-inserting present items
 //!   costs only the loads. [`Insert::insert`] and [`Insert::insert_many`], which take
 //!   `&mut self` and so exclude other threads, run [`BlockedBloom`]'s block kernel (AVX2 when
 //!   present) on the same memory and cost what [`BlockedBloom`]'s insert costs.

@@ -139,7 +139,7 @@ fn all_set<const K: usize>(bits: &BitVec, d: Digest) -> bool {
 /// Whether the `K` probe bits of `d` are all set, stopping at the first clear one. Positions
 /// by the recurrence, each computed just before its test: a non-member stops after about two,
 /// and computing all `K` first (`Probes::first`) made its query 8% slower at n = 4M (members
-/// the same; docs/BENCHMARKS.md, branch bloom10).
+/// the same; docs/BENCHMARKS.md, "Bloom query and insert against fastbloom").
 #[inline(always)]
 fn all_set_early_exit<const K: usize>(bits: &BitVec, d: Digest) -> bool {
     let (words, m) = (bits.words(), bits.len());
@@ -462,7 +462,7 @@ fn set_all<const K: usize>(bits: &mut BitVec, d: Digest) -> u64 {
 /// `v` with bit `x & 63` set; adds that bit's old value (0 or 1) to `already`. On x86-64 one
 /// `bts` (which leaves the old bit in the carry flag) and one `adc`: LLVM tests the bit and sets
 /// it in two separate instructions on a copy of the word, and the insert was 10% slower for it
-/// (n = 1M, docs/BENCHMARKS.md, branch bloom10).
+/// (n = 1M, docs/BENCHMARKS.md, "Bloom query and insert against fastbloom").
 #[inline(always)]
 fn set_bit_count(v: u64, x: u64, already: &mut u64) -> u64 {
     #[cfg(target_arch = "x86_64")]

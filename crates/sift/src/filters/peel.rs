@@ -28,20 +28,21 @@
 //!   places them next to each other. Should duplicates slip through (or a slot's count overflow),
 //!   peeling fails and the next attempt works on a sorted, deduplicated copy of the hashes: exact,
 //!   at the cost of one sort that only adversarial input pays.
-//! * **Peeling order** (since branch `fuse10`): a descending scan over the slots queues the
-//!   slots with one key, and a FIFO queue is worked off down to a few dozen entries behind the scan after each block of slots;
-//!   taking a key out queues the slots it leaves with one key. The work stays in the few
+//! * **Peeling order**: a descending scan over the slots queues the slots with one key, and a
+//!   FIFO queue is worked off down to a few dozen entries behind the scan after each block of
+//!   slots; taking a key out queues the slots it leaves with one key. The work stays in the few
 //!   segments around the scan, consecutive entries seldom depend on each other (so several keys
 //!   are in flight at once, where a depth-first stack waited for each key's slots in turn), and
 //!   the slots of the key a few entries on are prefetched. Which seeds work does not depend on
-//!   the order; the fingerprints do, so filters built since `fuse10` differ from earlier ones
-//!   for the same input (the format is the same: both read and answer alike). `peel/reference.rs`
-//!   keeps the construction of before `fuse7` as the tests' oracle for seed, shape and items.
+//!   the order; the fingerprints do, so filters built by earlier versions (breadth-first peeling)
+//!   differ from today's for the same input (the format is the same: both read and answer
+//!   alike). `peel/reference.rs` keeps that earlier construction as the tests' oracle for seed,
+//!   shape and items.
 //! * **Scratch memory** (in `bits::Storage`: 2 MiB-aligned, huge pages where the kernel gives
 //!   them): keys `8·n`, peel positions `n`, slot xors `8·s`, counts `s` bytes (`s` slots), reused
 //!   across attempts, plus `8·n` for the deduplicated copy if it is ever needed: about 19.2 bytes
 //!   per key for a binary fuse filter (s ≈ 1.13·n), 20.5 for an xor filter (s ≈ 1.23·n),
-//!   measured by `examples/fuse_probe.rs`. Besides, the peeling queue: 4 bytes per entry, grown
+//!   measured by `benches/probes/fuse.rs`. Besides, the peeling queue: 4 bytes per entry, grown
 //!   by doubling while a cascade of peels outruns the scan; a slot is queued at most twice (by
 //!   the scan, and when its count drops to one), so it holds at most `2·s` entries, and it
 //!   measured 16,384 entries (64 KiB) up to n = 200,000 and 131,072 (512 KiB, 0.17 bytes per
@@ -310,7 +311,7 @@ thread_local! {
     static PROBE: core::cell::Cell<Option<[u64; 5]>> = const { core::cell::Cell::new(None) };
 }
 
-/// Starts recording the time a build spends in its phases (for `examples/fuse_probe.rs`; not a
+/// Starts recording the time a build spends in its phases (for `benches/probes/fuse.rs`; not a
 /// stable API): hashing and placing the keys, counting, peeling, assigning, and allocating (and
 /// zeroing) the scratch arrays.
 #[doc(hidden)]
@@ -800,8 +801,8 @@ mod tests {
     /// The filter of `h` has the reference construction's seed, shape and item count (peeling
     /// succeeds for the same seeds in any order, and duplicates are found in the same counting
     /// pass), and it is valid: every key's fingerprint is the xor of its slots (`contains_hash`
-    /// compares exactly that). Its fingerprints differ from the reference's since `fuse10`
-    /// (another peeling order).
+    /// compares exactly that). Its fingerprints differ from the reference's (another peeling
+    /// order).
     fn check_fuse<F: Fingerprint>(h: &[u64], arity: Arity, what: &str) {
         let want = reference::binary_fuse::<F>(h, arity.get()).unwrap();
         let got = BinaryFuse::<F>::from_hashes_with(h, arity, Hasher::default()).unwrap();

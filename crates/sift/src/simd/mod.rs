@@ -1,6 +1,12 @@
-//! The one place where `sift` uses `unsafe` for speed: the probe kernels of the cache-line-blocked
-//! Bloom filters ([`crate::BlockedBloom`], [`crate::AtomicBloom`], the layers of
-//! [`crate::ScalableBloom`]).
+//! The probe kernels of the cache-line-blocked Bloom filters ([`crate::BlockedBloom`],
+//! [`crate::AtomicBloom`], the layers of [`crate::ScalableBloom`]): AVX2 and AVX-512 with a
+//! portable scalar kernel, chosen once per process.
+//!
+//! The kernels are `unsafe` (CPU features, unchecked block access), as are a few other hot paths
+//! of the crate, each with its `// SAFETY:` argument: the huge-page storage and BMI2 `select` in
+//! `bits.rs`, the unchecked word reads of [`crate::Bloom`], the atomic-block reinterpretation of
+//! [`crate::AtomicBloom`], the unchecked bucket words and SSE2 field tests of [`crate::Cuckoo`]
+//! and the POPCNT/BMI paths of [`crate::Quotient`].
 //!
 //! # The block layout (what the bits mean, on disk too)
 //!
@@ -283,7 +289,8 @@ impl Kernel {
 ///
 /// Why it matters: a query on a filter bigger than L2 waits for one cache miss; how many misses
 /// overlap depends on how many queries fit in the CPU's reorder window, i.e. on the number of
-/// instructions per query (see `docs/BENCHMARKS.md`, "What changed for speed (branch perf2)").
+/// instructions per query (see `docs/BENCHMARKS.md`, "What changed for speed: per-`k` probe
+/// kernels, AVX-512, XXH3 with the seed precomputed").
 #[derive(Clone, Copy)]
 pub(crate) struct Probe {
     contains: unsafe fn(&Block, u64) -> bool,

@@ -599,7 +599,7 @@ pub fn golden_file<F: Filter + Persist>(stem: &str, f: &F) {
     if blessing() {
         let header = format!(
             "# Queries of {stem}.sift and the answers it must give (1 = maybe present, 0 = absent).\n\
-             # Written by `SIFT_BLESS=1 cargo test -p sift --test conformance`; see README.md.\n"
+             # Written by `SIFT_BLESS=1 cargo test -p sift-filters --test conformance`; see README.md.\n"
         );
         std::fs::write(&bin, &bytes).unwrap();
         std::fs::write(&txt, header + &answers).unwrap();
@@ -609,7 +609,7 @@ pub fn golden_file<F: Filter + Persist>(stem: &str, f: &F) {
     }
     let golden = std::fs::read(&bin).unwrap_or_else(|e| {
         panic!(
-            "{}: {e}; generate it with `SIFT_BLESS=1 cargo test -p sift --test conformance`",
+            "{}: {e}; generate it with `SIFT_BLESS=1 cargo test -p sift-filters --test conformance`",
             bin.display()
         )
     });

@@ -1,6 +1,6 @@
-//! The construction as it was before branch `fuse7` (breadth-first queue of all degree-1 slots,
-//! keys hashed into a separate vector first), kept unchanged as the oracle of the tests: since
-//! branch `fuse10` peels in another order, the current construction must find the same seed,
+//! The construction of earlier versions (breadth-first queue of all degree-1 slots, keys hashed
+//! into a separate vector first), kept unchanged as the oracle of the tests: since the current
+//! construction peels in another order (a scan over the slots), it must find the same seed,
 //! shape and item count (which seeds work does not depend on the peeling order, and duplicates
 //! are taken out in the same counting pass) and a valid filter, not the same fingerprints.
 

@@ -2,19 +2,31 @@
 //! with and without software prefetching: the ceiling of every batch query of a large filter.
 //!
 //! ```text
-//! cargo run --release -p sift --example line_rate -- [BYTES, default 1 GiB]
+//! cargo bench -p sift-filters --bench line_rate -- [--bytes 2^30]
 //! ```
 //!
 //! Reads 20M random 8-byte words of a huge-page-advised buffer in a dependent-free loop, once
 //! with no prefetch (the out-of-order core overlaps what its window holds) and then prefetching
 //! `ahead` reads in advance, and prints nanoseconds per line. A classic Bloom member query needs
 //! `k` lines (7 at 1%), so its batch can only beat its single query by as much as the prefetched
-//! line rate beats the unprefetched one (`docs/BENCHMARKS.md`, "Bloom batch, session 4").
+//! line rate beats the unprefetched one (`docs/BENCHMARKS.md`, "Bloom batch: a staged query").
 
+#[path = "../harness/mod.rs"]
+mod harness;
+use harness::args::{run, Args};
 use std::time::Instant;
 
-fn main() {
-    let bytes: usize = std::env::args().nth(1).map_or(1 << 30, |s| s.parse().expect("BYTES: a byte count"));
+fn main() -> std::process::ExitCode {
+    run(|| {
+        let mut a = Args::from_env("usage: cargo bench -p sift-filters --bench line_rate -- [--bytes 2^30]")?;
+        let bytes = a.count("--bytes", 1 << 30)?.max(8);
+        a.finish()?;
+        probe(bytes);
+        Ok(())
+    })
+}
+
+fn probe(bytes: usize) {
     let words = (bytes / 8).max(1);
     let layout = std::alloc::Layout::from_size_align(words * 8, 2 << 20).expect("valid layout");
     // SAFETY: the layout has a non-zero size.

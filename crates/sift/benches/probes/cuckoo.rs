@@ -1,32 +1,35 @@
 //! Diagnostic for tuning the cuckoo filter (not part of the published tables): fills
 //! `Cuckoo::new(n, 0.01)` with `n` u64 keys and prints the insert time per tenth of the fill and
-//! the query times. `cargo run --release -p sift --example cuckoo_probe -- [n] [rounds]`.
-#[path = "../benches/common/keys.rs"]
-#[allow(dead_code)]
-mod keys;
-use keys::Key;
+//! the query times, next to the cuckoofilter crate with its default hasher.
+//!
+//! `cargo bench -p sift-filters --bench cuckoo_probe -- [--n 1M] [--rounds 3]`
+#[path = "../harness/mod.rs"]
+mod harness;
+use harness::args::{run, Args};
+use harness::keys::{self, Key};
+use harness::measure::{cpu_ns, fill_in_tenths};
 use sift::prelude::*;
 use std::hint::black_box;
 
-#[path = "../benches/common/measure.rs"]
-#[allow(dead_code)] // the table programs' helpers
-mod measure;
-use measure::fill_in_tenths;
-
-/// This thread's CPU time in ns.
-fn cpu_ns() -> f64 {
-    measure::thread_cpu_ns().expect("a thread CPU clock (Linux)") as f64
+fn main() -> std::process::ExitCode {
+    run(|| {
+        let mut a = Args::from_env(
+            "usage: cargo bench -p sift-filters --bench cuckoo_probe -- [--n 1M] [--rounds 3]",
+        )?;
+        let n = a.count("--n", 1_000_000)?.max(1);
+        let rounds = a.count("--rounds", 3)?.max(1);
+        a.finish()?;
+        probe(n, rounds);
+        Ok(())
+    })
 }
 
-fn main() {
-    let mut args = std::env::args().skip(1);
-    let n: usize = args.next().map(|s| s.parse().unwrap()).unwrap_or(1_000_000);
-    let rounds: usize = args.next().map(|s| s.parse().unwrap()).unwrap_or(3);
+fn probe(n: usize, rounds: usize) {
     let keys: Vec<u64> = keys::members::<u64>(n);
     let others: Vec<u64> = keys::non_members::<u64>(n);
     for _ in 0..rounds {
         // The reference of issue 3: the cuckoofilter crate with its default hasher (SipHash-1-3),
-        // sized as in bench_table3.
+        // sized as in the table program (`harness/cuckoo_quotient.rs`).
         let t = cpu_ns();
         let mut c = cuckoofilter::CuckooFilter::<std::collections::hash_map::DefaultHasher>::with_capacity(
             (n as f64 / 0.95).ceil() as usize,

@@ -1,16 +1,18 @@
-//! Diagnostic micro-benchmarks used while tuning (not part of the published tables).
-#[path = "../benches/common/mod.rs"]
-mod common;
-use common::{Key, Subject};
+//! Diagnostic micro-benchmarks of the blocked and classic Bloom filters (not part of the published
+//! tables): constructor cost, then, interleaved over 7 rounds (median and minimum), queries and
+//! inserts of `BlockedBloom`, `Bloom`, sbbf-rs and fastbloom, the scalar kernel, and experimental
+//! AVX2 kernel variants (module `exp`: other remix, salts, counters) against the library's.
+//! x86-64 with AVX2 only.
+//!
+//! `cargo bench -p sift-filters --bench blocked_bloom_probe -- [--n 1M]`
+#[path = "../harness/mod.rs"]
+mod harness;
+use harness::args::{run, Args};
+use harness::contender::Subject;
+use harness::keys::{members, non_members, Key};
+use harness::measure::cpu_ns;
 use sift::prelude::*;
 use std::hint::black_box;
-
-fn cpu_ns() -> f64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: valid timespec, constant clock id.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64
-}
 
 fn time(f: &mut dyn FnMut() -> usize, n: usize) -> f64 {
     let t = cpu_ns();
@@ -18,8 +20,18 @@ fn time(f: &mut dyn FnMut() -> usize, n: usize) -> f64 {
     (cpu_ns() - t) / n as f64
 }
 
-fn main() {
-    let n: usize = std::env::args().nth(1).map(|s| s.parse().unwrap()).unwrap_or(1_000_000);
+fn main() -> std::process::ExitCode {
+    run(|| {
+        let mut a =
+            Args::from_env("usage: cargo bench -p sift-filters --bench blocked_bloom_probe -- [--n 1M]")?;
+        let n = a.count("--n", 1_000_000)?.max(1);
+        a.finish()?;
+        probe(n);
+        Ok(())
+    })
+}
+
+fn probe(n: usize) {
     for _ in 0..3 {
         let t = cpu_ns();
         let f = black_box(sift::BlockedBloom::new(black_box(n), 0.01).unwrap());
@@ -29,11 +41,11 @@ fn main() {
         println!("BlockedBloom::new {:.2} ms, Bloom::new {:.2} ms", (t1 - t) / 1e6, (t2 - t1) / 1e6);
         drop((f, g));
     }
-    let keys: Vec<u64> = common::members::<u64>(n);
-    let others: Vec<u64> = common::non_members::<u64>(n);
+    let keys: Vec<u64> = members::<u64>(n);
+    let others: Vec<u64> = non_members::<u64>(n);
     let mut bb = sift::BlockedBloom::new(n, 0.01).unwrap();
     let mut bl = sift::Bloom::new(n, 0.01).unwrap();
-    let mut sb = common::Sbbf::new(n, 0.01);
+    let mut sb = harness::bloom::Sbbf::new(n, 0.01);
     let mut fb = fastbloom::BloomFilter::with_false_pos(0.01)
         .hasher(foldhash::fast::FixedState::with_seed(1))
         .expected_items(n);

@@ -1,8 +1,26 @@
-//! Diagnostic: cost of the blocked planner and of `BlockedBloom::new` (not a published table).
+//! Diagnostic: cost of the blocked planner and of `BlockedBloom::new` (not a published table):
+//! three times, the mean of 200 calls each of `blocked_words_plan(n, 1%, 16)`,
+//! `blocked_words_max_load`, `blocked_words_fpr_at_load`, `BlockedBloom::new(n, 1%)` and
+//! `Bloom::new(n, 1%)`, warm (one plan first).
+//!
+//! `cargo bench -p sift-filters --bench plan_probe -- [--n 1e6]`
+#[path = "../harness/mod.rs"]
+mod harness;
+use harness::args::{run, Args};
 use std::hint::black_box;
 use std::time::Instant;
-fn main() {
-    let n: f64 = std::env::args().nth(1).map(|s| s.parse().unwrap()).unwrap_or(1e6);
+
+fn main() -> std::process::ExitCode {
+    run(|| {
+        let mut a = Args::from_env("usage: cargo bench -p sift-filters --bench plan_probe -- [--n 1e6]")?;
+        let n = a.count("--n", 1_000_000)?.max(1);
+        a.finish()?;
+        probe(n as f64);
+        Ok(())
+    })
+}
+
+fn probe(n: f64) {
     let _ = sift::math::blocked_words_plan(1000.0, 0.01, 16);
     for _ in 0..3 {
         let t = Instant::now();

@@ -1,48 +1,74 @@
-//! What the table programs (`examples/bench_table.rs`, `examples/bench_table3.rs`) measure with:
-//! a counting global allocator for the heap a filter holds, a stopwatch on the thread's CPU time,
-//! medians and the `1M`-style counts of their command lines. One copy, so both tables use the
-//! same yardsticks.
+//! What the table program and the probes measure with: a counting allocator for the heap a filter
+//! holds (and the peak a build needs), a stopwatch on the thread's CPU time, medians, and the
+//! same per-tenth fill timing for the probes. One copy, so every program uses the same yardsticks.
+//!
+//! The allocator counts only where a program installs it:
+//! `#[global_allocator] static ALLOC: harness::measure::Counting = harness::measure::Counting;`
+//! (the table program and the probes that report memory do; the Criterion benches do not).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 use std::time::Instant;
 
-/// Counts live heap bytes so that every implementation's memory is measured the same way.
+/// Counts live heap bytes (and their peak), so that every implementation's memory is measured
+/// the same way. Counts nothing unless installed as the program's global allocator.
 pub struct Counting;
 
 static LIVE: AtomicIsize = AtomicIsize::new(0);
+static PEAK: AtomicIsize = AtomicIsize::new(0);
 
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged; the counter
-// has no effect on the memory returned.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: forwarded as is; the caller upholds `GlobalAlloc::alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: forwarded as is.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: forwarded as is; `ptr` came from this allocator with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: forwarded as is.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
+fn grew(by: isize) {
+    let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;
+    PEAK.fetch_max(now, Ordering::Relaxed);
 }
 
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+// SAFETY: every method forwards to `System` with the caller's arguments unchanged; the counters
+// have no effect on the memory returned.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded as is; the caller upholds `GlobalAlloc::alloc`'s contract.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            grew(layout.size() as isize);
+        }
+        p
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded as is.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            grew(layout.size() as isize);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded as is; `ptr` came from this allocator with this layout.
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: forwarded as is.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            grew(new_size as isize - layout.size() as isize);
+        }
+        p
+    }
+}
 
 /// Heap bytes live now (allocated through [`Counting`] and not freed).
 pub fn live_bytes() -> isize {
     LIVE.load(Ordering::Relaxed)
+}
+
+/// Starts a new peak measurement at the bytes live now.
+pub fn reset_peak() {
+    PEAK.store(LIVE.load(Ordering::Relaxed), Ordering::Relaxed);
+}
+
+/// The most heap bytes live at once since [`reset_peak`].
+pub fn peak_bytes() -> isize {
+    PEAK.load(Ordering::Relaxed)
 }
 
 /// This thread's CPU time in ns (Linux: `CLOCK_THREAD_CPUTIME_ID`), `None` where it is missing.
@@ -57,6 +83,11 @@ pub fn thread_cpu_ns() -> Option<u128> {
         }
     }
     None
+}
+
+/// This thread's CPU time in ns, for the probes' own timing (a thread CPU clock is required).
+pub fn cpu_ns() -> f64 {
+    thread_cpu_ns().expect("a thread CPU clock (Linux)") as f64
 }
 
 static USE_WALL: AtomicBool = AtomicBool::new(false);
@@ -120,9 +151,21 @@ pub fn median(v: &[f64]) -> f64 {
     }
 }
 
-/// `1000000`, `1_000_000`, `1M`, `10m`, `2^27`, `1G`.
+/// `1000000`, `1_000_000`, `1M`, `10m`, `250k`, `1G` (powers of ten), `2^27`, `1e6`.
 pub fn parse_count(s: &str) -> Result<usize, String> {
     let t = s.replace('_', "");
+    if let Some((m, e)) = t.split_once(['e', 'E']) {
+        let (m, e): (f64, i32) = match (m.parse(), e.parse()) {
+            (Ok(m), Ok(e)) => (m, e),
+            _ => return Err(format!("bad number {s:?}")),
+        };
+        let v = m * 10f64.powi(e);
+        return if v >= 0.0 && v.fract() == 0.0 && v < 2f64.powi(63) {
+            Ok(v as usize)
+        } else {
+            Err(format!("{s}: not a whole count"))
+        };
+    }
     if let Some((b, e)) = t.split_once('^') {
         let b: u32 = b.parse().map_err(|_| format!("bad number {s:?}"))?;
         let e: u32 = e.parse().map_err(|_| format!("bad number {s:?}"))?;
@@ -140,7 +183,6 @@ pub fn parse_count(s: &str) -> Result<usize, String> {
 /// Calls `add` on every item in order, timing each tenth of them: returns the overall ns per item
 /// and the tenths as `"0:12 1:13 …"` (ns per item of each tenth), which shows how an insert's cost
 /// grows as a table fills (the diagnostic probes print it; the tables do not use it).
-#[allow(dead_code)]
 pub fn fill_in_tenths<T>(items: &[T], mut add: impl FnMut(&T)) -> (f64, String) {
     let all = Stopwatch::start();
     let mut tenths = Vec::new();

@@ -1,5 +1,5 @@
-//! The benchmark key workloads, shared by `common/mod.rs` (Bloom family) and `common3/mod.rs`
-//! (static filters, Cuckoo, Quotient), and so by both Criterion benches and both table programs.
+//! The benchmark keys: `u64` and 20-byte ASCII strings, members and non-members (disjoint by
+//! construction), the same stream in every program.
 
 use std::hash::Hash;
 
@@ -85,4 +85,25 @@ pub fn members<K: Key>(n: usize) -> Vec<K> {
 /// `m` keys that were never inserted (see [`members`]).
 pub fn non_members<K: Key>(m: usize) -> Vec<K> {
     (0..m as u64).map(|i| K::nth(i | 1 << 63)).collect()
+}
+
+/// The key types on a command line (`--keys u64|str20|both`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyKind {
+    /// [`u64`] keys.
+    U64,
+    /// [`Str20`] keys.
+    Str20,
+}
+
+impl KeyKind {
+    /// `u64`, `str20` or `both`.
+    pub fn parse_list(s: &str) -> Result<Vec<KeyKind>, String> {
+        match s {
+            "u64" => Ok(vec![KeyKind::U64]),
+            "str20" => Ok(vec![KeyKind::Str20]),
+            "both" => Ok(vec![KeyKind::U64, KeyKind::Str20]),
+            other => Err(format!("--keys {other}: expected u64, str20 or both")),
+        }
+    }
 }

@@ -1,25 +1,17 @@
 //! Diagnostic for tuning the quotient filter (not part of the published tables): fills
 //! `Quotient::new(n, 0.01)` with `n` keys and prints the insert time per tenth of the fill and
 //! the query times, next to qfilter (xxh3-64 of the same bytes) sized to the same quotients.
-//! `cargo run --release -p sift --example quotient_probe -- [n] [rounds] [u64|str20]`.
-#[path = "../benches/common/keys.rs"]
-#[allow(dead_code)]
-mod keys;
-use keys::{Key, Str20};
+//!
+//! `cargo bench -p sift-filters --bench quotient_probe -- [--n 1M] [--rounds 3] [--keys u64|str20|both]`
+#[path = "../harness/mod.rs"]
+mod harness;
+use harness::args::{run, Args};
+use harness::keys::{self, Key, KeyKind, Str20};
+use harness::measure::{cpu_ns, fill_in_tenths};
 use sift::prelude::*;
 use std::hint::black_box;
 
-#[path = "../benches/common/measure.rs"]
-#[allow(dead_code)] // the table programs' helpers
-mod measure;
-use measure::fill_in_tenths;
-
-/// This thread's CPU time in ns.
-fn cpu_ns() -> f64 {
-    measure::thread_cpu_ns().expect("a thread CPU clock (Linux)") as f64
-}
-
-fn run<K: Key>(n: usize, rounds: usize) {
+fn probe<K: Key>(n: usize, rounds: usize) {
     let keys: Vec<K> = keys::members::<K>(n);
     let others: Vec<K> = keys::non_members::<K>(n);
     for _ in 0..rounds {
@@ -52,12 +44,21 @@ fn run<K: Key>(n: usize, rounds: usize) {
     }
 }
 
-fn main() {
-    let mut args = std::env::args().skip(1);
-    let n: usize = args.next().map(|s| s.parse().unwrap()).unwrap_or(1_000_000);
-    let rounds: usize = args.next().map(|s| s.parse().unwrap()).unwrap_or(3);
-    match args.next().as_deref() {
-        Some("str20") => run::<Str20>(n, rounds),
-        _ => run::<u64>(n, rounds),
-    }
+fn main() -> std::process::ExitCode {
+    run(|| {
+        let mut a = Args::from_env(
+            "usage: cargo bench -p sift-filters --bench quotient_probe -- [--n 1M] [--rounds 3] [--keys u64|str20|both]",
+        )?;
+        let n = a.count("--n", 1_000_000)?.max(1);
+        let rounds = a.count("--rounds", 3)?.max(1);
+        let kinds = a.keys(&[KeyKind::U64])?;
+        a.finish()?;
+        for kind in kinds {
+            match kind {
+                KeyKind::U64 => probe::<u64>(n, rounds),
+                KeyKind::Str20 => probe::<Str20>(n, rounds),
+            }
+        }
+        Ok(())
+    })
 }

@@ -1,30 +1,18 @@
 //! Diagnostic for the quotient filter's query (not part of the published tables): fills
-//! `Quotient::new(n, 0.01)` and, when `equal` is given, a `Quotient` with qfilter's slot count,
+//! `Quotient::new(n, 0.01)`, a `Quotient` with qfilter's slot count (equal load),
 //! and qfilter (xxh3-64 of the same bytes) with the same `n` u64 keys, then times member and
-//! non-member queries of the three, interleaved, `rounds` times, and prints the medians.
-//! `cargo run --release -p sift --example quotient_query_probe -- [n] [rounds] [repeat]`:
-//! each timed pass queries every key `repeat` times (in order; the keys are random, so the
+//! non-member queries of the three, interleaved, `--rounds` times, and prints the medians.
+//! Each timed pass queries every key `--repeat` times (in order; the keys are random, so the
 //! probes are random slots).
-#[path = "../benches/common/keys.rs"]
-#[allow(dead_code)]
-mod keys;
-use keys::Key;
+//!
+//! `cargo bench -p sift-filters --bench quotient_query_probe -- [--n 1M] [--rounds 5] [--repeat 1]`
+#[path = "../harness/mod.rs"]
+mod harness;
+use harness::args::{run, Args};
+use harness::keys::{self, Key};
+use harness::measure::{self, cpu_ns};
 use sift::prelude::*;
 use std::hint::black_box;
-
-#[path = "../benches/common/measure.rs"]
-#[allow(dead_code)] // the table programs' helpers
-mod measure;
-
-/// This thread's CPU time in ns.
-fn cpu_ns() -> f64 {
-    measure::thread_cpu_ns().expect("a thread CPU clock (Linux)") as f64
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
 
 fn time(keys: &[u64], repeat: usize, mut has: impl FnMut(&u64) -> bool) -> (f64, usize) {
     let t = cpu_ns();
@@ -35,11 +23,21 @@ fn time(keys: &[u64], repeat: usize, mut has: impl FnMut(&u64) -> bool) -> (f64,
     ((cpu_ns() - t) / (keys.len() * repeat) as f64, hits / repeat)
 }
 
-fn main() {
-    let mut args = std::env::args().skip(1);
-    let n: usize = args.next().map(|s| s.parse().unwrap()).unwrap_or(1_000_000);
-    let rounds: usize = args.next().map(|s| s.parse().unwrap()).unwrap_or(5);
-    let repeat: usize = args.next().map(|s| s.parse().unwrap()).unwrap_or(1);
+fn main() -> std::process::ExitCode {
+    run(|| {
+        let mut a = Args::from_env(
+            "usage: cargo bench -p sift-filters --bench quotient_query_probe -- [--n 1M] [--rounds 5] [--repeat 1]",
+        )?;
+        let n = a.count("--n", 1_000_000)?.max(1);
+        let rounds = a.count("--rounds", 5)?.max(1);
+        let repeat = a.count("--repeat", 1)?.max(1);
+        a.finish()?;
+        probe(n, rounds, repeat);
+        Ok(())
+    })
+}
+
+fn probe(n: usize, rounds: usize, repeat: usize) {
     let keys: Vec<u64> = keys::members::<u64>(n);
     let others: Vec<u64> = keys::non_members::<u64>(n);
     let mut f = sift::Quotient::new(n, 0.01).unwrap();
@@ -73,7 +71,7 @@ fn main() {
         t[5].push(a);
         fp[2] = h;
     }
-    let m: Vec<f64> = t.iter_mut().map(|v| median(v)).collect();
+    let m: Vec<f64> = t.iter().map(|v| measure::median(v)).collect();
     println!(
         "n {n}: sift {:.1} / {:.1} ns ({:.3}%, {:.2} bits/key); at qfilter's load {:.1} / {:.1} ({:.3}%); \
          qfilter {:.1} / {:.1} ({:.3}%); ratios {:.2} / {:.2}, equal load {:.2} / {:.2}",
