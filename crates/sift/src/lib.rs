@@ -68,6 +68,7 @@ mod traits;
 mod traits_static;
 
 pub use error::{Error, FormatError, Result};
+pub use filters::aging::AgingBloom;
 pub use filters::atomic_bloom::AtomicBloom;
 pub use filters::blocked_bloom::BlockedBloom;
 pub use filters::blocked_bloom::Stripe;
@@ -78,8 +79,9 @@ pub use filters::quotient::Quotient;
 pub use filters::scalable_bloom::ScalableBloom;
 pub use filters::scalable_cuckoo::ScalableCuckoo;
 pub use filters::split_block::SplitBlockBloom;
+pub use filters::time_limited::TimeLimitedBloom;
 pub use hash::{Digest, HashKind, Hasher};
-pub use traits::{Filter, Insert, Persist, Remove};
+pub use traits::{Filter, Insert, Persist, Remove, Timed};
 
 // Static filters (built once from a set) and the family planner.
 pub use filters::binary_fuse::{Arity, BinaryFuse, BinaryFuse16, BinaryFuse8};
@@ -90,6 +92,6 @@ pub use traits_static::StaticFilter;
 
 /// The traits, for `use sift::prelude::*;`.
 pub mod prelude {
-    pub use crate::traits::{Filter, Insert, Persist, Remove};
+    pub use crate::traits::{Filter, Insert, Persist, Remove, Timed};
     pub use crate::traits_static::StaticFilter;
 }

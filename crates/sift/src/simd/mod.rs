@@ -1,6 +1,7 @@
 //! The one place where `sift` uses `unsafe` for speed: the probe kernels of the cache-line-blocked
 //! Bloom filters ([`crate::BlockedBloom`], [`crate::AtomicBloom`], the layers of
-//! [`crate::ScalableBloom`]).
+//! [`crate::ScalableBloom`]) and of the age-partitioned rows ([`crate::AgingBloom`],
+//! [`crate::TimeLimitedBloom`], in `rows.rs`).
 //!
 //! # The block layout (what the bits mean, on disk too)
 //!
@@ -40,6 +41,7 @@ use crate::hash::{fastrange, Digest};
 mod avx2;
 #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
 mod avx512;
+pub(crate) mod rows;
 pub(crate) mod scalar;
 
 /// Words per block.
