@@ -273,6 +273,12 @@ impl TimeLimitedBloom {
         self.clock.saturating_sub(oldest.born)
     }
 
+    /// Counted insertions of the current generation (the window moves on when it reaches
+    /// [`generation_size`](Self::generation_size), or, for a window by time, when its time is up).
+    pub fn current_generation(&self) -> u64 {
+        self.ring.current_items()
+    }
+
     /// Fraction of the bits of the `i`-th youngest slice that are set (reads one word per row).
     ///
     /// # Panics

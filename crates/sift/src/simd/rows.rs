@@ -336,6 +336,7 @@ mod tests {
     /// The multipliers are odd and distinct, and pinned (the file format depends on them).
     #[test]
     fn multipliers_are_pinned() {
+        assert_eq!(MULTIPLIERS[0], 0x7b1d_cdaf, "docs/FORMAT.md quotes it");
         assert!(MULTIPLIERS.iter().all(|m| m & 1 == 1));
         let mut sorted = MULTIPLIERS.to_vec();
         sorted.sort();
