@@ -764,15 +764,15 @@ pub fn scalable_bits_per_key(n: f64, p: f64, initial: f64, growth: f64, tighteni
 /// (below 1e-11) is still far under the rates such a `k` is for (1e-6 and up).
 pub const AGING_MAX_K: u32 = 24;
 
-/// Largest number of slices of an aging filter: a row of 64 words, eight cache lines.
-pub const AGING_MAX_SLICES: u32 = 64;
+/// Largest number of slices of an aging filter: a row of 32 words of 32 bits, two cache lines
+/// (the Age-Partitioned Blocked Bloom Filter's "2-3 cache-line accesses per insertion").
+pub const AGING_MAX_SLICES: u32 = 32;
 
-/// Slices per row the planner considers by default: up to 32 words, four cache lines per
-/// query (the Age-Partitioned Blocked Bloom Filter's "around 2-4 per query").
+/// Slices per row the planner considers by default (16 or 32).
 pub const AGING_DEFAULT_MAX_SLICES: u32 = 32;
 
-/// Bits of one slice in one row of the aging layout (a 64-bit word).
-pub const AGING_WORD_BITS: f64 = 64.0;
+/// Bits of one slice in one row of the aging layout (a 32-bit word).
+pub const AGING_WORD_BITS: f64 = 32.0;
 
 /// Probability that a query finds `k` consecutive slices reporting its bit, when slice `i`
 /// (youngest first) reports it independently with probability `fills[i]`: a run-length
@@ -823,7 +823,7 @@ pub fn apbf_fpr(k: u32, l: u32) -> f64 {
 }
 
 /// [`aging_fpr`] as if the slices were independent: slice `i` (youngest first) holds the items
-/// of generations `i+1-k ..= i` and a row's word of it is filled to `1 - e^(-load/64)`; the rate
+/// of generations `i+1-k ..= i` and a row's word of it is filled to `1 - e^(-load/32)`; the rate
 /// is `1 - Π(1 - P_a)` over alignments `a` of the products `P_a` of their `k` fills. Below
 /// [`aging_fpr`] (the row layout correlates the slices of a row); used to bracket it.
 pub fn aging_fpr_independent(k: u32, live: usize, gens: &[f64]) -> f64 {
@@ -857,7 +857,7 @@ fn gen_load(gens: &[f64], a: isize) -> f64 {
 ///
 /// The layout is the Age-Partitioned *Blocked* Bloom Filter of Shtul, Baquero & Almeida
 /// (arXiv 2001.03147): an item lives in one row (chosen by its hash, the same row in every
-/// slice), a row holds one 64-bit word per slice, and the item sets one bit in the word of each
+/// slice), a row holds one 32-bit word per slice, and the item sets one bit in the word of each
 /// of the `k` youngest slices; `sift` makes that bit depend on the slice's offset in the run
 /// (`src/simd/rows.rs`), so a query tests, at each *alignment* `a` (`0 ..= live - k`), one
 /// specific bit in each of the slices `a .. a+k`. `live` slices are queried (youngest first);
@@ -866,12 +866,12 @@ fn gen_load(gens: &[f64], a: isize) -> f64 {
 ///
 /// Two items of one generation set bits in the same `k` words, so the slices of a row are
 /// positively correlated, and the independent-slice product ([`aging_fpr_independent`], the
-/// paper's analysis for separate bit arrays) is too low: by 1.3× at 1% and more at lower rates.
+/// paper's analysis for separate bit arrays) is too low: by 1.6× at 1% and more at lower rates.
 /// Per alignment this formula is exact under the Poisson model: with `S` a subset of the
 /// alignment's slices and `c_a(S)` the slices of `S` generation `a` wrote to, the probability
-/// that every slice of `S` misses the query's bit is `Π_a exp(-λ_a·(1 - (63/64)^c_a(S)))` (a
+/// that every slice of `S` misses the query's bit is `Π_a exp(-λ_a·(1 - (31/32)^c_a(S)))` (a
 /// Poisson number of items, each hitting the queried bit of each of its words with probability
-/// 1/64), and inclusion–exclusion over `S` gives the probability that all `k` bits are set.
+/// 1/32), and inclusion–exclusion over `S` gives the probability that all `k` bits are set.
 /// Each generation covers a prefix or a suffix of the alignment's slices, so the sum over `S`
 /// runs as a dynamic program over prefix counts in `O(k^3)`. Different alignments test
 /// different bits, so their events are nearly independent: the rate is `1 - Π(1 - P_a)` over the
@@ -1052,7 +1052,7 @@ pub fn aging_max_load(k: u32, live: usize, p: f64) -> f64 {
 /// A sizing of an aging filter ([`aging_plan`], [`aging_plan_timed`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AgingPlan {
-    /// Slices per row (a multiple of 8, at most [`AGING_MAX_SLICES`]).
+    /// Slices per row (16 or 32).
     pub slices: u32,
     /// Slices an item is written into, `k`.
     pub k: u32,
@@ -1077,14 +1077,14 @@ pub fn aging_spare_slices(l: u32) -> u32 {
 pub const AGING_RATE_HEADROOM: f64 = 1.25;
 
 /// The smallest aging filter, per item of its window, whose FPR stays ≤ `p` in the steady
-/// state: for each row width (8, 16, ... up to `max_slices` words) and each `k` with `l =
+/// state: for each row width (16 or 32 words, up to `max_slices`) and each `k` with `l =
 /// slices - k ≥ 1`, the largest generation load [`aging_max_load`] allows, and of those the
 /// plan with the fewest bits per window item (ties: fewer slices, then smaller `k`).
 ///
 /// For a window of `n` items the generation size is `g = ⌈n / l⌉` and the rows
 /// `⌈g / load⌉`: the APBF paper's sizing (each slice half full after its `k` generations, `m =
 /// k·g/ln 2` bits) with the fill replaced by the exact formula of the row layout, which also
-/// chooses `k` and `l`. `None` if `p` is not in (0, 1) or `max_slices < 8`. Results are
+/// chooses `k` and `l`. `None` if `p` is not in (0, 1) or `max_slices < 16`. Results are
 /// remembered per `(p, max_slices)`.
 pub fn aging_plan(p: f64, max_slices: u32) -> Option<AgingPlan> {
     aging_plan_memo(p, max_slices, false)
@@ -1102,8 +1102,8 @@ fn aging_plan_memo(p: f64, max_slices: u32, timed: bool) -> Option<AgingPlan> {
     if !(p > 0.0 && p < 1.0) {
         return None;
     }
-    let max_slices = max_slices.min(AGING_MAX_SLICES) / 8 * 8;
-    if max_slices < 8 {
+    let max_slices = max_slices.min(AGING_MAX_SLICES) / 16 * 16;
+    if max_slices < 16 {
         return None;
     }
     type Memo = std::sync::Mutex<Vec<((u64, u32, bool), Option<AgingPlan>)>>;
@@ -1126,7 +1126,7 @@ fn aging_plan_memo(p: f64, max_slices: u32, timed: bool) -> Option<AgingPlan> {
 /// The row width of a time-limited filter with `k` and `l`: room for `k + l + 1` slices and
 /// the spares, rounded up to whole cache lines.
 pub fn aging_timed_slices(k: u32, l: u32) -> u32 {
-    (k + l + 1 + aging_spare_slices(l)).div_ceil(8) * 8
+    (k + l + 1 + aging_spare_slices(l)).div_ceil(16) * 16
 }
 
 fn aging_plan_search(p: f64, max_slices: u32, timed: bool) -> Option<AgingPlan> {
@@ -1147,7 +1147,7 @@ fn aging_plan_search(p: f64, max_slices: u32, timed: bool) -> Option<AgingPlan> 
                 cands.push((k, l, slices, slices as usize - 1));
             }
         } else {
-            for slices in (8..=max_slices).step_by(8) {
+            for slices in (16..=max_slices).step_by(16) {
                 if k < slices {
                     cands.push((k, slices - k, slices, slices as usize));
                 }
@@ -1524,13 +1524,18 @@ mod tests {
             z ^ (z >> 31)
         }
         let mut st = 17;
-        for (k, live, load) in
-            [(5usize, 16usize, 7.0f64), (8, 32, 4.0), (9, 32, 4.2), (12, 24, 2.5), (6, 27, 6.0)]
-        {
+        for (k, live, load) in [
+            (5usize, 16usize, 3.5f64),
+            (8, 32, 2.0),
+            (9, 32, 2.1),
+            (12, 24, 1.25),
+            (6, 27, 3.0),
+            (10, 32, 1.6),
+        ] {
             let rows = 4000usize;
             let g = (load * rows as f64) as usize;
             // words[row][slice], slice = age (no ring needed: a snapshot right before a shift).
-            let mut words = vec![vec![0u64; live]; rows];
+            let mut words = vec![vec![0u32; live]; rows];
             for gen in 0..live {
                 for _ in 0..g {
                     let r = (next(&mut st) % rows as u64) as usize;
@@ -1539,7 +1544,7 @@ mod tests {
                         if s < live {
                             // Offset j of a run starting at `gen`: the bit is independent per
                             // (item, slice, offset) in this model.
-                            words[r][s] |= 1 << (next(&mut st) >> 58);
+                            words[r][s] |= 1 << (next(&mut st) >> 59);
                         }
                     }
                 }
@@ -1550,7 +1555,7 @@ mod tests {
                 let r = (next(&mut st) % rows as u64) as usize;
                 let mut hit = false;
                 for a in 0..=live - k {
-                    if (0..k).all(|j| words[r][a + j] >> (next(&mut st) >> 58) & 1 == 1) {
+                    if (0..k).all(|j| words[r][a + j] >> (next(&mut st) >> 59) & 1 == 1) {
                         hit = true;
                     }
                 }

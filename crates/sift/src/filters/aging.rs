@@ -1,37 +1,49 @@
 //! Age-partitioned Bloom filter: a sliding window over the last `N` insertions.
 //!
-//! Shtul, Baquero & Almeida, "Age-Partitioned Bloom Filters", arXiv 2001.03147, 2020; the
-//! blocked variant of §"Age-Partitioned Blocked Bloom Filter" of the same paper.
+//! Shtul, Baquero & Almeida, "Age-Partitioned Bloom Filters", arXiv 2001.03147, 2020, in the
+//! layout of its blocked variant (the "Age-Partitioned Blocked Bloom Filter" of the same paper).
 //!
 //! * **Idea**: the filter is `k + l` *slices*. An item is written into the `k` youngest slices
-//!   (one bit each) and is reported present when some `k` *consecutive* slices all hold its bit.
+//!   (one bit each) and is reported present when some `k` consecutive slices all hold its bit.
 //!   Every `g` insertions (a *generation*) the oldest slice is cleared and becomes the youngest,
 //!   so an item keeps its `k` slices for `l` more generations after its own: the last `N = l·g`
-//!   insertions are always members, and an item leaves within one more generation (the slack
-//!   of the paper), after which it answers like a never-seen item.
-//! * **Blocked layout**: as in the paper's blocked variant an item uses one *row* in every
-//!   slice, and a row keeps the 64-bit words of all slices side by side (`src/simd/rows.rs`):
-//!   an insert touches the `k` consecutive words of the youngest slices (2 or 3 cache lines), a
-//!   query reads one row of `k + l` words (2 to 4 cache lines, adjacent) and looks for `k`
-//!   consecutive set bits in one pass. A generation shift clears one word per row.
-//! * **FPR**: [`crate::math::aging_fpr`], exact for this layout under Poisson row loads; it is
-//!   the paper's run-length recurrence ([`crate::math::apbf_fpr_from_fills`]) corrected for the
-//!   correlation between the slices of a row (two items of one generation share `k` words),
-//!   which the independent-slice formula misses by 1.3× at 1% and more at lower rates.
-//!   [`Filter::expected_fpr`] evaluates it with the filter's own generation sizes.
-//! * **Sizing** ([`crate::math::aging_plan`]): `new(window, p)` picks the row width (8 to 32
+//!   insertions are always members, and an item leaves within one more generation.
+//! * **Blocked layout** (`src/simd/rows.rs`): as in the paper's blocked variant an item uses one
+//!   *row* in every slice, and a row keeps the words of all slices side by side: 16 or 32 words
+//!   of 32 bits, one or two cache lines. An insertion reads and writes one row (the `k` youngest
+//!   slices' words), a query reads one row and checks every alignment of `k` slices at once
+//!   (AVX2: about 14 instructions per 8 slices). A generation shift clears one word per row.
+//! * **One change from the paper, for sharp expiry**: an item's bit in a slice also depends on
+//!   the slice's *offset* in the item's run of `k`, and a query tests each alignment with the
+//!   offsets it implies. With the paper's plain runs, an item whose oldest slice was retired
+//!   still has `k - 1` bits in a row and needs only one more by chance: it fades out over `k`
+//!   generations, reported present about half the time right after it left the window. With
+//!   offsets, its remaining bits never count at another alignment, so once it is out of the
+//!   window plus one generation it answers exactly like a never-seen item (measured in
+//!   `fpr_over_a_stream`: 0.01021 for expired items against 0.00959 for never-seen ones at p =
+//!   0.01). The price: alignments no longer share bits, about twice the rate at equal memory,
+//!   which the sizing pays with 6% more memory.
+//! * **FPR**: [`crate::math::aging_fpr`], exact per alignment under Poisson row loads, checked
+//!   against a simulation of the layout. The paper's analysis treats the slices as independent
+//!   ([`crate::math::apbf_fpr_from_fills`]); in a row they are not (two items of one generation
+//!   share `k` words), which that analysis misses by 1.6× at 1% and more at lower rates.
+//!   [`Filter::expected_fpr`] evaluates the formula with the filter's own generation sizes.
+//! * **Sizing** ([`crate::math::aging_plan`]): `new(window, p)` picks the row width (16 or 32
 //!   slices), `k`, `l` and the rows that hold the window at FPR ≤ `p` in the worst phase (right
-//!   before a shift, every live generation full) with the least memory: 21.2 bits per window
-//!   item at 1% (k = 9, l = 23, 32 slices), 12.7 at 10%, 30.9 at 0.1%; about twice a
-//!   [`crate::BlockedBloom`] of the window's size, since the window's items sit in `k` slices
-//!   each and old slices linger. Measured rates are in the tests (`fpr_over_a_stream`).
+//!   before a shift, every live generation full) with the least memory: 24.4 bits per window
+//!   item at 1% (k = 8, l = 24, 32 slices), 14.9 at 10% (k = 5, 16 slices), 35.5 at 0.1%; about
+//!   2.3 to 3 times a [`crate::BlockedBloom`] holding the window's items, since each item sits in
+//!   `k` slices of `k + l` and the slices must stay sparse enough for every alignment. Measured
+//!   rates: `fpr_over_a_stream` and the conformance suite.
 //! * **What counts toward the window**: insertions that set at least one bit in the youngest
 //!   slices. Re-inserting an item those slices already hold sets nothing and does not advance
 //!   the window (the item is already guaranteed for `l` more generations), so repeats cannot
 //!   push distinct items out. [`Insert::insert`] still returns whether the item was reported
 //!   present before (over the whole window).
-//! * **Limits**: no deletion; rates below about 1e-6 need `k > 24`, which the formula and the
-//!   planner refuse. For a window by time see [`crate::TimeLimitedBloom`] (same rows).
+//! * **Limits**: no deletion; `k ≤ 24`, so rates below about 1e-6 cannot be planned (the formula
+//!   loses precision past that). A generation shift costs one word write per row (`rows / g`
+//!   per insertion on average, about 0.6 at 1%). For a window by time see
+//!   [`crate::TimeLimitedBloom`] (same rows).
 //!
 //! ```
 //! use sift::prelude::*;
@@ -59,7 +71,7 @@ use crate::format::{
 };
 use crate::hash::{Digest, HashKind, Hasher, HotHasher};
 use crate::math::{self, AGING_DEFAULT_MAX_SLICES, AGING_MAX_K, AGING_MAX_SLICES};
-use crate::simd::{rows, Block, Kernel, PREFETCH_AHEAD, WORDS};
+use crate::simd::{rows, Block, Kernel, PREFETCH_AHEAD};
 use crate::traits::{Filter, Insert, Persist};
 
 /// The layout code stored in the parameter block: 1 = the row layout of `src/simd/rows.rs`.
@@ -111,7 +123,7 @@ impl PartialEq for Ring {
 
 /// The bits of the result of [`rows::alignments`] that stand for alignments `0 ..= live - k`.
 #[inline(always)]
-fn valid_alignments(live: usize, k: usize) -> u64 {
+fn valid_alignments(live: usize, k: usize) -> u32 {
     rows::low_bits(live) & !rows::low_bits(k - 1)
 }
 
@@ -120,13 +132,13 @@ pub(crate) fn check_shape(rows: u64, slices: u32, k: u32) -> Result<u64> {
     if rows == 0 {
         return Err(Error::param("rows", rows, "at least 1"));
     }
-    if slices < 8 || slices > AGING_MAX_SLICES || slices % 8 != 0 {
-        return Err(Error::param("slices", slices, "a multiple of 8 from 8 to 64"));
+    if slices != 16 && slices != AGING_MAX_SLICES {
+        return Err(Error::param("slices", slices, "16 or 32"));
     }
     if k == 0 || k > AGING_MAX_K || k >= slices {
         return Err(Error::param("hashes", k, "between 1 and 24, and fewer than the slices"));
     }
-    let bytes = rows as u128 * slices as u128 * 8;
+    let bytes = rows as u128 * slices as u128 * 4;
     if bytes > MAX_BYTES || bytes > isize::MAX as u128 {
         return Err(Error::CapacityExceeded { requested_bytes: bytes, limit_bytes: MAX_BYTES });
     }
@@ -199,29 +211,22 @@ impl Ring {
     }
 
     /// The words of every row, row after row.
-    pub(crate) fn words(&self) -> &[u64] {
+    pub(crate) fn words(&self) -> &[u32] {
         rows::words(&self.blocks)
     }
 
     #[inline(always)]
-    fn row(&self, h1: u64) -> &[u64] {
+    fn row(&self, h1: u64) -> &[u32] {
         let start = rows::row_index(h1, self.rows) as usize * self.slices;
         &rows::words(&self.blocks)[start..start + self.slices]
     }
 
-    #[inline(always)]
-    fn row_mut(&mut self, h1: u64) -> &mut [u64] {
-        let start = rows::row_index(h1, self.rows) as usize * self.slices;
-        let slices = self.slices;
-        &mut rows::words_mut(&mut self.blocks)[start..start + slices]
-    }
-
-    /// Hints the CPU to load the row of `h1` (every cache line of it).
+    /// Hints the CPU to load the row of `h1` (every cache line of it: 16 words each).
     #[inline(always)]
     fn prefetch(&self, h1: u64) {
         let start = rows::row_index(h1, self.rows) as usize * self.slices;
         let words = rows::words(&self.blocks);
-        for line in (0..self.slices).step_by(WORDS) {
+        for line in (0..self.slices).step_by(16) {
             crate::bits::prefetch(words[start + line..].as_ptr());
         }
     }
@@ -229,7 +234,7 @@ impl Ring {
     /// Whether the item has its run of `k` slices at some alignment among the `live` youngest.
     #[inline(always)]
     pub(crate) fn contains(&self, d: Digest, live: usize) -> bool {
-        let found = rows::alignments(self.kernel, self.row(d.h1), rows::key(d.h2), self.k, &self.ages);
+        let found = rows::alignments(self.kernel, self.row(d.h1), rows::key(d.h2), &self.ages);
         found & valid_alignments(live, self.k) != 0
     }
 
@@ -238,11 +243,12 @@ impl Ring {
     #[inline(always)]
     pub(crate) fn insert(&mut self, d: Digest) -> (bool, bool) {
         let y = rows::key(d.h2);
-        let (kernel, head, k, live) = (self.kernel, self.head, self.k, self.live);
-        let ages = self.ages;
-        let row = self.row_mut(d.h1);
-        let present = rows::alignments(kernel, row, y, k, &ages) & valid_alignments(live, k) != 0;
-        let new = rows::set(row, y, head, k);
+        let start = rows::row_index(d.h1, self.rows) as usize * self.slices;
+        let Ring { blocks, slices, k, head, live, ages, kernel, .. } = self;
+        let row = &mut rows::words_mut(blocks)[start..start + *slices];
+        let (found, new) = rows::insert(*kernel, row, y, ages);
+        let present = found & valid_alignments(*live, *k) != 0;
+        let head = *head;
         if new {
             self.meta[head].items += 1;
         }
@@ -325,7 +331,7 @@ impl Ring {
     pub(crate) fn slice_fill(&self, i: usize) -> f64 {
         let p = self.phys(i);
         let ones: u64 = self.words().chunks_exact(self.slices).map(|r| r[p].count_ones() as u64).sum();
-        ones as f64 / (self.rows as f64 * 64.0)
+        ones as f64 / (self.rows as f64 * rows::WORD_BITS as f64)
     }
 
     /// The ring's fields as a file stores them: rows, slices, k (shape), head, live.
@@ -357,7 +363,9 @@ impl Ring {
         params: &ParamWriter,
     ) -> std::io::Result<()> {
         let mut e = StreamEncoder::new(w, kind, hasher, params.as_bytes(), self.payload_len())?;
-        write_words(&mut e, self.words().iter().copied())?;
+        // Two little-endian u32 words are the bytes of one little-endian u64 (rows have an even
+        // number of words).
+        write_words(&mut e, self.words().chunks_exact(2).map(|w| w[0] as u64 | (w[1] as u64) << 32))?;
         e.finish()?;
         Ok(())
     }
@@ -394,12 +402,12 @@ impl Ring {
         }
         if payload.len() as u64 != bytes {
             return Err(
-                FormatError::InvalidParams("aging filter: payload is not 8 bytes per slice per row").into()
+                FormatError::InvalidParams("aging filter: payload is not 4 bytes per slice per row").into()
             );
         }
         let mut ring = Ring::new(rows, slices, k, live as usize)?;
-        for (w, c) in rows::words_mut(&mut ring.blocks).iter_mut().zip(payload.chunks_exact(8)) {
-            *w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+        for (w, c) in rows::words_mut(&mut ring.blocks).iter_mut().zip(payload.chunks_exact(4)) {
+            *w = u32::from_le_bytes(c.try_into().expect("4 bytes"));
         }
         ring.head = head as usize;
         ring.meta = meta;
@@ -910,7 +918,7 @@ pub(crate) mod tests {
         assert!(AgingBloom::with_params(1, 16, 0, 10, h).is_err());
         assert!(AgingBloom::with_params(1, 16, 4, 0, h).is_err());
         assert!(matches!(
-            AgingBloom::with_params(u64::MAX, 64, 4, 1, h),
+            AgingBloom::with_params(u64::MAX, 32, 4, 1, h),
             Err(Error::CapacityExceeded { .. })
         ));
     }

@@ -23,7 +23,7 @@
 //!   to `g = capacity/l` insertions at its design load. In the steady state `k + l` slices are
 //!   live; the row has `k + l + 1` slices plus [`crate::math::aging_spare_slices`] spares
 //!   (rounded up to whole cache lines), and the FPR bound `p` is computed with all but one slice
-//!   live: 28.0 bits per planned item at 1% (k = 8, l = 18, 32 slices), 16.9 at 10%, 40.4 at
+//!   live: 32.3 bits per planned item at 1% (k = 8, l = 18, 32 slices), 19.7 at 10%, 46.5 at
 //!   0.1%.
 //! * **Above the planned rate**: when a generation has taken its `g` insertions before its time
 //!   is up, the next one starts early in a spare slice (the paper's answer to a variable rate:
