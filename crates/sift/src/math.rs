@@ -1129,9 +1129,28 @@ pub fn aging_timed_slices(k: u32, l: u32) -> u32 {
     (k + l + 1 + aging_spare_slices(l)).div_ceil(16) * 16
 }
 
-fn aging_plan_search(p: f64, max_slices: u32, timed: bool) -> Option<AgingPlan> {
-    // Candidates (k, l, slices, live) for which the FPR is computed with `live` slices.
-    let mut cands: Vec<(u32, u32, u32, usize)> = Vec::new();
+/// A shape an aging filter can have, for the planners: `slices` per row, `k`, `l` generations
+/// per window, and the slices live in the worst case the FPR bound covers (`slices` for a
+/// window by count; all but the free one for a window by time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgingShape {
+    /// Slices per row (16 or 32).
+    pub slices: u32,
+    /// Slices an item is written into.
+    pub k: u32,
+    /// Generations per window.
+    pub l: u32,
+    /// Live slices the FPR is computed with.
+    pub live: usize,
+}
+
+/// Every shape [`aging_plan`] (`timed = false`) or [`aging_plan_timed`] chooses from, with rows
+/// of at most `max_slices` slices: for a window by count each row width with each `k` (and
+/// `l = slices - k`); for a window by time each `k` with the largest `l` of each row width
+/// ([`aging_timed_slices`]).
+pub fn aging_shapes(timed: bool, max_slices: u32) -> Vec<AgingShape> {
+    let max_slices = max_slices.min(AGING_MAX_SLICES);
+    let mut out = Vec::new();
     for k in 1..=AGING_MAX_K {
         if timed {
             for l in 1..max_slices {
@@ -1144,16 +1163,22 @@ fn aging_plan_search(p: f64, max_slices: u32, timed: bool) -> Option<AgingPlan> 
                 if aging_timed_slices(k, l + 1) == slices {
                     continue;
                 }
-                cands.push((k, l, slices, slices as usize - 1));
+                out.push(AgingShape { slices, k, l, live: slices as usize - 1 });
             }
         } else {
             for slices in (16..=max_slices).step_by(16) {
                 if k < slices {
-                    cands.push((k, slices - k, slices, slices as usize));
+                    out.push(AgingShape { slices, k, l: slices - k, live: slices as usize });
                 }
             }
         }
     }
+    out
+}
+
+fn aging_plan_search(p: f64, max_slices: u32, timed: bool) -> Option<AgingPlan> {
+    let cands: Vec<(u32, u32, u32, usize)> =
+        aging_shapes(timed, max_slices).into_iter().map(|c| (c.k, c.l, c.slices, c.live)).collect();
     let bits = |slices: u32, l: u32, load: f64| AGING_WORD_BITS * slices as f64 / (l as f64 * load);
     // Rank by the independent-slice load (above the exact one, so its bits are below the exact
     // bits), then settle the exact load in that order until the next candidate's lower estimate

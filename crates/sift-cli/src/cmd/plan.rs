@@ -328,8 +328,13 @@ pub fn run(a: Args) -> Result<ExitCode> {
         .copied()
         .unwrap_or_else(|| plan.solve(Family::BlockedBloom).expect("at least one family solved"));
     let (rn, rp) = (a.items.unwrap_or(reference.items), a.fpr.unwrap_or(reference.fpr));
-    let needs =
-        Needs { static_set: a.static_set, deletes: a.deletes, grows: a.grows, memory_starved: a.small };
+    let needs = Needs {
+        static_set: a.static_set,
+        deletes: a.deletes,
+        grows: a.grows,
+        memory_starved: a.small,
+        ..Needs::default()
+    };
     let rec =
         recommend(usize::try_from(rn).unwrap_or(usize::MAX), rp.clamp(f64::MIN_POSITIVE, 0.999_999), needs)
             .ok();

@@ -460,7 +460,7 @@ impl core::fmt::Debug for AgingBloom {
 /// Rows for generations of `g` items at `load` items per row per generation.
 pub(crate) fn rows_for(g: u64, load: f64) -> Result<u64> {
     let rows = (g as f64 / load).ceil().max(1.0);
-    if !(rows < (MAX_BYTES / 64) as f64) {
+    if rows.is_nan() || rows >= (MAX_BYTES / 64) as f64 {
         return Err(Error::CapacityExceeded {
             requested_bytes: (rows * 64.0).min(u128::MAX as f64) as u128,
             limit_bytes: MAX_BYTES,

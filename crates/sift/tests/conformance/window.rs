@@ -40,7 +40,7 @@ pub fn count_window(n: usize, p: f64, stream: u32) {
     let g = f.generation_size() as usize;
     let mut keys: Vec<Key> = Vec::new();
     let checkpoint = (n / 3).max(1);
-    let mut push = |f: &mut AgingBloom, keys: &mut Vec<Key>| {
+    let push = |f: &mut AgingBloom, keys: &mut Vec<Key>| {
         let key = keys::member(stream, keys.len() as u64);
         f.insert(key);
         keys.push(key);
