@@ -765,11 +765,17 @@ pub fn scalable_bits_per_key(n: f64, p: f64, initial: f64, growth: f64, tighteni
 pub const AGING_MAX_K: u32 = 24;
 
 /// Largest number of slices of an aging filter: a row of 32 words of 32 bits, two cache lines
-/// (the Age-Partitioned Blocked Bloom Filter's "2-3 cache-line accesses per insertion").
-pub const AGING_MAX_SLICES: u32 = 32;
+/// (the Age-Partitioned Blocked Bloom Filter's "2-3 cache-line accesses per insertion"), one
+/// of which is the row's generation stamp.
+pub const AGING_MAX_SLICES: u32 = 31;
 
-/// Slices per row the planner considers by default (16 or 32).
-pub const AGING_DEFAULT_MAX_SLICES: u32 = 32;
+/// Slices per row the planner considers by default (15 or 31).
+pub const AGING_DEFAULT_MAX_SLICES: u32 = 31;
+
+/// Words of a row of `slices` slices: one per slice and the row's stamp.
+pub const fn aging_row_words(slices: u32) -> u32 {
+    slices + 1
+}
 
 /// Bits of one slice in one row of the aging layout (a 32-bit word).
 pub const AGING_WORD_BITS: f64 = 32.0;
@@ -1052,7 +1058,7 @@ pub fn aging_max_load(k: u32, live: usize, p: f64) -> f64 {
 /// A sizing of an aging filter ([`aging_plan`], [`aging_plan_timed`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AgingPlan {
-    /// Slices per row (16 or 32).
+    /// Slices per row (15 or 31).
     pub slices: u32,
     /// Slices an item is written into, `k`.
     pub k: u32,
@@ -1061,7 +1067,7 @@ pub struct AgingPlan {
     pub l: u32,
     /// Items of one generation per row: rows = `⌈g / load⌉`.
     pub load: f64,
-    /// Bits of memory per item of the window, `64·slices / (l·load)`.
+    /// Bits of memory per item of the window, `32·(slices + 1) / (l·load)`.
     pub bits_per_item: f64,
 }
 
@@ -1077,14 +1083,14 @@ pub fn aging_spare_slices(l: u32) -> u32 {
 pub const AGING_RATE_HEADROOM: f64 = 1.25;
 
 /// The smallest aging filter, per item of its window, whose FPR stays ≤ `p` in the steady
-/// state: for each row width (16 or 32 words, up to `max_slices`) and each `k` with `l =
+/// state: for each row width (15 or 31 slices, up to `max_slices`) and each `k` with `l =
 /// slices - k ≥ 1`, the largest generation load [`aging_max_load`] allows, and of those the
 /// plan with the fewest bits per window item (ties: fewer slices, then smaller `k`).
 ///
 /// For a window of `n` items the generation size is `g = ⌈n / l⌉` and the rows
 /// `⌈g / load⌉`: the APBF paper's sizing (each slice half full after its `k` generations, `m =
 /// k·g/ln 2` bits) with the fill replaced by the exact formula of the row layout, which also
-/// chooses `k` and `l`. `None` if `p` is not in (0, 1) or `max_slices < 16`. Results are
+/// chooses `k` and `l`. `None` if `p` is not in (0, 1) or `max_slices < 15`. Results are
 /// remembered per `(p, max_slices)`.
 pub fn aging_plan(p: f64, max_slices: u32) -> Option<AgingPlan> {
     aging_plan_memo(p, max_slices, false)
@@ -1102,10 +1108,10 @@ fn aging_plan_memo(p: f64, max_slices: u32, timed: bool) -> Option<AgingPlan> {
     if !(p > 0.0 && p < 1.0) {
         return None;
     }
-    let max_slices = max_slices.min(AGING_MAX_SLICES) / 16 * 16;
-    if max_slices < 16 {
+    if max_slices < 15 {
         return None;
     }
+    let max_slices = if max_slices >= AGING_MAX_SLICES { AGING_MAX_SLICES } else { 15 };
     type Memo = std::sync::Mutex<Vec<((u64, u32, bool), Option<AgingPlan>)>>;
     static MEMO: std::sync::OnceLock<Memo> = std::sync::OnceLock::new();
     let memo = MEMO.get_or_init(|| std::sync::Mutex::new(Vec::new()));
@@ -1123,10 +1129,10 @@ fn aging_plan_memo(p: f64, max_slices: u32, timed: bool) -> Option<AgingPlan> {
     plan
 }
 
-/// The row width of a time-limited filter with `k` and `l`: room for `k + l + 1` slices and
-/// the spares, rounded up to whole cache lines.
+/// The slices of a time-limited filter with `k` and `l`: room for `k + l + 1` slices and the
+/// spares, rounded up so that a row (with its stamp) is whole cache lines.
 pub fn aging_timed_slices(k: u32, l: u32) -> u32 {
-    (k + l + 1 + aging_spare_slices(l)).div_ceil(16) * 16
+    aging_row_words(k + l + 1 + aging_spare_slices(l)).div_ceil(16) * 16 - 1
 }
 
 /// A shape an aging filter can have, for the planners: `slices` per row, `k`, `l` generations
@@ -1134,7 +1140,7 @@ pub fn aging_timed_slices(k: u32, l: u32) -> u32 {
 /// window by count; all but the free one for a window by time).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AgingShape {
-    /// Slices per row (16 or 32).
+    /// Slices per row (15 or 31).
     pub slices: u32,
     /// Slices an item is written into.
     pub k: u32,
@@ -1166,7 +1172,7 @@ pub fn aging_shapes(timed: bool, max_slices: u32) -> Vec<AgingShape> {
                 out.push(AgingShape { slices, k, l, live: slices as usize - 1 });
             }
         } else {
-            for slices in (16..=max_slices).step_by(16) {
+            for slices in [15, AGING_MAX_SLICES].into_iter().filter(|&s| s <= max_slices) {
                 if k < slices {
                     out.push(AgingShape { slices, k, l: slices - k, live: slices as usize });
                 }
@@ -1179,7 +1185,8 @@ pub fn aging_shapes(timed: bool, max_slices: u32) -> Vec<AgingShape> {
 fn aging_plan_search(p: f64, max_slices: u32, timed: bool) -> Option<AgingPlan> {
     let cands: Vec<(u32, u32, u32, usize)> =
         aging_shapes(timed, max_slices).into_iter().map(|c| (c.k, c.l, c.slices, c.live)).collect();
-    let bits = |slices: u32, l: u32, load: f64| AGING_WORD_BITS * slices as f64 / (l as f64 * load);
+    let bits =
+        |slices: u32, l: u32, load: f64| AGING_WORD_BITS * aging_row_words(slices) as f64 / (l as f64 * load);
     // Rank by the independent-slice load (above the exact one, so its bits are below the exact
     // bits), then settle the exact load in that order until the next candidate's lower estimate
     // is no better than the best settled plan.

@@ -334,8 +334,8 @@ impl Plan {
     }
 
     /// An aging filter (window `n` = `items`) as its constructor builds it: the shapes of
-    /// [`math::aging_shapes`] (rows of up to 32 slices), generations of `g = ⌈n / l⌉`, rows of
-    /// `slices` 32-bit words, and the worst-phase rate of [`math::aging_fpr`] (every live
+    /// [`math::aging_shapes`] (rows of up to 31 slices), generations of `g = ⌈n / l⌉`, rows of
+    /// `slices + 1` 32-bit words, and the worst-phase rate of [`math::aging_fpr`] (every live
     /// generation full). With `n, p` the smallest memory (the constructor's
     /// [`math::aging_plan`] when `k` is free), with `n, m` the shape with the lowest rate in that
     /// memory, with `m, p` the largest window.
@@ -352,7 +352,8 @@ impl Plan {
                 "between 1 and 24 for an aging filter",
             ));
         }
-        let row_bits = |s: &math::AgingShape| s.slices as u64 * math::AGING_WORD_BITS as u64;
+        let row_bits =
+            |s: &math::AgingShape| math::aging_row_words(s.slices) as u64 * math::AGING_WORD_BITS as u64;
         let rate = |s: &math::AgingShape, n: u64, rows: u64| {
             let load = n.div_ceil(s.l as u64) as f64 / rows as f64;
             math::aging_fpr(s.k, s.live, &vec![load; s.live])

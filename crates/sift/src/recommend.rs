@@ -22,7 +22,7 @@
 //! | deletes and growth, FPR from 2^-12 to 10% | scalable cuckoo | cuckoo tables added as it fills, up to `2^t - 1` times the expected count (63× at 1%) |
 //! | deletes, FPR < 10% | cuckoo | deletes at `(log2(1/p) + 3)/0.95` bits/key, fewer than a Bloom filter below p ≈ 0.5% |
 //! | deletes, FPR ≥ 10% | counting Bloom | cuckoo fingerprints would be under 7 bits (see [`recommend`]) |
-//! | forgets (a sliding window) | aging Bloom | the last `n` insertions always present, older ones gone: 24.4 bits/key at 1% (by time: [`crate::TimeLimitedBloom`]) |
+//! | forgets (a sliding window) | aging Bloom | the last `n` insertions always present, older ones gone: 25.3 bits/key at 1% (by time: [`crate::TimeLimitedBloom`]) |
 //! | grows without a known bound | scalable Bloom | layers added as needed, compound FPR bounded |
 //! | static set, FPR ≥ 2^-16 | binary fuse (8 or 16 bits) | smallest fast filter: `1.125·f` bits/key, 3 loads per query |
 //! | static set, memory-starved | the smaller of GCS and binary fuse | GCS: `log2(1/p) + 1.6` bits/key, slow queries |
@@ -136,7 +136,7 @@ pub enum Params {
     },
     /// [`crate::AgingBloom`] (or [`crate::TimeLimitedBloom`]), as [`math::aging_plan`] sizes it.
     AgingBloom {
-        /// Slices per row (16 or 32).
+        /// Slices per row (15 or 31).
         slices: u32,
         /// Slices each item is written into, `k`.
         hashes: u32,
@@ -354,7 +354,10 @@ pub fn recommend(expected_items: usize, fpr: f64, needs: Needs) -> Result<Recomm
                 generations: plan.l,
                 load: plan.load,
             },
-            bits_per_key: rows.ceil().max(1.0) * plan.slices as f64 * math::AGING_WORD_BITS / n,
+            bits_per_key: rows.ceil().max(1.0)
+                * math::aging_row_words(plan.slices) as f64
+                * math::AGING_WORD_BITS
+                / n,
             expected_fpr: math::aging_fpr(plan.k, live, &vec![load; live]),
             speed_class: SpeedClass::Fast,
             reason: "forgets: an age-partitioned filter keeps the last n insertions (a window by time with \
@@ -463,7 +466,7 @@ mod tests {
         assert_eq!(a.family, FilterKind::AgingBloom);
         let f = crate::AgingBloom::new(n, 0.01).unwrap();
         assert!((a.bytes_for(n) as f64 - crate::Filter::size_in_bytes(&f) as f64).abs() <= 1.0, "{a:?}");
-        assert!(matches!(a.params, Params::AgingBloom { slices: 32, hashes: 8, .. }), "{a:?}");
+        assert!(matches!(a.params, Params::AgingBloom { slices: 31, .. }), "{a:?}");
     }
 
     #[test]

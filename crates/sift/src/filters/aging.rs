@@ -10,9 +10,12 @@
 //!   insertions are always members, and an item leaves within one more generation.
 //! * **Blocked layout** (`src/simd/rows.rs`): as in the paper's blocked variant an item uses one
 //!   *row* in every slice, and a row keeps the words of all slices side by side: 16 or 32 words
-//!   of 32 bits, one or two cache lines. An insertion reads and writes one row (the `k` youngest
-//!   slices' words), a query reads one row and checks every alignment of `k` slices at once
-//!   (AVX2: about 14 instructions per 8 slices). A generation shift clears one word per row.
+//!   of 32 bits (15 or 31 slices and a stamp), one or two cache lines. An insertion reads and
+//!   writes one row, a query reads one row and checks every alignment of `k` slices at once
+//!   (AVX2: about 16 instructions per 8 words). A generation shift writes nothing in the rows:
+//!   each row's stamp tells which of its slices became the youngest since it was last written
+//!   (they read as empty, and the next write zeroes them), so a shift costs the same whatever
+//!   the filter's size.
 //! * **One change from the paper, for sharp expiry**: an item's bit in a slice also depends on
 //!   the slice's *offset* in the item's run of `k`, and a query tests each alignment with the
 //!   offsets it implies. With the paper's plain runs, an item whose oldest slice was retired
@@ -28,22 +31,21 @@
 //!   ([`crate::math::apbf_fpr_from_fills`]); in a row they are not (two items of one generation
 //!   share `k` words), which that analysis misses by 1.6× at 1% and more at lower rates.
 //!   [`Filter::expected_fpr`] evaluates the formula with the filter's own generation sizes.
-//! * **Sizing** ([`crate::math::aging_plan`]): `new(window, p)` picks the row width (16 or 32
+//! * **Sizing** ([`crate::math::aging_plan`]): `new(window, p)` picks the row width (15 or 31
 //!   slices), `k`, `l` and the rows that hold the window at FPR ≤ `p` in the worst phase (right
-//!   before a shift, every live generation full) with the least memory: 24.4 bits per window
-//!   item at 1% (k = 8, l = 24, 32 slices), 14.9 at 10% (k = 5, 16 slices), 35.5 at 0.1%; about
-//!   2.3 to 3 times a [`crate::BlockedBloom`] holding the window's items, since each item sits in
-//!   `k` slices of `k + l` and the slices must stay sparse enough for every alignment. Measured
-//!   rates: `fpr_over_a_stream` and the conformance suite.
+//!   before a shift, every live generation full) with the least memory: 25.3 bits per window
+//!   item at 1% (k = 8, l = 23), 15.8 at 10%, 36.9 at 0.1% (stamps included); 2.4 to 3.3 times a
+//!   [`crate::BlockedBloom`] holding the window's items, since each item sits in `k` slices of
+//!   `k + l` and the slices must stay sparse enough for every alignment. Measured rates:
+//!   `fpr_over_a_stream` and the conformance suite.
 //! * **What counts toward the window**: insertions that set at least one bit in the youngest
 //!   slices. Re-inserting an item those slices already hold sets nothing and does not advance
 //!   the window (the item is already guaranteed for `l` more generations), so repeats cannot
 //!   push distinct items out. [`Insert::insert`] still returns whether the item was reported
 //!   present before (over the whole window).
 //! * **Limits**: no deletion; `k ≤ 24`, so rates below about 1e-6 cannot be planned (the formula
-//!   loses precision past that). A generation shift costs one word write per row (`rows / g`
-//!   per insertion on average, about 0.6 at 1%). For a window by time see
-//!   [`crate::TimeLimitedBloom`] (same rows).
+//!   loses precision past that). For a window by time see [`crate::TimeLimitedBloom`] (same
+//!   rows).
 //!
 //! ```
 //! use sift::prelude::*;
@@ -92,7 +94,9 @@ pub(crate) struct SliceMeta {
 /// Rows of slices in a ring, with per-slice bookkeeping: the state both aging filters share.
 ///
 /// Logical position `i` (0 = the youngest slice) is physical slice `(head + i) % slices`; the
-/// `k` youngest take insertions, logical `0..live` are queried.
+/// `k` youngest take insertions, logical `0..live` are queried. `epoch` counts the generations
+/// started; a row stamped with an older epoch has that many of its youngest slices stale
+/// (`src/simd/rows.rs`).
 #[derive(Clone)]
 pub(crate) struct Ring {
     blocks: Storage<Block>,
@@ -101,21 +105,23 @@ pub(crate) struct Ring {
     k: usize,
     head: usize,
     live: usize,
+    epoch: u32,
     meta: Vec<SliceMeta>,
-    /// Ages and fill masks of the physical slices (a function of `head` and `k`).
+    /// Per-word tables of the kernels (a function of `slices`, `head` and `k`).
     ages: rows::Ages,
     kernel: Kernel,
 }
 
 impl PartialEq for Ring {
-    /// Same shape, same bits, same bookkeeping (the kernel does not matter).
+    /// Same shape, same bits, same bookkeeping (the kernel does not matter; `ages` follows from
+    /// the rest).
     fn eq(&self, other: &Self) -> bool {
-        // `ages` follows from `head` and `k`.
         self.rows == other.rows
             && self.slices == other.slices
             && self.k == other.k
             && self.head == other.head
             && self.live == other.live
+            && self.epoch == other.epoch
             && self.meta == other.meta
             && self.blocks == other.blocks
     }
@@ -127,18 +133,21 @@ fn valid_alignments(live: usize, k: usize) -> u32 {
     rows::low_bits(live) & !rows::low_bits(k - 1)
 }
 
+/// Epochs between two sweeps of the stamps ([`Ring::bump_epoch`]).
+const SWEEP_EVERY: u32 = 1 << 30;
+
 /// Checks a ring shape; the bytes of its rows.
 pub(crate) fn check_shape(rows: u64, slices: u32, k: u32) -> Result<u64> {
     if rows == 0 {
         return Err(Error::param("rows", rows, "at least 1"));
     }
-    if slices != 16 && slices != AGING_MAX_SLICES {
-        return Err(Error::param("slices", slices, "16 or 32"));
+    if slices != 15 && slices != AGING_MAX_SLICES {
+        return Err(Error::param("slices", slices, "15 or 31 (rows of 16 or 32 words with the stamp)"));
     }
     if k == 0 || k > AGING_MAX_K || k >= slices {
         return Err(Error::param("hashes", k, "between 1 and 24, and fewer than the slices"));
     }
-    let bytes = rows as u128 * slices as u128 * 4;
+    let bytes = rows as u128 * math::aging_row_words(slices) as u128 * 4;
     if bytes > MAX_BYTES || bytes > isize::MAX as u128 {
         return Err(Error::CapacityExceeded { requested_bytes: bytes, limit_bytes: MAX_BYTES });
     }
@@ -157,6 +166,7 @@ impl Ring {
             k: k as usize,
             head: 0,
             live,
+            epoch: 0,
             meta: vec![SliceMeta::default(); slices as usize],
             ages: rows::Ages::new(slices as usize, 0, k as usize),
             kernel: Kernel::detect(),
@@ -178,6 +188,9 @@ impl Ring {
     pub(crate) fn live(&self) -> usize {
         self.live
     }
+    pub(crate) fn epoch(&self) -> u32 {
+        self.epoch
+    }
     pub(crate) fn kernel_name(&self) -> &'static str {
         self.kernel.name()
     }
@@ -188,10 +201,21 @@ impl Ring {
         self.blocks.len() * 64
     }
 
-    /// The physical slice at logical position `i`.
+    /// Words per row: the stamp and one per slice.
+    #[inline(always)]
+    fn words_per_row(&self) -> usize {
+        self.slices + 1
+    }
+
+    /// The physical slice at logical position `i` (`i < slices`).
     #[inline(always)]
     pub(crate) fn phys(&self, i: usize) -> usize {
-        (self.head + i) % self.slices
+        let p = self.head + i;
+        if p >= self.slices {
+            p - self.slices
+        } else {
+            p
+        }
     }
 
     /// Bookkeeping of the slice at logical position `i`.
@@ -217,16 +241,18 @@ impl Ring {
 
     #[inline(always)]
     fn row(&self, h1: u64) -> &[u32] {
-        let start = rows::row_index(h1, self.rows) as usize * self.slices;
-        &rows::words(&self.blocks)[start..start + self.slices]
+        let n = self.words_per_row();
+        let start = rows::row_index(h1, self.rows) as usize * n;
+        &rows::words(&self.blocks)[start..start + n]
     }
 
     /// Hints the CPU to load the row of `h1` (every cache line of it: 16 words each).
     #[inline(always)]
     fn prefetch(&self, h1: u64) {
-        let start = rows::row_index(h1, self.rows) as usize * self.slices;
+        let n = self.words_per_row();
+        let start = rows::row_index(h1, self.rows) as usize * n;
         let words = rows::words(&self.blocks);
-        for line in (0..self.slices).step_by(16) {
+        for line in (0..n).step_by(16) {
             crate::bits::prefetch(words[start + line..].as_ptr());
         }
     }
@@ -234,7 +260,9 @@ impl Ring {
     /// Whether the item has its run of `k` slices at some alignment among the `live` youngest.
     #[inline(always)]
     pub(crate) fn contains(&self, d: Digest, live: usize) -> bool {
-        let found = rows::alignments(self.kernel, self.row(d.h1), rows::key(d.h2), &self.ages);
+        let row = self.row(d.h1);
+        let stale = rows::stale(self.epoch, row[0]);
+        let found = rows::alignments(self.kernel, row, rows::key(d.h2), &self.ages, stale);
         found & valid_alignments(live, self.k) != 0
     }
 
@@ -243,10 +271,12 @@ impl Ring {
     #[inline(always)]
     pub(crate) fn insert(&mut self, d: Digest) -> (bool, bool) {
         let y = rows::key(d.h2);
-        let start = rows::row_index(d.h1, self.rows) as usize * self.slices;
-        let Ring { blocks, slices, k, head, live, ages, kernel, .. } = self;
-        let row = &mut rows::words_mut(blocks)[start..start + *slices];
-        let (found, new) = rows::insert(*kernel, row, y, ages);
+        let n = self.words_per_row();
+        let start = rows::row_index(d.h1, self.rows) as usize * n;
+        let Ring { blocks, k, head, live, ages, kernel, epoch, .. } = self;
+        let row = &mut rows::words_mut(blocks)[start..start + n];
+        let stale = rows::stale(*epoch, row[0]);
+        let (found, new) = rows::insert(*kernel, row, y, ages, stale, *epoch);
         let present = found & valid_alignments(*live, *k) != 0;
         let head = *head;
         if new {
@@ -270,23 +300,33 @@ impl Ring {
     }
 
     /// Starts a new generation at time `t`: the slice leaving the `k` youngest is stamped `t`,
-    /// the slice after the oldest (the oldest itself when every slice is live) is cleared and
-    /// becomes the youngest. The caller makes sure that slice holds nothing still needed.
+    /// the slice after the oldest (the oldest itself when every slice is live) becomes the
+    /// youngest, empty: the epoch moves on, which makes it stale in every row. The caller makes
+    /// sure that slice holds nothing still needed.
     pub(crate) fn shift(&mut self, t: u64) {
         let leaving = self.phys(self.k - 1);
         self.meta[leaving].left = t;
-        self.head = (self.head + self.slices - 1) % self.slices;
-        self.clear_slice(self.head);
+        self.head = if self.head == 0 { self.slices - 1 } else { self.head - 1 };
         self.meta[self.head] = SliceMeta { items: 0, born: t, left: 0 };
         self.live = (self.live + 1).min(self.slices);
         self.ages = rows::Ages::new(self.slices, self.head, self.k);
+        self.bump_epoch(1);
     }
 
-    /// Zeroes slice `p` in every row (one word per row).
-    fn clear_slice(&mut self, p: usize) {
-        let slices = self.slices;
-        for row in rows::words_mut(&mut self.blocks).chunks_exact_mut(slices) {
-            row[p] = 0;
+    /// Moves the epoch on by `by`. Every [`SWEEP_EVERY`] epochs the rows whose slices are all
+    /// stale are re-stamped (still all stale), so that no stamp falls more than `2^30 + 32`
+    /// epochs behind and `epoch - stamp` never wraps: one pass over the stamps every billion
+    /// generations.
+    fn bump_epoch(&mut self, by: u32) {
+        let before = self.epoch;
+        self.epoch = self.epoch.wrapping_add(by);
+        if before / SWEEP_EVERY != self.epoch / SWEEP_EVERY {
+            let (n, slices, epoch) = (self.words_per_row(), self.slices as u32, self.epoch);
+            for row in rows::words_mut(&mut self.blocks).chunks_exact_mut(n) {
+                if rows::stale(epoch, row[0]) >= slices {
+                    row[0] = epoch.wrapping_sub(32);
+                }
+            }
         }
     }
 
@@ -297,14 +337,15 @@ impl Ring {
         }
     }
 
-    /// Every bit and every record cleared; logical `0..live` queried from now on.
+    /// Every slice emptied (by moving the epoch past every row's stamp: no row is written) and
+    /// every record cleared; logical `0..live` queried from now on.
     pub(crate) fn reset(&mut self, live: usize, born: u64) {
-        self.blocks.fill(Block::default());
         self.meta.fill(SliceMeta::default());
         self.head = 0;
         self.meta[0].born = born;
         self.live = live;
         self.ages = rows::Ages::new(self.slices, 0, self.k);
+        self.bump_epoch(self.slices as u32);
     }
 
     /// Counted insertions of the generations whose `k` slices are all live: the items the
@@ -327,14 +368,20 @@ impl Ring {
         math::aging_fpr(self.k as u32, live, &gens)
     }
 
-    /// Fraction of the bits of logical slice `i` that are set (reads one word per row).
+    /// Fraction of the bits of logical slice `i` that are set (reads one word per row; stale
+    /// words count as empty).
     pub(crate) fn slice_fill(&self, i: usize) -> f64 {
-        let p = self.phys(i);
-        let ones: u64 = self.words().chunks_exact(self.slices).map(|r| r[p].count_ones() as u64).sum();
+        let w = self.phys(i) + 1;
+        let ones: u64 = self
+            .words()
+            .chunks_exact(self.words_per_row())
+            .filter(|r| (i as u32) >= rows::stale(self.epoch, r[0]))
+            .map(|r| r[w].count_ones() as u64)
+            .sum();
         ones as f64 / (self.rows as f64 * rows::WORD_BITS as f64)
     }
 
-    /// The ring's fields as a file stores them: rows, slices, k (shape), head, live.
+    /// The ring's fields as a file stores them first: rows, slices, k.
     pub(crate) fn write_shape(&self, p: &mut ParamWriter) {
         p.u64(self.rows).u32(self.slices as u32).u32(self.k as u32);
     }
@@ -382,11 +429,12 @@ impl Ring {
     }
 
     /// A ring decoded from a file: the shape, where the youngest slice is, how many are live,
-    /// the records by physical slice and the payload (checked to be the rows' bytes).
+    /// the epoch, the records by physical slice and the payload (checked to be the rows' bytes).
     pub(crate) fn decode(
         (rows, slices, k): (u64, u32, u32),
         head: u32,
         live: u32,
+        epoch: u32,
         meta: Vec<SliceMeta>,
         payload: &[u8],
     ) -> Result<Ring> {
@@ -401,15 +449,14 @@ impl Ring {
             return Err(FormatError::InvalidParams("aging filter: one record per slice").into());
         }
         if payload.len() as u64 != bytes {
-            return Err(
-                FormatError::InvalidParams("aging filter: payload is not 4 bytes per slice per row").into()
-            );
+            return Err(FormatError::InvalidParams("aging filter: payload is not the rows' words").into());
         }
         let mut ring = Ring::new(rows, slices, k, live as usize)?;
         for (w, c) in rows::words_mut(&mut ring.blocks).iter_mut().zip(payload.chunks_exact(4)) {
             *w = u32::from_le_bytes(c.try_into().expect("4 bytes"));
         }
         ring.head = head as usize;
+        ring.epoch = epoch;
         ring.meta = meta;
         ring.ages = rows::Ages::new(ring.slices, ring.head, ring.k);
         Ok(ring)
@@ -497,7 +544,7 @@ impl AgingBloom {
         Ok(f)
     }
 
-    /// A filter of exactly `rows` rows of `slices` slices (a multiple of 8, at most 64),
+    /// A filter of exactly `rows` rows of `slices` slices (15 or 31: rows of 16 or 32 words),
     /// writing each item into `hashes` slices (1 to 24, fewer than `slices`), with generations
     /// of `generation` insertions. Its window is `(slices - hashes)·generation` and its
     /// [`target_fpr`](AgingBloom::target_fpr) the worst-phase rate of that shape.
@@ -592,7 +639,13 @@ impl AgingBloom {
     fn params(&self) -> ParamWriter {
         let mut p = ParamWriter::new();
         self.ring.write_shape(&mut p);
-        p.u64(self.generation).u64(self.window).f64(self.target_fpr).u32(self.ring.head as u32).u32(LAYOUT);
+        p.u64(self.generation)
+            .u64(self.window)
+            .f64(self.target_fpr)
+            .u32(self.ring.head() as u32)
+            .u32(LAYOUT)
+            .u32(self.ring.epoch())
+            .u32(0);
         for m in self.ring.meta() {
             p.u64(m.items);
         }
@@ -671,9 +724,9 @@ impl Persist for AgingBloom {
     const KIND: FilterKind = FilterKind::AgingBloom;
 
     /// Parameters: rows `u64`, slices `u32`, hashes `u32`, generation `u64`, window `u64`,
-    /// target FPR `f64`, head `u32`, layout `u32` (1), then per slice (physical order) the
-    /// counted insertions of its generation `u64`. Payload: the rows in order, each as its
-    /// `slices` words, little-endian (`docs/FORMAT.md`).
+    /// target FPR `f64`, head `u32`, layout `u32` (1), epoch `u32`, reserved `u32` (0), then per
+    /// slice (physical order) the counted insertions of its generation `u64`. Payload: the rows
+    /// in order, each as its stamp and `slices` words, 32-bit little-endian (`docs/FORMAT.md`).
     fn to_bytes(&self) -> Vec<u8> {
         self.ring.encode(Self::KIND, self.hasher, &self.params())
     }
@@ -687,12 +740,14 @@ impl Persist for AgingBloom {
         let target_fpr = r.fpr("target fpr")?;
         let head = r.u32("head")?;
         let layout = r.u32("layout")?;
+        let epoch = r.u32("epoch")?;
+        let reserved = r.u32("reserved")?;
         let mut meta = Vec::with_capacity(shape.1 as usize);
         for _ in 0..shape.1 {
             meta.push(SliceMeta { items: r.u64("generation items")?, born: 0, left: 0 });
         }
         r.finish()?;
-        if layout != LAYOUT {
+        if layout != LAYOUT || reserved != 0 {
             return Err(FormatError::InvalidParams("aging bloom: unknown row layout").into());
         }
         if generation == 0 {
@@ -705,7 +760,7 @@ impl Persist for AgingBloom {
         if meta.iter().any(|m| m.items > generation) {
             return Err(FormatError::InvalidParams("aging bloom: a generation larger than g").into());
         }
-        let ring = Ring::decode(shape, head, shape.1, meta, raw.payload())?;
+        let ring = Ring::decode(shape, head, shape.1, epoch, meta, raw.payload())?;
         Ok(AgingBloom {
             ring,
             hasher: raw.hasher(),
@@ -877,17 +932,18 @@ pub(crate) mod tests {
         let cases: Vec<Vec<u8>> = vec![
             reencode(&bytes, set64(0, 0), 0),               // no rows
             reencode(&bytes, set64(0, u64::MAX), 0),        // absurd rows
-            reencode(&bytes, set32(8, 12), 0),              // slices not a multiple of 8
-            reencode(&bytes, set32(8, 72), 0),              // too many slices
+            reencode(&bytes, set32(8, 16), 0),              // slices neither 15 nor 31
+            reencode(&bytes, set32(8, 63), 0),              // too many slices
             reencode(&bytes, set32(12, 0), 0),              // k = 0
-            reencode(&bytes, set32(12, 32), 0),             // k = slices
+            reencode(&bytes, set32(12, 31), 0),             // k = slices
             reencode(&bytes, set64(16, 0), 0),              // g = 0
             reencode(&bytes, set64(24, 0), 0),              // window 0
             reencode(&bytes, set64(24, u64::MAX), 0),       // window past l·g
             reencode(&bytes, set64(32, 2f64.to_bits()), 0), // fpr
             reencode(&bytes, set32(40, 99), 0),             // head past the slices
             reencode(&bytes, set32(44, 2), 0),              // layout
-            reencode(&bytes, set64(48, u64::MAX), 0),       // generation past g
+            reencode(&bytes, set32(52, 1), 0),              // reserved
+            reencode(&bytes, set64(56, u64::MAX), 0),       // generation past g
             reencode(&bytes, |p| p.push(0), 0),             // long
             reencode(&bytes, |p| p.truncate(50), 0),        // short
             reencode(&bytes, |_| {}, -8),                   // payload
@@ -912,13 +968,14 @@ pub(crate) mod tests {
         }
         assert!(matches!(AgingBloom::new(usize::MAX, 0.01), Err(Error::CapacityExceeded { .. })));
         let h = Hasher::default();
-        assert!(AgingBloom::with_params(0, 16, 4, 10, h).is_err());
-        assert!(AgingBloom::with_params(1, 12, 4, 10, h).is_err());
-        assert!(AgingBloom::with_params(1, 16, 16, 10, h).is_err());
-        assert!(AgingBloom::with_params(1, 16, 0, 10, h).is_err());
-        assert!(AgingBloom::with_params(1, 16, 4, 0, h).is_err());
+        assert!(AgingBloom::with_params(0, 15, 4, 10, h).is_err());
+        assert!(AgingBloom::with_params(1, 16, 4, 10, h).is_err());
+        assert!(AgingBloom::with_params(1, 15, 15, 10, h).is_err());
+        assert!(AgingBloom::with_params(1, 15, 0, 10, h).is_err());
+        assert!(AgingBloom::with_params(1, 15, 4, 0, h).is_err());
+        assert!(AgingBloom::with_params(1, 31, 25, 10, h).is_err());
         assert!(matches!(
-            AgingBloom::with_params(u64::MAX, 32, 4, 1, h),
+            AgingBloom::with_params(u64::MAX, 31, 4, 1, h),
             Err(Error::CapacityExceeded { .. })
         ));
     }
@@ -944,6 +1001,34 @@ pub(crate) mod tests {
         let mut c = b.clone();
         assert_eq!(a.insert_digests(&ds), ds.iter().filter(|d| c.insert_digest(**d)).count());
         assert_eq!(a.to_bytes(), c.to_bytes());
+    }
+
+    /// Crossing a multiple of 2^30 epochs re-stamps the rows whose slices are all stale, so
+    /// that `epoch - stamp` never wraps; the filter goes on working across it.
+    #[test]
+    fn epoch_sweep_keeps_stamps_close() {
+        let mut f = AgingBloom::new(1000, 0.01).unwrap();
+        let mut st = 41;
+        let ds: Vec<Digest> = (0..500).map(|_| digest(&mut st)).collect();
+        for d in &ds {
+            f.insert_digest(*d);
+        }
+        let n = f.ring.words_per_row();
+        // Far in the future: every row is stale (as after 2^30 generations without a write).
+        f.ring.epoch = SWEEP_EVERY - 2;
+        assert!(ds.iter().all(|d| !f.ring.contains(*d, f.ring.live)), "every slice stale");
+        f.ring.shift(0);
+        f.ring.shift(0);
+        let epoch = f.ring.epoch;
+        assert_eq!(epoch, SWEEP_EVERY);
+        for row in f.ring.words().chunks_exact(n) {
+            assert_eq!(row[0], epoch.wrapping_sub(32), "a fully stale row is re-stamped");
+        }
+        let more: Vec<Digest> = (0..3000).map(|_| digest(&mut st)).collect();
+        for (i, d) in more.iter().enumerate() {
+            f.insert_digest(*d);
+            assert!(f.contains_digest(more[(i + 1).saturating_sub(1000)]), "insert {i}");
+        }
     }
 
     #[test]

@@ -15,15 +15,16 @@
 //!   one. The filter never reads a clock, so tests and replicas are deterministic: the same
 //!   calls with the same `now` give the same filter, bit for bit. Its clock is the largest `now`
 //!   seen; an earlier `now` (time going backwards) counts as that clock, so nothing is forgotten
-//!   early. A gap longer than `T` forgets everything at once (one pass over the memory);
-//!   shorter gaps start the missed generations one by one, at most one per slice: the work of
-//!   a call is bounded by the number of slices, however much time passed.
+//!   early. A gap longer than `T` forgets everything at once (the epoch jumps past every row's
+//!   stamp: no memory is written); shorter gaps start the missed generations one by one, at
+//!   most one per slice: the work of a call is bounded by the number of slices, however much
+//!   time passed.
 //! * **Sizing** ([`crate::math::aging_plan_timed`]): from `(T, capacity, p)`, where `capacity`
 //!   is the number of insertions expected per `T` (the planned rate). Each generation takes up
 //!   to `g = capacity/l` insertions at its design load. In the steady state `k + l` slices are
 //!   live; the row has `k + l + 1` slices plus [`crate::math::aging_spare_slices`] spares
 //!   (rounded up to whole cache lines), and the FPR bound `p` is computed with all but one slice
-//!   live: 32.3 bits per planned item at 1% (k = 8, l = 18, 32 slices), 19.7 at 10%, 46.5 at
+//!   live: 33.6 bits per planned item at 1% (k = 10, l = 16, 31 slices), 20.5 at 10%, 48.0 at
 //!   0.1%.
 //! * **Above the planned rate**: when a generation has taken its `g` insertions before its time
 //!   is up, the next one starts early in a spare slice (the paper's answer to a variable rate:
@@ -165,7 +166,7 @@ impl TimeLimitedBloom {
         Ok(f)
     }
 
-    /// A filter of exactly `rows` rows of `slices` slices (a multiple of 8, at most 64),
+    /// A filter of exactly `rows` rows of `slices` slices (15 or 31: rows of 16 or 32 words),
     /// writing each item into `hashes` slices (1 to 24, fewer than `slices`), whose generations
     /// last `span` units of the clock or `generation` counted insertions, and whose window is
     /// `ttl`. Its [`target_fpr`](TimeLimitedBloom::target_fpr) is the rate with every slice but
@@ -324,6 +325,44 @@ impl TimeLimitedBloom {
         l
     }
 
+    /// [`Timed::advance`] past its fast path: the clock moved from `old` to `now`.
+    #[inline(never)]
+    fn catch_up(&mut self, old: u64, now: u64) {
+        if now - old > self.ttl {
+            // Everything inserted so far is older than the window: start afresh.
+            let k = self.ring.k();
+            self.ring.reset(k, now);
+            self.gen_start = now;
+            return;
+        }
+        // Start the generations whose time came, each at its due time (no insertion happened
+        // since `old`, so any time from `old` on is a faithful stamp). At most one per slice.
+        loop {
+            let due = self.gen_start.saturating_add(self.span);
+            if due > now {
+                break;
+            }
+            let mut t = due.max(old);
+            self.retire_at(t);
+            if self.ring.live() >= self.ring.slices() {
+                // Every slice holds items of the window (the rate overran the spares): the
+                // oldest frees when its last insertion leaves the window.
+                let left = self.ring.meta_at(self.ring.live() - 1).left;
+                t = left.saturating_add(self.ttl).saturating_add(1).max(t);
+                if t > now {
+                    break;
+                }
+                self.retire_at(t);
+                if self.ring.live() >= self.ring.slices() {
+                    break;
+                }
+            }
+            self.ring.shift(t);
+            self.gen_start = t;
+        }
+        self.retire_at(now);
+    }
+
     fn params(&self) -> ParamWriter {
         let mut p = ParamWriter::new();
         self.ring.write_shape(&mut p);
@@ -337,7 +376,7 @@ impl TimeLimitedBloom {
             .u32(self.ring.head() as u32)
             .u32(self.ring.live() as u32)
             .u32(LAYOUT)
-            .u32(0);
+            .u32(self.ring.epoch());
         for m in self.ring.meta() {
             p.u64(m.items).u64(m.born).u64(m.left);
         }
@@ -387,45 +426,20 @@ impl Timed for TimeLimitedBloom {
         self.clock
     }
 
+    #[inline]
     fn advance(&mut self, now: u64) {
         if now <= self.clock {
             return;
         }
         let old = self.clock;
         self.clock = now;
-        if now - old > self.ttl {
-            // Everything inserted so far is older than the window: start afresh.
-            let k = self.ring.k();
-            self.ring.reset(k, now);
-            self.gen_start = now;
-            return;
+        // Most calls (an insertion a moment after the last one) have nothing to start or
+        // retire: two comparisons, and the rest stays out of line.
+        let oldest = self.ring.meta_at(self.ring.live() - 1);
+        let expiring = self.ring.live() > self.ring.k() && Self::expired(self.ttl, now, oldest);
+        if now - old > self.ttl || self.gen_start.saturating_add(self.span) <= now || expiring {
+            self.catch_up(old, now);
         }
-        // Start the generations whose time came, each at its due time (no insertion happened
-        // since `old`, so any time from `old` on is a faithful stamp). At most one per slice.
-        loop {
-            let due = self.gen_start.saturating_add(self.span);
-            if due > now {
-                break;
-            }
-            let mut t = due.max(old);
-            self.retire_at(t);
-            if self.ring.live() >= self.ring.slices() {
-                // Every slice holds items of the window (the rate overran the spares): the
-                // oldest frees when its last insertion leaves the window.
-                let left = self.ring.meta_at(self.ring.live() - 1).left;
-                t = left.saturating_add(self.ttl).saturating_add(1).max(t);
-                if t > now {
-                    break;
-                }
-                self.retire_at(t);
-                if self.ring.live() >= self.ring.slices() {
-                    break;
-                }
-            }
-            self.ring.shift(t);
-            self.gen_start = t;
-        }
-        self.retire_at(now);
     }
 
     #[inline]
@@ -464,7 +478,7 @@ impl Persist for TimeLimitedBloom {
 
     /// Parameters: rows `u64`, slices `u32`, hashes `u32`, generation `u64`, capacity `u64`,
     /// ttl `u64`, span `u64`, target FPR `f64`, clock `u64`, generation start `u64`, head `u32`,
-    /// live `u32`, layout `u32` (1), reserved `u32` (0), then per slice (physical order) its
+    /// live `u32`, layout `u32` (1), epoch `u32`, then per slice (physical order) its
     /// generation's counted insertions, birth time and retirement time, `u64` each. Payload:
     /// the rows, as for [`crate::AgingBloom`] (`docs/FORMAT.md`).
     fn to_bytes(&self) -> Vec<u8> {
@@ -485,7 +499,7 @@ impl Persist for TimeLimitedBloom {
         let head = r.u32("head")?;
         let live = r.u32("live")?;
         let layout = r.u32("layout")?;
-        let reserved = r.u32("reserved")?;
+        let epoch = r.u32("epoch")?;
         let mut meta = Vec::with_capacity(shape.1 as usize);
         for _ in 0..shape.1 {
             let items = r.u64("generation items")?;
@@ -495,7 +509,7 @@ impl Persist for TimeLimitedBloom {
         }
         r.finish()?;
         let bad = |what| Err(Error::from(FormatError::InvalidParams(what)));
-        if layout != LAYOUT || reserved != 0 {
+        if layout != LAYOUT {
             return bad("time-limited bloom: unknown row layout");
         }
         if generation == 0 || capacity == 0 || ttl == 0 || span == 0 || span > ttl {
@@ -504,7 +518,7 @@ impl Persist for TimeLimitedBloom {
         if gen_start > clock || meta.iter().any(|m| m.born > clock || m.left > clock) {
             return bad("time-limited bloom: a time past the clock");
         }
-        let ring = Ring::decode(shape, head, live, meta, raw.payload())?;
+        let ring = Ring::decode(shape, head, live, epoch, meta, raw.payload())?;
         Ok(TimeLimitedBloom {
             ring,
             hasher: raw.hasher(),
@@ -766,9 +780,10 @@ mod tests {
         ));
         assert!(matches!(TimeLimitedBloom::new(1, usize::MAX, 0.01), Err(Error::CapacityExceeded { .. })));
         let h = Hasher::default();
-        assert!(TimeLimitedBloom::with_params(1, 16, 4, 1, 10, 0, h).is_err());
-        assert!(TimeLimitedBloom::with_params(1, 16, 4, 1, 10, 11, h).is_err());
-        assert!(TimeLimitedBloom::with_params(1, 16, 4, 0, 10, 1, h).is_err());
+        assert!(TimeLimitedBloom::with_params(1, 15, 4, 1, 10, 0, h).is_err());
+        assert!(TimeLimitedBloom::with_params(1, 15, 4, 1, 10, 11, h).is_err());
+        assert!(TimeLimitedBloom::with_params(1, 15, 4, 0, 10, 1, h).is_err());
+        assert!(TimeLimitedBloom::with_params(1, 15, 4, 1, 10, 1, h).is_ok());
         // A TTL shorter than the planned generations: one-unit generations.
         let f = TimeLimitedBloom::new(3, 100, 0.01).unwrap();
         assert_eq!(f.generation_span(), 1);
@@ -813,7 +828,6 @@ mod tests {
             reencode(&bytes, set32(76, 0)),                  // live below k
             reencode(&bytes, set32(76, 33)),                 // live above the slices
             reencode(&bytes, set32(80, 7)),                  // layout
-            reencode(&bytes, set32(84, 1)),                  // reserved
             reencode(&bytes, set64(88 + 8, u64::MAX)),       // a birth past the clock
             reencode(&bytes, |p| p.truncate(100)),           // short
         ];
