@@ -861,9 +861,11 @@ fn gen_load(gens: &[f64], a: isize) -> f64 {
 /// False-positive rate of `sift`'s age-partitioned row layout ([`crate::AgingBloom`],
 /// [`crate::TimeLimitedBloom`]), exact per alignment under Poisson row loads.
 ///
-/// The layout is the Age-Partitioned *Blocked* Bloom Filter of Shtul, Baquero & Almeida
-/// (arXiv 2001.03147): an item lives in one row (chosen by its hash, the same row in every
-/// slice), a row holds one 32-bit word per slice, and the item sets one bit in the word of each
+/// The layout is `sift`'s blocked age-partitioned filter (Shtul, Baquero & Almeida, arXiv
+/// 2001.03147, describe an Age-Partitioned Blocked Bloom Filter with 2-3 cache-line accesses per
+/// insertion; this is `sift`'s own design to that end): an item lives in one row (chosen by its
+/// hash, the same row in every slice), a row holds one 32-bit word per slice, and the item sets
+/// one bit in the word of each
 /// of the `k` youngest slices; `sift` makes that bit depend on the slice's offset in the run
 /// (`src/simd/rows.rs`), so a query tests, at each *alignment* `a` (`0 ..= live - k`), one
 /// specific bit in each of the slices `a .. a+k`. `live` slices are queried (youngest first);

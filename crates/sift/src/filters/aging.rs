@@ -1,15 +1,16 @@
 //! Age-partitioned Bloom filter: a sliding window over the last `N` insertions.
 //!
-//! Shtul, Baquero & Almeida, "Age-Partitioned Bloom Filters", arXiv 2001.03147, 2020, in the
-//! layout of its blocked variant (the "Age-Partitioned Blocked Bloom Filter" of the same paper).
+//! Shtul, Baquero & Almeida, "Age-Partitioned Bloom Filters", arXiv 2001.03147, 2020, in a
+//! blocked layout of `sift`'s own (the paper also describes an Age-Partitioned Blocked Bloom
+//! Filter, with 2-3 cache-line accesses per insertion and around 2-4 per query).
 //!
 //! * **Idea**: the filter is `k + l` *slices*. An item is written into the `k` youngest slices
 //!   (one bit each) and is reported present when some `k` consecutive slices all hold its bit.
 //!   Every `g` insertions (a *generation*) the oldest slice is cleared and becomes the youngest,
 //!   so an item keeps its `k` slices for `l` more generations after its own: the last `N = l·g`
 //!   insertions are always members, and an item leaves within one more generation.
-//! * **Blocked layout** (`src/simd/rows.rs`): as in the paper's blocked variant an item uses one
-//!   *row* in every slice, and a row keeps the words of all slices side by side: 16 or 32 words
+//! * **Blocked layout** (`src/simd/rows.rs`): an item uses one *row* in every slice, and a row
+//!   keeps the words of all slices side by side: 16 or 32 words
 //!   of 32 bits (15 or 31 slices and a stamp), one or two cache lines. An insertion reads and
 //!   writes one row, a query reads one row and checks every alignment of `k` slices at once
 //!   (AVX2: about 16 instructions per 8 words). A generation shift writes nothing in the rows:

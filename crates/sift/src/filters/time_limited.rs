@@ -27,8 +27,10 @@
 //!   live: 33.6 bits per planned item at 1% (k = 10, l = 16, 31 slices), 20.5 at 10%, 48.0 at
 //!   0.1%.
 //! * **Above the planned rate**: when a generation has taken its `g` insertions before its time
-//!   is up, the next one starts early in a spare slice (the paper's answer to a variable rate:
-//!   more, equally full slices instead of fuller ones). The target `p` holds up to
+//!   is up, the next one starts early in a spare slice: more slices, each at its design load,
+//!   rather than fuller ones (the paper's filter "supports variable insertion rates while
+//!   striving to keep a target false positive rate"; these spares are `sift`'s way, within a
+//!   fixed memory). The target `p` holds up to
 //!   [`crate::math::AGING_RATE_HEADROOM`] (1.25) times the planned rate. Past that no spare
 //!   slice is free, and the filter keeps the promise that matters: it never retires a slice
 //!   holding items younger than `T` (no false negative inside the window, ever); the current
