@@ -784,10 +784,10 @@ pub const AGING_WORD_BITS: f64 = 32.0;
 /// (youngest first) reports it independently with probability `fills[i]`: a run-length
 /// recurrence over the slices, `O(len·k)`.
 ///
-/// This is the false-positive analysis of Shtul, Baquero & Almeida, "Age-Partitioned Bloom
-/// Filters" (arXiv 2001.03147, 2020), where each slice is a classic bit array and the slices
-/// are independent: a query is a false positive when some `k` consecutive slices all have the
-/// query's bit set. [`apbf_fpr`] evaluates it at the paper's steady state.
+/// The setting of Shtul, Baquero & Almeida's "Age-Partitioned Bloom Filters" (arXiv
+/// 2001.03147, 2020): each slice a classic bit array, the slices independent, a query a false
+/// positive when some `k` consecutive slices all have its bit set. [`apbf_fpr`] evaluates it at
+/// that paper's steady state.
 pub fn apbf_fpr_from_fills(k: usize, fills: &[f64]) -> f64 {
     if k == 0 {
         return 1.0;
@@ -815,12 +815,14 @@ pub fn apbf_fpr_from_fills(k: usize, fills: &[f64]) -> f64 {
     found.clamp(0.0, 1.0)
 }
 
-/// The APBF paper's false-positive rate for `k + l` slices right before a generation shift,
-/// when every slice is sized to be half full after `k` generations: the `k` youngest slices
-/// are filled to `(i + 1)/(2k)` (`i = 0` the youngest, a linear approximation of the fill) and
-/// the `l` older ones to 1/2 ([`apbf_fpr_from_fills`]). Shtul, Baquero & Almeida 2020; the same
-/// recurrence is `CalculateFalsePositiveRate` of CrowdStrike's reference implementation
-/// (github.com/CrowdStrike/apbf).
+/// The false-positive rate of an age-partitioned filter of independent slices (the APBF
+/// paper's setting, Shtul, Baquero & Almeida 2020) with `k + l` slices right before a
+/// generation shift, when every slice is sized to be half full after `k` generations (`m =
+/// k·g/ln 2` bits): the `k` youngest slices are filled to `(i + 1)/(2k)` (`i = 0` the youngest,
+/// a linear approximation of the fill) and the `l` older ones to 1/2
+/// ([`apbf_fpr_from_fills`]). This is the recurrence `CalculateFalsePositiveRate` of
+/// CrowdStrike's implementation of the paper (github.com/CrowdStrike/apbf, MIT), from which the
+/// fills are taken.
 pub fn apbf_fpr(k: u32, l: u32) -> f64 {
     let k = k as usize;
     let fills: Vec<f64> =
@@ -1606,6 +1608,33 @@ mod tests {
                 "k {k}: {measured} vs {formula}"
             );
             assert!(indep < formula);
+        }
+    }
+
+    /// The run-length recurrence is the exact probability for independent slices: checked by
+    /// enumerating every pattern of set slices for small shapes; the paper's steady state grows
+    /// with `l` and falls with `k`.
+    #[test]
+    fn apbf_recurrence_matches_enumeration() {
+        for (k, l) in [(1usize, 1usize), (2, 3), (3, 5), (4, 7), (5, 9)] {
+            let fills: Vec<f64> = (0..k + l).map(|i| 0.2 + 0.6 * ((i * 7 % 11) as f64 / 11.0)).collect();
+            let mut exact = 0.0;
+            for pattern in 0u32..1 << (k + l) {
+                let run = (0..=l).any(|a| (a..a + k).all(|i| pattern >> i & 1 == 1));
+                if run {
+                    exact += (0..k + l)
+                        .map(|i| if pattern >> i & 1 == 1 { fills[i] } else { 1.0 - fills[i] })
+                        .product::<f64>();
+                }
+            }
+            let dp = apbf_fpr_from_fills(k, &fills);
+            assert!((dp - exact).abs() < 1e-12, "k {k} l {l}: {dp} vs {exact}");
+        }
+        for k in 2..12u32 {
+            for l in 1..20u32 {
+                assert!(apbf_fpr(k, l + 1) > apbf_fpr(k, l), "k {k} l {l}");
+                assert!(apbf_fpr(k + 1, l) < apbf_fpr(k, l), "k {k} l {l}");
+            }
         }
     }
 }
