@@ -760,9 +760,15 @@ pub fn scalable_bits_per_key(n: f64, p: f64, initial: f64, growth: f64, tighteni
 
 /// Largest number of slices `k` an item is written into that the aging formulas and filters
 /// ([`crate::AgingBloom`], [`crate::TimeLimitedBloom`]) accept. [`aging_fpr`] sums signed terms
-/// whose magnitudes add up to about `1.5^(k+1)`; at `k = 24` the rounding error of that sum
-/// (below 1e-11) is still far under the rates such a `k` is for (1e-6 and up).
+/// whose magnitudes add up to about `1.5^(k+1)` per alignment, so its absolute rounding error
+/// stays around 1e-11 up to `k = 24`.
 pub const AGING_MAX_K: u32 = 24;
+
+/// The lowest false-positive rate the aging planners ([`aging_plan`], [`aging_plan_timed`]) and
+/// constructors accept: four orders of magnitude above the rounding error of [`aging_fpr`], so
+/// that the rate a plan is checked against is the filter's, not noise. (Asked for 1e-17, the
+/// search had settled on a shape whose true rate was 5.6e-11.)
+pub const AGING_MIN_FPR: f64 = 1e-7;
 
 /// Largest number of slices of an aging filter: a row of 32 words of 32 bits, two cache lines
 /// (the Age-Partitioned Blocked Bloom Filter's "2-3 cache-line accesses per insertion"), one
@@ -1094,8 +1100,8 @@ pub const AGING_RATE_HEADROOM: f64 = 1.25;
 /// For a window of `n` items the generation size is `g = ⌈n / l⌉` and the rows
 /// `⌈g / load⌉`: the APBF paper's sizing (each slice half full after its `k` generations, `m =
 /// k·g/ln 2` bits) with the fill replaced by the exact formula of the row layout, which also
-/// chooses `k` and `l`. `None` if `p` is not in (0, 1) or `max_slices < 15`. Results are
-/// remembered per `(p, max_slices)`.
+/// chooses `k` and `l`. `None` if `p` is not in [[`AGING_MIN_FPR`], 1) or `max_slices < 15`.
+/// Results are remembered per `(p, max_slices)`.
 pub fn aging_plan(p: f64, max_slices: u32) -> Option<AgingPlan> {
     aging_plan_memo(p, max_slices, false)
 }
@@ -1109,7 +1115,7 @@ pub fn aging_plan_timed(p: f64, max_slices: u32) -> Option<AgingPlan> {
 }
 
 fn aging_plan_memo(p: f64, max_slices: u32, timed: bool) -> Option<AgingPlan> {
-    if !(p > 0.0 && p < 1.0) {
+    if !(p >= AGING_MIN_FPR && p < 1.0) {
         return None;
     }
     if max_slices < 15 {

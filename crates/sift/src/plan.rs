@@ -341,6 +341,9 @@ impl Plan {
     /// memory, with `m, p` the largest window.
     fn solve_aging(&self, family: Family) -> Result<Solution> {
         let timed = family == Family::TimeLimitedBloom;
+        if let Some(p) = self.fpr.filter(|&p| p < math::AGING_MIN_FPR) {
+            return Err(Error::param("fpr", p, "a rate an aging filter can reach: 1e-7 and above"));
+        }
         let shapes: Vec<math::AgingShape> = math::aging_shapes(timed, math::AGING_DEFAULT_MAX_SLICES)
             .into_iter()
             .filter(|s| self.hashes.is_none_or(|k| k == s.k))
@@ -390,11 +393,8 @@ impl Plan {
                             bits(a).total_cmp(&bits(b))
                         })
                 };
-                let (shape, load) = plan.ok_or(Error::param(
-                    "fpr",
-                    p,
-                    "a rate an aging filter can reach (about 1e-6 and above)",
-                ))?;
+                let (shape, load) =
+                    plan.ok_or(Error::param("fpr", p, "a rate an aging filter can reach: 1e-7 and above"))?;
                 let rows = (n.div_ceil(shape.l as u64) as f64 / load).ceil().max(1.0);
                 check_bits(rows * row_bits(&shape) as f64)?;
                 (shape, n, rows as u64)
@@ -866,6 +866,10 @@ mod tests {
             }
         }
         assert_eq!(invalid(Plan::new().items(10).fpr(0.01).hashes(30).solve(Family::AgingBloom)), "hashes");
+        for fam in [Family::AgingBloom, Family::TimeLimitedBloom] {
+            assert_eq!(invalid(Plan::new().items(100).fpr(1e-17).solve(fam)), "fpr");
+            assert_eq!(invalid(Plan::new().bits(1 << 30).fpr(1e-8).solve(fam)), "fpr");
+        }
         assert_eq!(invalid(Plan::new().bits(100).fpr(0.01).solve(Family::AgingBloom)), "bits");
         assert_eq!(
             invalid(Plan::new().items(1_000_000).bits(1 << 20).fpr(0.01).solve(Family::TimeLimitedBloom)),

@@ -341,7 +341,7 @@ pub fn recommend(expected_items: usize, fpr: f64, needs: Needs) -> Result<Recomm
         let plan = math::aging_plan(p, math::AGING_DEFAULT_MAX_SLICES).ok_or(crate::Error::param(
             "fpr",
             p,
-            "a rate an aging filter can reach (about 1e-6 and above)",
+            "a rate an aging filter can reach: 1e-7 and above",
         ))?;
         let live = plan.slices as usize;
         let rows = (n / plan.l as f64).ceil() / plan.load;
@@ -482,6 +482,16 @@ mod tests {
         ];
         for needs in all {
             for p in [0.3, 0.1, 0.01, 0.004, 0.001, 1e-5, 1e-9] {
+                if needs.forgets && p < math::AGING_MIN_FPR {
+                    assert!(
+                        matches!(
+                            recommend(10_000, p, needs),
+                            Err(crate::Error::InvalidParameter { name: "fpr", .. })
+                        ),
+                        "p = {p}: below what an aging filter reaches"
+                    );
+                    continue;
+                }
                 let r = recommend(10_000, p, needs).unwrap();
                 assert!(r.expected_fpr <= p * 1.000_001, "{needs:?} p = {p}: {r:?}");
                 assert!(r.bits_per_key > 0.0 && r.bits_per_key.is_finite());

@@ -68,6 +68,7 @@ struct Row {
 fn speed_of(f: Family) -> &'static str {
     match f {
         Family::BlockedBloom | Family::SplitBlockBloom => "very fast",
+        Family::AgingBloom | Family::TimeLimitedBloom => "fast",
         Family::ScalableBloom => "moderate",
         _ => "moderate",
     }
@@ -86,6 +87,8 @@ fn bloom_row(s: &Solution) -> Row {
             Family::ScalableBloom => "first layer; grows",
             Family::CountingBloom => "4-bit counters; deletes",
             Family::SplitBlockBloom => "Parquet SBBF, k = 8",
+            Family::AgingBloom => "sliding window: the last n insertions",
+            Family::TimeLimitedBloom => "sliding window: n insertions per TTL",
             _ => "",
         },
     }

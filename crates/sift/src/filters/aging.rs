@@ -44,9 +44,10 @@
 //!   the window (the item is already guaranteed for `l` more generations), so repeats cannot
 //!   push distinct items out. [`Insert::insert`] still returns whether the item was reported
 //!   present before (over the whole window).
-//! * **Limits**: no deletion; `k ≤ 24`, so rates below about 1e-6 cannot be planned (the formula
-//!   loses precision past that). For a window by time see [`crate::TimeLimitedBloom`] (same
-//!   rows).
+//! * **Limits**: no deletion; rates below [`crate::math::AGING_MIN_FPR`] (1e-7) are refused:
+//!   the formula's inclusion–exclusion carries a rounding error of about 1e-11, fine down to
+//!   1e-7 (`k` up to about 17) and not below. For a window by time see
+//!   [`crate::TimeLimitedBloom`] (same rows).
 //!
 //! ```
 //! use sift::prelude::*;
@@ -535,7 +536,7 @@ impl AgingBloom {
         let plan = math::aging_plan(fpr, AGING_DEFAULT_MAX_SLICES).ok_or(Error::param(
             "fpr",
             fpr,
-            "a rate an aging filter can reach (about 1e-6 and above)",
+            "a rate an aging filter can reach: 1e-7 and above",
         ))?;
         let generation = (window as u64).div_ceil(plan.l as u64);
         let rows = rows_for(generation, plan.load)?;
@@ -964,6 +965,13 @@ pub(crate) mod tests {
             AgingBloom::new(0, 0.01),
             Err(Error::InvalidParameter { name: "expected_items", .. })
         ));
+        for p in [1e-8, 1e-17] {
+            assert!(
+                matches!(AgingBloom::new(10, p), Err(Error::InvalidParameter { name: "fpr", .. })),
+                "{p}"
+            );
+        }
+        assert!(AgingBloom::new(10, math::AGING_MIN_FPR).is_ok());
         for p in [0.0, 1.0, f64::NAN, -1.0] {
             assert!(matches!(AgingBloom::new(10, p), Err(Error::InvalidParameter { name: "fpr", .. })));
         }

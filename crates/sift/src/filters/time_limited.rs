@@ -39,7 +39,7 @@
 //!   stays what was reserved; reserve for the peak rate when the FPR must hold then too.
 //! * **Counting**: as in [`crate::AgingBloom`], an insertion counts toward its generation only
 //!   if it set a bit in the youngest slices, so repeats cannot force early generations.
-//! * **Limits**: as [`crate::AgingBloom`] (no deletion, rates from about 1e-6); `T` is at least
+//! * **Limits**: as [`crate::AgingBloom`] (no deletion, rates from 1e-7); `T` is at least
 //!   one unit of the clock, and generations last at least one unit.
 //!
 //! ```
@@ -150,7 +150,7 @@ impl TimeLimitedBloom {
         let plan = math::aging_plan_timed(fpr, AGING_DEFAULT_MAX_SLICES).ok_or(Error::param(
             "fpr",
             fpr,
-            "a rate an aging filter can reach (about 1e-6 and above)",
+            "a rate an aging filter can reach: 1e-7 and above",
         ))?;
         // With a TTL of fewer clock units than generations, generations last one unit.
         let l = (plan.l as u64).min(ttl);
