@@ -340,23 +340,26 @@ impl Ring {
     }
 
     /// Every slice emptied (by moving the epoch past every row's stamp: no row is written) and
-    /// every record cleared; logical `0..live` queried from now on.
+    /// every record cleared; logical `0..live` queried from now on, all born at `born` (the
+    /// oldest of them is as young as the youngest: none holds anything from before).
     pub(crate) fn reset(&mut self, live: usize, born: u64) {
         self.meta.fill(SliceMeta::default());
         self.head = 0;
-        self.meta[0].born = born;
+        for m in &mut self.meta[..live] {
+            m.born = born;
+        }
         self.live = live;
         self.ages = rows::Ages::new(self.slices, 0, self.k);
         self.bump_epoch(self.slices as u32);
     }
 
-    /// Counted insertions of the generations whose `k` slices are all live: the items the
-    /// window holds.
-    pub(crate) fn held(&self) -> u64 {
-        if self.live < self.k {
+    /// Counted insertions of the generations whose `k` slices are all among the `live`
+    /// youngest: the items the window holds.
+    pub(crate) fn held(&self, live: usize) -> u64 {
+        if live < self.k {
             return 0;
         }
-        (0..=self.live - self.k).map(|a| self.meta_at(a).items).fold(0u64, u64::saturating_add)
+        (0..=live - self.k).map(|a| self.meta_at(a).items).fold(0u64, u64::saturating_add)
     }
 
     /// Counted insertions of every live generation.
@@ -499,7 +502,7 @@ impl core::fmt::Debug for AgingBloom {
             .field("slices", &self.ring.slices)
             .field("k", &self.ring.k)
             .field("head", &self.ring.head)
-            .field("items", &self.ring.held())
+            .field("items", &self.ring.held(self.ring.live))
             .field("hasher", &self.hasher)
             .field("target_fpr", &self.target_fpr)
             .finish()
@@ -521,7 +524,7 @@ pub(crate) fn rows_for(g: u64, load: f64) -> Result<u64> {
 impl AgingBloom {
     /// A filter whose last `window` insertions are always members, at false-positive rate
     /// `fpr` (for never-seen items and for items that left the window), sized by
-    /// [`math::aging_plan`] with rows of at most 32 slices, and the default hash.
+    /// [`math::aging_plan`] with rows of at most 31 slices, and the default hash.
     pub fn new(window: usize, fpr: f64) -> Result<Self> {
         check_items(window)?;
         check_fpr(fpr)?;
@@ -677,7 +680,7 @@ impl Filter for AgingBloom {
 
     /// Insertions the window holds (counted as the window counts them: see the module doc).
     fn len(&self) -> usize {
-        self.ring.held().min(usize::MAX as u64) as usize
+        self.ring.held(self.ring.live).min(usize::MAX as u64) as usize
     }
 
     fn size_in_bytes(&self) -> usize {

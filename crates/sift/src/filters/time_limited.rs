@@ -19,6 +19,16 @@
 //!   stamp: no memory is written); shorter gaps start the missed generations one by one, at
 //!   most one per slice: the work of a call is bounded by the number of slices, however much
 //!   time passed.
+//! * **Replication**: slices are started and retired only by [`Timed::advance`] and
+//!   [`Timed::insert_at`] (which advances first), from the `now` they are given. A primary
+//!   decides the time (its own clock), applies `insert_at(item, now)` or `advance(now)`, and
+//!   sends the replicas the same call with the same `now`: they reach the same filter, bit for
+//!   bit (and [`Persist::to_bytes`] of it is the same file). Reads never move the clock:
+//!   [`Timed::contains_at`], [`len_at`](TimeLimitedBloom::len_at),
+//!   [`expected_fpr_at`](TimeLimitedBloom::expected_fpr_at) and
+//!   [`oldest_slice_age_at`](TimeLimitedBloom::oldest_slice_age_at) answer as the filter would
+//!   after `advance(now)` without changing it, so a replica (or an `INFO` command) may ask at
+//!   its own time and still never retire anything itself.
 //! * **Sizing** ([`crate::math::aging_plan_timed`]): from `(T, capacity, p)`, where `capacity`
 //!   is the number of insertions expected per `T` (the planned rate). Each generation takes up
 //!   to `g = capacity/l` insertions at its design load. In the steady state `k + l` slices are
@@ -121,7 +131,7 @@ impl core::fmt::Debug for TimeLimitedBloom {
             .field("k", &self.ring.k())
             .field("live", &self.ring.live())
             .field("clock", &self.clock)
-            .field("items", &self.ring.held())
+            .field("items", &self.ring.held(self.ring.live()))
             .field("hasher", &self.hasher)
             .field("target_fpr", &self.target_fpr)
             .finish()
@@ -276,6 +286,30 @@ impl TimeLimitedBloom {
         self.clock.saturating_sub(oldest.born)
     }
 
+    /// [`Filter::len`] as of `now`, without moving the clock: the counted insertions of the
+    /// generations still inside the window then (a `now` before the clock answers at the clock).
+    pub fn len_at(&self, now: u64) -> u64 {
+        self.ring.held(self.live_at(now))
+    }
+
+    /// [`Filter::expected_fpr`] as of `now`, without moving the clock: the rate for never-seen
+    /// items with the slices still live then. For a reader that must not write (a replica, an
+    /// `INFO` command): the clock only moves by [`Timed::advance`] and the insertions.
+    pub fn expected_fpr_at(&self, now: u64) -> f64 {
+        self.ring.expected_fpr(self.live_at(now))
+    }
+
+    /// [`oldest_slice_age`](Self::oldest_slice_age) as of `now`, without moving the clock: how
+    /// long before `now` the oldest slice still live then became the youngest (0 when nothing
+    /// is left: a gap longer than the TTL).
+    pub fn oldest_slice_age_at(&self, now: u64) -> u64 {
+        let now = now.max(self.clock);
+        match self.live_at(now) {
+            0 => 0,
+            live => now.saturating_sub(self.ring.meta_at(live - 1).born),
+        }
+    }
+
     /// Counted insertions of the current generation (the window moves on when it reaches
     /// [`generation_size`](Self::generation_size), or, for a window by time, when its time is up).
     pub fn current_generation(&self) -> u64 {
@@ -409,7 +443,7 @@ impl Filter for TimeLimitedBloom {
 
     /// Counted insertions of the generations the window holds, at the clock.
     fn len(&self) -> usize {
-        self.ring.held().min(usize::MAX as u64) as usize
+        self.ring.held(self.ring.live()).min(usize::MAX as u64) as usize
     }
 
     fn size_in_bytes(&self) -> usize {
@@ -625,6 +659,43 @@ mod tests {
         }
     }
 
+    /// The read-only `*_at(now)` answers are those of the filter after `advance(now)`, at
+    /// every phase: inside a generation, across shifts and retirements, past a gap longer than
+    /// the TTL, and before the clock.
+    #[test]
+    fn answers_at_a_time_are_those_after_advancing() {
+        let mut f = TimeLimitedBloom::new(10_000, 500, 0.01).unwrap();
+        let mut st = 17;
+        let mut items = Vec::new();
+        for i in 0..3_000u64 {
+            let d = digest(&mut st);
+            f.insert_digest_at(d, 1_000 + i * 20 + splitmix(&mut st) % 15);
+            items.push(d);
+            if i % 97 != 0 {
+                continue;
+            }
+            let clock = f.clock();
+            for later in
+                [0, 1, 7, f.generation_span(), 3_333, 10_000, 10_001, 10_000 + f.generation_span(), 25_000]
+            {
+                let now = clock + later;
+                let mut g = f.clone();
+                g.advance(now);
+                assert_eq!(f.len_at(now), g.len() as u64, "len at +{later}");
+                // The same generations, but advancing adds the new, empty ones at the young
+                // end: the formula's rounding (about 1e-11, `math::AGING_MIN_FPR`) may differ.
+                let (at, after) = (f.expected_fpr_at(now), g.expected_fpr());
+                assert!((at - after).abs() <= 1e-9 * (1.0 + after), "fpr at +{later}: {at} vs {after}");
+                assert_eq!(f.oldest_slice_age_at(now), g.oldest_slice_age(), "age at +{later}");
+                let recent = &items[items.len().saturating_sub(600)..];
+                assert!(recent.iter().all(|d| f.contains_digest_at(*d, now) == g.contains_digest(*d)));
+            }
+            assert_eq!(f.len_at(0), f.len() as u64);
+            assert_eq!(f.expected_fpr_at(0), f.expected_fpr());
+            assert_eq!(f.oldest_slice_age_at(0), f.oldest_slice_age());
+        }
+    }
+
     /// Time going backwards never forgets: an earlier `now` acts as the clock.
     #[test]
     fn time_going_backwards_forgets_nothing() {
@@ -667,6 +738,7 @@ mod tests {
         // A huge jump (u64 range): all gone, filter empty, usable.
         f.advance(u64::MAX / 2);
         assert!(f.is_empty() && f.expected_fpr() == 0.0);
+        assert_eq!(f.oldest_slice_age(), 0, "nothing older than the jump is remembered");
         assert!(ds.iter().all(|d| !f.contains_digest(*d)));
         let d = digest(&mut st);
         f.insert_digest_at(d, u64::MAX / 2 + 1);
