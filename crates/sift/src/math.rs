@@ -1115,7 +1115,7 @@ pub fn aging_plan_timed(p: f64, max_slices: u32) -> Option<AgingPlan> {
 }
 
 fn aging_plan_memo(p: f64, max_slices: u32, timed: bool) -> Option<AgingPlan> {
-    if !(p >= AGING_MIN_FPR && p < 1.0) {
+    if !(AGING_MIN_FPR..1.0).contains(&p) {
         return None;
     }
     if max_slices < 15 {
