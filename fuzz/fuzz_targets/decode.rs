@@ -52,6 +52,8 @@ fn decode_all(data: &[u8]) {
     try_decode::<sift::SplitBlockBloom>(data);
     try_decode::<sift::CountingBloom>(data);
     try_decode::<sift::ScalableBloom>(data);
+    try_decode::<sift::AgingBloom>(data);
+    try_decode::<sift::TimeLimitedBloom>(data);
     try_decode::<sift::ScalableCuckoo>(data);
     try_decode::<sift::Cuckoo>(data);
     try_decode::<sift::Quotient>(data);

@@ -29,6 +29,8 @@
 //! | [`AtomicBloom`] | 9.9 | yes, from many threads | no | no | concurrent inserts without locks (same bits and file as `BlockedBloom`) |
 //! | [`ScalableBloom`] | 10.5 (26.6 at 10×, 30.1 at 100× growth; geometric schedule 11.6 / 23.3 / 26.6) | yes | no | yes | unknown set size, FPR bound kept while growing |
 //! | [`ScalableCuckoo`] | 12.6 while in its first table, more as it grows (later tables use 16-bit fingerprints) | yes | yes | up to 63× at 1% | deletes and counts when the set size is uncertain |
+//! | [`AgingBloom`] | 25.3 per window item (36.9 at 0.1%) | yes | no: items expire | no | a sliding window by count: the last `N` insertions always present, older ones answer like never-seen items |
+//! | [`TimeLimitedBloom`] | 33.6 per item per TTL (sized for 1.25× the rate) | yes, at the caller's `now` ([`Timed`]) | no: items expire | no | a sliding window by time ("seen in the last 24 hours"), deterministic for replicas |
 //! | [`BinaryFuse8`] | 9.0 (p = 0.39%) | build once | no | no | static sets: smallest fast filter, 3 loads per query |
 //! | [`BinaryFuse16`] | 18.0 (p = 0.0015%) | build once | no | no | static sets at a low FPR |
 //! | [`Xor8`] | 9.84 (p = 0.39%) | build once | no | no | static sets; compatibility (prefer binary fuse) |
@@ -46,9 +48,9 @@
 //! and the reply text of doubles.
 //!
 //! ## Traits
-//! [`Filter`] (queries), [`Insert`], [`Remove`] and [`Persist`] (the file format); bring them in
-//! scope with `use sift::prelude::*;`. Static filters are built once from a set through
-//! [`StaticFilter`] (`build`, `build_from_hashes`).
+//! [`Filter`] (queries), [`Insert`], [`Remove`] and [`Persist`] (the file format), and [`Timed`]
+//! for filters on the caller's clock; bring them in scope with `use sift::prelude::*;`. Static
+//! filters are built once from a set through [`StaticFilter`] (`build`, `build_from_hashes`).
 
 #![deny(missing_docs)]
 #![warn(rust_2018_idioms)]
@@ -67,6 +69,7 @@ mod traits;
 mod traits_static;
 
 pub use error::{Error, FormatError, Result};
+pub use filters::aging::AgingBloom;
 pub use filters::atomic_bloom::AtomicBloom;
 pub use filters::blocked_bloom::BlockedBloom;
 pub use filters::blocked_bloom::Stripe;
@@ -77,8 +80,9 @@ pub use filters::quotient::Quotient;
 pub use filters::scalable_bloom::ScalableBloom;
 pub use filters::scalable_cuckoo::ScalableCuckoo;
 pub use filters::split_block::SplitBlockBloom;
+pub use filters::time_limited::TimeLimitedBloom;
 pub use hash::{Digest, HashKind, Hasher};
-pub use traits::{Filter, Insert, Persist, Remove};
+pub use traits::{Filter, Insert, Persist, Remove, Timed};
 
 // Static filters (built once from a set) and the family planner.
 pub use filters::binary_fuse::{Arity, BinaryFuse, BinaryFuse16, BinaryFuse8};
@@ -89,6 +93,6 @@ pub use traits_static::StaticFilter;
 
 /// The traits, for `use sift::prelude::*;`.
 pub mod prelude {
-    pub use crate::traits::{Filter, Insert, Persist, Remove};
+    pub use crate::traits::{Filter, Insert, Persist, Remove, Timed};
     pub use crate::traits_static::StaticFilter;
 }

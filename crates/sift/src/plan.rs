@@ -32,6 +32,10 @@
 //! | `m, k, p` | `n` | the largest `n` with formula FPR ≤ `p` at that `k` |
 //! | `n, m, p` (`k`) | `k` | as `n, m`, then checked against `p` (an error if `p` is not reached) |
 //!
+//! For the sliding windows ([`Family::AgingBloom`], [`Family::TimeLimitedBloom`]) `n` is the
+//! window (or the insertions per TTL) and the rate is the worst phase of a full window
+//! ([`math::aging_fpr`]); the row width and `k` are searched as `n, p` or `m` require.
+//!
 //! `m` is memory: for [`Family::CountingBloom`] it holds `m / 4` counters; block families round a
 //! given `m` down to whole blocks (it is a budget) and computed sizes up. The formulas are those
 //! of [`crate::math`]: [`math::bloom_fpr`], [`math::blocked_fpr`], [`math::split_block_fpr`], and
@@ -61,16 +65,24 @@ pub enum Family {
     ScalableBloom,
     /// [`crate::SplitBlockBloom`]: Parquet's split-block filter, `k = 8`.
     SplitBlockBloom,
+    /// [`crate::AgingBloom`]: a sliding window by count; `items` is the window.
+    AgingBloom,
+    /// [`crate::TimeLimitedBloom`]: a sliding window by time; `items` is the insertions per TTL
+    /// (the plan assumes a TTL of many clock units, as `TimeLimitedBloom::new` with a TTL of at
+    /// least `l` units builds it).
+    TimeLimitedBloom,
 }
 
 impl Family {
     /// Every family, in the order [`Plan::solve_all`] reports them.
-    pub const ALL: [Family; 5] = [
+    pub const ALL: [Family; 7] = [
         Family::Bloom,
         Family::BlockedBloom,
         Family::CountingBloom,
         Family::ScalableBloom,
         Family::SplitBlockBloom,
+        Family::AgingBloom,
+        Family::TimeLimitedBloom,
     ];
 
     /// A short, stable name (the one of [`crate::format::FilterKind`]).
@@ -81,6 +93,8 @@ impl Family {
             Family::CountingBloom => "counting-bloom",
             Family::ScalableBloom => "scalable-bloom",
             Family::SplitBlockBloom => "split-block-bloom",
+            Family::AgingBloom => "aging-bloom",
+            Family::TimeLimitedBloom => "time-limited-bloom",
         }
     }
 
@@ -112,7 +126,7 @@ impl Family {
                 fixed_k: Some(8),
                 fpr: |m, n, _| math::split_block_fpr(m / SPLIT_BLOCK_BITS as f64, n),
             },
-            Family::ScalableBloom => return None,
+            Family::ScalableBloom | Family::AgingBloom | Family::TimeLimitedBloom => return None,
         })
     }
 }
@@ -289,8 +303,9 @@ impl Plan {
         self.validate()?;
         match family {
             Family::ScalableBloom => self.solve_scalable(),
+            Family::AgingBloom | Family::TimeLimitedBloom => self.solve_aging(family),
             _ => {
-                let model = family.model().expect("every family but scalable has a model");
+                let model = family.model().expect("every family but scalable and aging has a model");
                 self.solve_model(family, &model)
             }
         }
@@ -316,6 +331,128 @@ impl Plan {
         let p = self.fpr.unwrap_or(s.fpr / a);
         s.fpr = (s.fpr + (1.0 - a) * p).min(1.0);
         Ok(s)
+    }
+
+    /// An aging filter (window `n` = `items`) as its constructor builds it: the shapes of
+    /// [`math::aging_shapes`] (rows of up to 31 slices), generations of `g = ⌈n / l⌉`, rows of
+    /// `slices + 1` 32-bit words, and the worst-phase rate of [`math::aging_fpr`] (every live
+    /// generation full). With `n, p` the smallest memory (the constructor's
+    /// [`math::aging_plan`] when `k` is free), with `n, m` the shape with the lowest rate in that
+    /// memory, with `m, p` the largest window.
+    fn solve_aging(&self, family: Family) -> Result<Solution> {
+        let timed = family == Family::TimeLimitedBloom;
+        if let Some(p) = self.fpr.filter(|&p| p < math::AGING_MIN_FPR) {
+            return Err(Error::param("fpr", p, "a rate an aging filter can reach: 1e-7 and above"));
+        }
+        let shapes: Vec<math::AgingShape> = math::aging_shapes(timed, math::AGING_DEFAULT_MAX_SLICES)
+            .into_iter()
+            .filter(|s| self.hashes.is_none_or(|k| k == s.k))
+            .collect();
+        if shapes.is_empty() {
+            return Err(Error::param(
+                "hashes",
+                self.hashes.unwrap_or(0),
+                "between 1 and 24 for an aging filter",
+            ));
+        }
+        let row_bits =
+            |s: &math::AgingShape| math::aging_row_words(s.slices) as u64 * math::AGING_WORD_BITS as u64;
+        let rate = |s: &math::AgingShape, n: u64, rows: u64| {
+            let load = n.div_ceil(s.l as u64) as f64 / rows as f64;
+            math::aging_fpr(s.k, s.live, &vec![load; s.live])
+        };
+        // (shape, window, rows)
+        let (shape, n, rows) = match (self.items, self.bits) {
+            (Some(n), None) => {
+                let p = self.fpr.expect("validate: two of three are known");
+                let plan = if self.hashes.is_none() {
+                    let plan = if timed {
+                        math::aging_plan_timed(p, math::AGING_DEFAULT_MAX_SLICES)
+                    } else {
+                        math::aging_plan(p, math::AGING_DEFAULT_MAX_SLICES)
+                    };
+                    plan.map(|a| {
+                        (
+                            math::AgingShape {
+                                slices: a.slices,
+                                k: a.k,
+                                l: a.l,
+                                live: shapes_live(timed, a.slices),
+                            },
+                            a.load,
+                        )
+                    })
+                } else {
+                    shapes
+                        .iter()
+                        .map(|s| (*s, math::aging_max_load(s.k, s.live, p)))
+                        .filter(|(_, load)| *load > 0.0)
+                        .min_by(|a, b| {
+                            let bits =
+                                |(s, load): &(math::AgingShape, f64)| s.slices as f64 / (s.l as f64 * load);
+                            bits(a).total_cmp(&bits(b))
+                        })
+                };
+                let (shape, load) =
+                    plan.ok_or(Error::param("fpr", p, "a rate an aging filter can reach: 1e-7 and above"))?;
+                let rows = (n.div_ceil(shape.l as u64) as f64 / load).ceil().max(1.0);
+                check_bits(rows * row_bits(&shape) as f64)?;
+                (shape, n, rows as u64)
+            }
+            (Some(n), Some(m)) => {
+                let best = shapes
+                    .iter()
+                    .filter(|s| m / row_bits(s) > 0)
+                    .map(|s| (*s, rate(s, n, m / row_bits(s))))
+                    .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.slices.cmp(&b.0.slices)));
+                let (shape, _) = best.ok_or(Error::param("bits", m, "at least one row (512 bits)"))?;
+                (shape, n, m / row_bits(&shape))
+            }
+            (None, Some(m)) => {
+                let p = self.fpr.expect("validate: two of three are known");
+                let best = shapes
+                    .iter()
+                    .filter(|s| m / row_bits(s) > 0)
+                    .map(|s| {
+                        let rows = m / row_bits(s);
+                        let load = math::aging_max_load(s.k, s.live, p);
+                        let g = (rows as f64 * load).floor().min(u64::MAX as f64 / 64.0) as u64;
+                        (*s, g.saturating_mul(s.l as u64), rows)
+                    })
+                    .max_by(|a, b| a.1.cmp(&b.1).then(b.0.slices.cmp(&a.0.slices)));
+                match best {
+                    Some((shape, n, rows)) if n > 0 => (shape, n, rows),
+                    _ => {
+                        return Err(Error::param(
+                            "bits",
+                            m,
+                            "enough memory for at least one item at this fpr",
+                        ))
+                    }
+                }
+            }
+            (None, None) => unreachable!("validate: two of three are known"),
+        };
+        let bits = rows * row_bits(&shape);
+        let fpr = rate(&shape, n, rows);
+        if let (Some(p), Some(_), Some(_)) = (self.fpr, self.items, self.bits) {
+            if fpr > p * (1.0 + 1e-9) {
+                return Err(Error::param(
+                    "fpr",
+                    format!("{p} (the best {family} reaches with these items and bits is {fpr:.4e})"),
+                    "an fpr the given items and bits can reach: raise `bits`, lower `items` or drop `fpr`",
+                ));
+            }
+        }
+        Ok(Solution {
+            family,
+            items: n,
+            fpr,
+            bits,
+            hashes: shape.k,
+            bits_per_key: bits as f64 / n as f64,
+            bytes: bits / 8,
+        })
     }
 
     fn solve_model(&self, family: Family, model: &Model) -> Result<Solution> {
@@ -424,6 +561,15 @@ impl Plan {
             bits_per_key: m as f64 / n as f64,
             bytes: m.div_ceil(64) * 8,
         })
+    }
+}
+
+/// The live slices an aging plan's FPR is computed with (see [`math::AgingShape`]).
+fn shapes_live(timed: bool, slices: u32) -> usize {
+    if timed {
+        slices as usize - 1
+    } else {
+        slices as usize
     }
 }
 
@@ -546,6 +692,16 @@ mod tests {
             assert!(bl.fpr <= p && bl.bits % 512 == 0 && bl.bits as f64 > 0.99 * b.num_bits() as f64);
             let sc = Plan::new().items(n as u64).fpr(p).solve(Family::ScalableBloom).unwrap();
             assert!(sc.fpr <= p && sc.bits > bl.bits);
+            // Aging: what the constructors allocate (a TTL of whole generations for the timed one).
+            let ag = Plan::new().items(n as u64).fpr(p).solve(Family::AgingBloom).unwrap();
+            let f = crate::AgingBloom::new(n, p).unwrap();
+            assert_eq!((ag.bytes, ag.hashes), (f.size_in_bytes() as u64, f.num_hashes()));
+            assert!(ag.fpr <= p, "{ag}");
+            let tl = Plan::new().items(n as u64).fpr(p).solve(Family::TimeLimitedBloom).unwrap();
+            let plan = math::aging_plan_timed(p, math::AGING_DEFAULT_MAX_SLICES).unwrap();
+            let t = crate::TimeLimitedBloom::new(plan.l as u64 * 1000, n, p).unwrap();
+            assert_eq!((tl.bytes, tl.hashes), (t.size_in_bytes() as u64, t.num_hashes()));
+            assert!(tl.fpr <= p && tl.bits > ag.bits);
         }
     }
 
@@ -582,9 +738,18 @@ mod tests {
                 Family::ScalableBloom => {
                     blocked_fpr(s.bits as f64, n as f64, s.hashes) + (1.0 - SCALABLE_FIRST_SHARE) * 0.01
                 }
+                Family::AgingBloom | Family::TimeLimitedBloom => {
+                    Plan::new().items(n).bits(s.bits).hashes(s.hashes).solve(s.family).unwrap().fpr
+                }
                 f => (f.model().unwrap().fpr)(s.bits as f64, n as f64, s.hashes),
             };
-            assert!(model_fpr(s.items + 1) > 0.01, "{s}");
+            // Aging windows grow in whole generations: one more item may fit (same generation
+            // count); a generation more may not.
+            let step = match s.family {
+                Family::AgingBloom | Family::TimeLimitedBloom => s.items / 8,
+                _ => 1,
+            };
+            assert!(model_fpr(s.items + step) > 0.01, "{s}");
         }
         let bloom = all[0].items;
         let counting = all.iter().find(|s| s.family == Family::CountingBloom).unwrap().items;
@@ -682,5 +847,33 @@ mod tests {
             Plan::new().items(u64::MAX).fpr(1e-12).hashes(3).solve(Family::Bloom),
             Err(Error::CapacityExceeded { .. })
         ));
+    }
+
+    /// The sliding windows: `n, p` gives the constructor's memory; that memory with `n` gives a
+    /// rate at most `p`, and with `p` a window of at least `n`; a given `k` is kept.
+    #[test]
+    fn aging_windows() {
+        for (n, p) in [(10_000u64, 0.01), (1_000_000, 0.001), (50, 0.1)] {
+            for fam in [Family::AgingBloom, Family::TimeLimitedBloom] {
+                let s = Plan::new().items(n).fpr(p).solve(fam).unwrap();
+                assert!(s.fpr <= p && s.bits % 512 == 0, "{s}");
+                let back = Plan::new().items(n).bits(s.bits).solve(fam).unwrap();
+                assert!(back.fpr <= s.fpr * (1.0 + 1e-9), "{back} vs {s}");
+                let cap = Plan::new().bits(s.bits).fpr(p).solve(fam).unwrap();
+                assert!(cap.items >= n && cap.fpr <= p, "{cap} vs {s}");
+                let k = Plan::new().items(n).fpr(p).hashes(s.hashes + 1).solve(fam).unwrap();
+                assert!(k.hashes == s.hashes + 1 && k.fpr <= p && k.bits >= s.bits, "{k} vs {s}");
+            }
+        }
+        assert_eq!(invalid(Plan::new().items(10).fpr(0.01).hashes(30).solve(Family::AgingBloom)), "hashes");
+        for fam in [Family::AgingBloom, Family::TimeLimitedBloom] {
+            assert_eq!(invalid(Plan::new().items(100).fpr(1e-17).solve(fam)), "fpr");
+            assert_eq!(invalid(Plan::new().bits(1 << 30).fpr(1e-8).solve(fam)), "fpr");
+        }
+        assert_eq!(invalid(Plan::new().bits(100).fpr(0.01).solve(Family::AgingBloom)), "bits");
+        assert_eq!(
+            invalid(Plan::new().items(1_000_000).bits(1 << 20).fpr(0.01).solve(Family::TimeLimitedBloom)),
+            "fpr"
+        );
     }
 }

@@ -22,6 +22,7 @@
 //! | deletes and growth, FPR from 2^-12 to 10% | scalable cuckoo | cuckoo tables added as it fills, up to `2^t - 1` times the expected count (63× at 1%) |
 //! | deletes, FPR < 10% | cuckoo | deletes at `(log2(1/p) + 3)/0.95` bits/key, fewer than a Bloom filter below p ≈ 0.5% |
 //! | deletes, FPR ≥ 10% | counting Bloom | cuckoo fingerprints would be under 7 bits (see [`recommend`]) |
+//! | forgets (a sliding window) | aging Bloom | the last `n` insertions always present, older ones gone: 25.3 bits/key at 1% (by time: [`crate::TimeLimitedBloom`]) |
 //! | grows without a known bound | scalable Bloom | layers added as needed, compound FPR bounded |
 //! | static set, FPR ≥ 2^-16 | binary fuse (8 or 16 bits) | smallest fast filter: `1.125·f` bits/key, 3 loads per query |
 //! | static set, memory-starved | the smaller of GCS and binary fuse | GCS: `log2(1/p) + 1.6` bits/key, slow queries |
@@ -43,6 +44,10 @@ pub struct Needs {
     pub grows: bool,
     /// Memory (or bytes on disk / on the wire) matters more than query speed.
     pub memory_starved: bool,
+    /// Items must leave the filter after a window: it holds the last `expected_items`
+    /// insertions ([`crate::AgingBloom`]), or the insertions of the last TTL when
+    /// `expected_items` is the number per TTL ([`crate::TimeLimitedBloom`], same rows).
+    pub forgets: bool,
 }
 
 /// How fast a query is, in memory accesses.
@@ -128,6 +133,17 @@ pub enum Params {
         bits: u64,
         /// Hash functions `k`.
         hashes: u32,
+    },
+    /// [`crate::AgingBloom`] (or [`crate::TimeLimitedBloom`]), as [`math::aging_plan`] sizes it.
+    AgingBloom {
+        /// Slices per row (15 or 31).
+        slices: u32,
+        /// Slices each item is written into, `k`.
+        hashes: u32,
+        /// Generations per window, `l` (a generation is `⌈n / l⌉` insertions).
+        generations: u32,
+        /// Items of a generation per row.
+        load: f64,
     },
 }
 
@@ -321,6 +337,34 @@ pub fn recommend(expected_items: usize, fpr: f64, needs: Needs) -> Result<Recomm
         return Ok(cuckoo(p, reason));
     }
 
+    if needs.forgets {
+        let plan = math::aging_plan(p, math::AGING_DEFAULT_MAX_SLICES).ok_or(crate::Error::param(
+            "fpr",
+            p,
+            "a rate an aging filter can reach: 1e-7 and above",
+        ))?;
+        let live = plan.slices as usize;
+        let rows = (n / plan.l as f64).ceil() / plan.load;
+        let load = (n / plan.l as f64).ceil() / rows.ceil().max(1.0);
+        return Ok(Recommendation {
+            family: FilterKind::AgingBloom,
+            params: Params::AgingBloom {
+                slices: plan.slices,
+                hashes: plan.k,
+                generations: plan.l,
+                load: plan.load,
+            },
+            bits_per_key: rows.ceil().max(1.0)
+                * math::aging_row_words(plan.slices) as f64
+                * math::AGING_WORD_BITS
+                / n,
+            expected_fpr: math::aging_fpr(plan.k, live, &vec![load; live]),
+            speed_class: SpeedClass::Fast,
+            reason: "forgets: an age-partitioned filter keeps the last n insertions (a window by time with \
+                     TimeLimitedBloom) and forgets older ones, one or two cache lines per operation",
+        });
+    }
+
     if needs.grows {
         // What `ScalableBloom::new` builds: growth 2, tightening 0.5, first share 0.8.
         let (growth, tightening, share) = (2u32, 0.5, crate::filters::scalable_bloom::DEFAULT_FIRST_SHARE);
@@ -416,6 +460,13 @@ mod tests {
         let mem = Needs { memory_starved: true, ..Needs::default() };
         assert_eq!(recommend(n, 0.0001, mem).unwrap().family, FilterKind::Cuckoo);
         assert_eq!(recommend(n, 0.05, mem).unwrap().family, FilterKind::Bloom);
+
+        let window = Needs { forgets: true, ..Needs::default() };
+        let a = recommend(n, 0.01, window).unwrap();
+        assert_eq!(a.family, FilterKind::AgingBloom);
+        let f = crate::AgingBloom::new(n, 0.01).unwrap();
+        assert!((a.bytes_for(n) as f64 - crate::Filter::size_in_bytes(&f) as f64).abs() <= 1.0, "{a:?}");
+        assert!(matches!(a.params, Params::AgingBloom { slices: 31, .. }), "{a:?}");
     }
 
     #[test]
@@ -427,9 +478,20 @@ mod tests {
             Needs { deletes: true, ..Needs::default() },
             Needs { grows: true, ..Needs::default() },
             Needs { memory_starved: true, ..Needs::default() },
+            Needs { forgets: true, ..Needs::default() },
         ];
         for needs in all {
             for p in [0.3, 0.1, 0.01, 0.004, 0.001, 1e-5, 1e-9] {
+                if needs.forgets && p < math::AGING_MIN_FPR {
+                    assert!(
+                        matches!(
+                            recommend(10_000, p, needs),
+                            Err(crate::Error::InvalidParameter { name: "fpr", .. })
+                        ),
+                        "p = {p}: below what an aging filter reaches"
+                    );
+                    continue;
+                }
                 let r = recommend(10_000, p, needs).unwrap();
                 assert!(r.expected_fpr <= p * 1.000_001, "{needs:?} p = {p}: {r:?}");
                 assert!(r.bits_per_key > 0.0 && r.bits_per_key.is_finite());

@@ -4,6 +4,8 @@
 //! * [`Insert`]: adding items (dynamic families).
 //! * [`Remove`]: deleting items (counting Bloom, cuckoo, quotient).
 //! * [`Persist`]: the binary format (`to_bytes` / `from_bytes`).
+//! * [`Timed`]: inserts and queries on the caller's clock, for filters whose items expire after
+//!   a time ([`crate::TimeLimitedBloom`]).
 //!
 //! Items are hashed once, at the trait boundary, by the filter's own [`Hasher`]; the families work
 //! on the resulting [`Digest`]. Callers who hash themselves use the `*_hash(u64)` methods: for a
@@ -154,6 +156,71 @@ pub trait Remove: Filter {
     #[inline]
     fn remove_hash(&mut self, hash: u64) -> bool {
         self.remove_digest(Digest::from_u64(hash))
+    }
+}
+
+/// Inserts and queries on the caller's clock, for filters whose items expire after a time
+/// ([`crate::TimeLimitedBloom`]).
+///
+/// The filter never reads a clock: every operation that can move time takes `now`, in whatever
+/// unit the filter's time-to-live was given in (milliseconds, say). The filter's clock is the
+/// largest `now` it has been given; a smaller `now` (time going backwards, a late replica, a
+/// clock step) acts as that clock, so an item is never forgotten early and the state depends
+/// only on the sequence of operations and their arguments: replaying the same calls with the
+/// same `now` values gives the same filter, bit for bit, which is what replicas and tests need.
+///
+/// Why a trait of its own rather than [`Insert`]: an insert without a time would have to guess
+/// one (the last `now`, freezing time for callers who forget to pass it, or the system clock,
+/// which breaks determinism). The [`Filter`] queries of such a filter answer at its clock.
+pub trait Timed: Filter {
+    /// The filter's clock: the largest `now` given to it so far (0 before any).
+    fn clock(&self) -> u64;
+
+    /// Moves the clock to `now` (no-op if `now` is not later): generations started by the time
+    /// that passed are started and slices whose items all left the window are retired. The
+    /// work is bounded by the number of slices, however long the gap.
+    fn advance(&mut self, now: u64);
+
+    /// Inserts the item with this digest at time `now` (after [`Timed::advance`]`(now)`);
+    /// returns `true` if the filter did not already report it as present.
+    fn insert_digest_at(&mut self, digest: Digest, now: u64) -> bool;
+
+    /// Whether the item with this digest may have been inserted within the window that ends at
+    /// `now`, without moving the clock (a `now` before the clock answers at the clock).
+    fn contains_digest_at(&self, digest: Digest, now: u64) -> bool;
+
+    /// Inserts `item` at time `now`; returns `true` if the filter did not already report it.
+    #[inline]
+    fn insert_at<T: AsRef<[u8]>>(&mut self, item: T, now: u64) -> bool
+    where
+        Self: Sized,
+    {
+        let d = self.hasher().digest(item.as_ref());
+        self.insert_digest_at(d, now)
+    }
+
+    /// Whether `item` may have been inserted within the window that ends at `now`.
+    #[inline]
+    fn contains_at<T: AsRef<[u8]>>(&self, item: T, now: u64) -> bool
+    where
+        Self: Sized,
+    {
+        self.contains_digest_at(self.hasher().digest(item.as_ref()), now)
+    }
+
+    /// Inserts the item whose 64-bit hash is `hash` at time `now`.
+    #[inline]
+    fn insert_hash_at(&mut self, hash: u64, now: u64) -> bool {
+        self.insert_digest_at(Digest::from_u64(hash), now)
+    }
+
+    /// Inserts many items at time `now`; returns how many were new.
+    fn insert_many_at<T: AsRef<[u8]>>(&mut self, items: &[T], now: u64) -> usize
+    where
+        Self: Sized,
+    {
+        let hasher = self.hasher();
+        items.iter().filter(|i| self.insert_digest_at(hasher.digest(i.as_ref()), now)).count()
     }
 }
 

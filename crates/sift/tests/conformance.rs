@@ -19,6 +19,8 @@ mod keys;
 mod stats;
 #[path = "conformance/suite.rs"]
 mod suite;
+#[path = "conformance/window.rs"]
+mod window;
 
 #[allow(unused_imports)] // each family module brings its own type in by path
 use family::Family;
@@ -317,3 +319,46 @@ conformance!(gcs: sift::Gcs = Family::built(
         |p, k| sift::Gcs::build_with_params(k, sift::GcsParams::for_fpr(p)?),
         |p, h| sift::Gcs::from_hashes_with_params(h, sift::GcsParams::for_fpr(p)?))
     .with_eq());
+
+// Sliding windows. Sized for the worst phase of a full window: after `n` insertions into an
+// empty filter only part of the slices hold items, so the rate is about half the target at
+// that point (hence the lower sizing floor); `window::` checks the steady state against `p`.
+conformance!(aging_bloom: sift::AgingBloom = Family::dynamic(sift::AgingBloom::new)
+    .with_eq()
+    .sizing_floor(0.25);
+
+    #[test]
+    fn sliding_window_n1e3() {
+        window::count_window(1_000, 0.1, 600);
+    }
+    #[test]
+    fn sliding_window_n1e4() {
+        window::count_window(10_000, 0.01, 601);
+    }
+    #[test]
+    fn sliding_window_n1e5() {
+        window::count_window(100_000, 0.001, 602);
+    }
+);
+
+// The time-limited filter through `window::TimedAtStep`: insertions one step apart, `n` steps
+// per TTL. It is sized to keep `p` up to 1.25× the planned rate with every spare slice in use,
+// so at the planned rate, one TTL after starting empty, it measures 15% (n = 1e3, p = 0.001)
+// to 60% of `p`: a lower sizing floor again; `window::` checks the steady state.
+conformance!(time_limited_bloom: window::TimedAtStep = Family::dynamic(window::TimedAtStep::new)
+    .with_eq()
+    .sizing_floor(0.1);
+
+    #[test]
+    fn sliding_window_n1e3() {
+        window::time_window(1_000, 0.1, 610);
+    }
+    #[test]
+    fn sliding_window_n1e4() {
+        window::time_window(10_000, 0.01, 611);
+    }
+    #[test]
+    fn sliding_window_n1e5() {
+        window::time_window(100_000, 0.001, 612);
+    }
+);

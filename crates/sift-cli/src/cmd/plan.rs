@@ -68,6 +68,7 @@ struct Row {
 fn speed_of(f: Family) -> &'static str {
     match f {
         Family::BlockedBloom | Family::SplitBlockBloom => "very fast",
+        Family::AgingBloom | Family::TimeLimitedBloom => "fast",
         Family::ScalableBloom => "moderate",
         _ => "moderate",
     }
@@ -86,6 +87,8 @@ fn bloom_row(s: &Solution) -> Row {
             Family::ScalableBloom => "first layer; grows",
             Family::CountingBloom => "4-bit counters; deletes",
             Family::SplitBlockBloom => "Parquet SBBF, k = 8",
+            Family::AgingBloom => "sliding window: the last n insertions",
+            Family::TimeLimitedBloom => "sliding window: n insertions per TTL",
             _ => "",
         },
     }
@@ -328,8 +331,13 @@ pub fn run(a: Args) -> Result<ExitCode> {
         .copied()
         .unwrap_or_else(|| plan.solve(Family::BlockedBloom).expect("at least one family solved"));
     let (rn, rp) = (a.items.unwrap_or(reference.items), a.fpr.unwrap_or(reference.fpr));
-    let needs =
-        Needs { static_set: a.static_set, deletes: a.deletes, grows: a.grows, memory_starved: a.small };
+    let needs = Needs {
+        static_set: a.static_set,
+        deletes: a.deletes,
+        grows: a.grows,
+        memory_starved: a.small,
+        ..Needs::default()
+    };
     let rec =
         recommend(usize::try_from(rn).unwrap_or(usize::MAX), rp.clamp(f64::MIN_POSITIVE, 0.999_999), needs)
             .ok();

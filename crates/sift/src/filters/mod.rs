@@ -1,5 +1,6 @@
 //! The filter families, one file each.
 
+pub mod aging;
 pub mod atomic_bloom;
 pub mod binary_fuse;
 pub mod blocked_bloom;
@@ -12,4 +13,5 @@ pub mod quotient;
 pub mod scalable_bloom;
 pub mod scalable_cuckoo;
 pub mod split_block;
+pub mod time_limited;
 pub mod xor;

@@ -57,6 +57,10 @@ pub enum FilterKind {
     CountingBloom = 4,
     /// [`crate::ScalableBloom`]: a growing chain of blocked Bloom layers.
     ScalableBloom = 5,
+    /// [`crate::AgingBloom`]: age-partitioned rows, a sliding window by count.
+    AgingBloom = 6,
+    /// [`crate::TimeLimitedBloom`]: age-partitioned rows, a sliding window by time.
+    TimeLimitedBloom = 7,
     /// Cuckoo filter.
     Cuckoo = 16,
     /// Rank-and-select quotient filter.
@@ -83,12 +87,14 @@ pub enum FilterKind {
 
 impl FilterKind {
     /// Every kind, in code order.
-    pub const ALL: [FilterKind; 15] = [
+    pub const ALL: [FilterKind; 17] = [
         FilterKind::Bloom,
         FilterKind::BlockedBloom,
         FilterKind::SplitBlockBloom,
         FilterKind::CountingBloom,
         FilterKind::ScalableBloom,
+        FilterKind::AgingBloom,
+        FilterKind::TimeLimitedBloom,
         FilterKind::Cuckoo,
         FilterKind::Quotient,
         FilterKind::Xor8,
@@ -119,6 +125,8 @@ impl FilterKind {
             FilterKind::SplitBlockBloom => "split-block-bloom",
             FilterKind::CountingBloom => "counting-bloom",
             FilterKind::ScalableBloom => "scalable-bloom",
+            FilterKind::AgingBloom => "aging-bloom",
+            FilterKind::TimeLimitedBloom => "time-limited-bloom",
             FilterKind::Cuckoo => "cuckoo",
             FilterKind::Quotient => "quotient",
             FilterKind::Xor8 => "xor8",

@@ -1,6 +1,7 @@
 //! The probe kernels of the cache-line-blocked Bloom filters ([`crate::BlockedBloom`],
-//! [`crate::AtomicBloom`], the layers of [`crate::ScalableBloom`]): AVX2 and AVX-512 with a
-//! portable scalar kernel, chosen once per process.
+//! [`crate::AtomicBloom`], the layers of [`crate::ScalableBloom`]) and of the age-partitioned
+//! rows of [`crate::AgingBloom`] and [`crate::TimeLimitedBloom`] (`rows.rs`): AVX2 and AVX-512
+//! with a portable scalar kernel, chosen once per process.
 //!
 //! The kernels are `unsafe` (CPU features, unchecked block access), as are a few other hot paths
 //! of the crate, each with its `// SAFETY:` argument: the huge-page storage and BMI2 `select` in
@@ -46,6 +47,7 @@ use crate::hash::{fastrange, Digest};
 mod avx2;
 #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
 mod avx512;
+pub(crate) mod rows;
 pub(crate) mod scalar;
 
 /// Words per block.

@@ -1,0 +1,543 @@
+//! Probe kernels of the age-partitioned row layout ([`crate::AgingBloom`],
+//! [`crate::TimeLimitedBloom`]).
+//!
+//! # The row layout (what the bits mean, on disk too)
+//!
+//! A filter is `rows` rows of 16 or 32 little-endian 32-bit words, one or two whole 64-byte
+//! cache lines. Word 0 of a row is its *stamp*: the filter's generation count (its *epoch*) when
+//! the row was last written. Words `1 ..` hold the slices, word `p + 1` for slice `p` (the
+//! slice's *physical* index, which never changes while the slices take turns being the
+//! youngest). A slice that became the youngest after the row's stamp holds stale bits in that
+//! row: it counts as empty, and the next write of the row clears it. That is how a new
+//! generation empties its slice: the epoch moves by one and nothing else is written, instead of
+//! a pass over every row (which cost an extra cache line per insertion on average at 1%).
+//!
+//! An item with digest `(h1, h2)` lives in row `fastrange(h1, rows)`. In the word of slice `p`
+//! its *base* position is `b_p = (y·M_p mod 2^32) >> 27`, a multiply-shift hash (Dietzfelbinger
+//! et al. 1997) of the item's `y = h2 >> 32` with a fixed odd constant per slice
+//! ([`MULTIPLIERS`]), and an item written into the `k` youngest slices sets, in the slice of age
+//! `j` (`j = 0` the youngest), bit `(b_p - j) mod 32`: the bit depends on where the slice stands
+//! in the item's run of `k` slices (its *offset*). Positions follow the physical index, so an
+//! item's bits stay put as the ring turns; offsets stay too, since an item's `k` slices age
+//! together.
+//!
+//! A query looks for an *alignment* `a` (the age of the youngest slice of a run) at which all
+//! `k` slices `a .. a+k` hold the item's bit for their offset. Offsets make a run count only at
+//! the alignment it was written at: the bits an item left in its younger slices after its
+//! oldest one was retired never combine with other slices into a new run, so an item that left
+//! the window answers like an item never seen (the paper's plain runs let such an item fade
+//! out over `k` more generations instead).
+//!
+//! The kernel computes all alignments at once, in a 32-bit mask whose bit `k-1+a` stands for
+//! alignment `a`. The word of the slice of age `s` (zero if stale) is rotated left by
+//! `s + k - 1 - b_p`, which
+//! takes the item's offset-`j` bit `b_p - j` to bit `s + k - 1 - j = k - 1 + a` for `a = s - j`;
+//! the bits outside the slice's `k` alignments `[s, s+k)` are then filled with ones, and every
+//! slice is ANDed in: bit `k-1+a` of the result is set iff every slice of alignment `a` holds its
+//! bit. With AVX2 eight words go per step (one `vpmulld` for their positions, a compare for the
+//! stale ones, two variable shifts for the rotation): about 16 instructions per 8 words, no
+//! loop-carried dependency but the AND, no branch on the data.
+//!
+//! Why 32-bit words: against 64-bit ones the rows are half as long for the same number of slices
+//! and a step covers twice as many slices; the price is a stronger correlation between the
+//! slices of a row (two items of a generation meet in a 32-bit word more often), which the
+//! sizing pays with about 6% more memory, and the stamp takes another 3% (25.3 bits per window
+//! item at 1%, against 23.1 with 64-bit words and no stamp).
+//! Why multiply-shift rather than the double hashing `h2 + p·h3` of the other Bloom filters:
+//! the top bits of an arithmetic progression collide together in neighbouring slices whenever
+//! two items' steps are close, which correlates the slices of a run; at `k = 8` the filter then
+//! measured 1.37× the rate of the layout's formula.
+
+use crate::hash::fastrange;
+
+use super::{Block, Kernel};
+
+/// Words in a row of the widest layout (two cache lines of 32-bit words: the stamp and 31
+/// slices).
+pub(crate) const MAX_WORDS: usize = 32;
+
+/// Bits per slice word.
+pub(crate) const WORD_BITS: u32 = 32;
+
+/// The odd multipliers of the slices' base positions, by word: word `p + 1` (slice `p`) has
+/// `M_p`, the low 32 bits of the SplitMix64 output for `z = (p + 1)·0x9e3779b97f4a7c15` with the
+/// lowest bit set; word 0 (the stamp) has none (0). Part of the file format: never change them.
+pub(crate) static MULTIPLIERS: [u32; MAX_WORDS] = {
+    let mut t = [0u32; MAX_WORDS];
+    let mut p = 0;
+    while p + 1 < MAX_WORDS {
+        let mut z = (p as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        t[p + 1] = (z as u32) | 1;
+        p += 1;
+    }
+    t
+};
+
+/// The 32-bit words of a slice of blocks, in order (sixteen per block).
+#[inline(always)]
+pub(crate) fn words(blocks: &[Block]) -> &[u32] {
+    // SAFETY: `Block` is `#[repr(C, align(64))]` around `[u64; 8]`, 64 bytes with no padding,
+    // so `n` blocks are exactly `16n` consecutive, initialised, suitably aligned `u32`s (each
+    // `u64` is two of them, in memory order), borrowed for as long as the blocks are.
+    unsafe { core::slice::from_raw_parts(blocks.as_ptr() as *const u32, blocks.len() * 16) }
+}
+
+/// The 32-bit words of a slice of blocks, mutably.
+#[inline(always)]
+pub(crate) fn words_mut(blocks: &mut [Block]) -> &mut [u32] {
+    // SAFETY: as in `words`; the exclusive borrow of the blocks makes the words unaliased, and
+    // every bit pattern is a valid `u32` (and a valid block) whatever is written.
+    unsafe { core::slice::from_raw_parts_mut(blocks.as_mut_ptr() as *mut u32, blocks.len() * 16) }
+}
+
+/// The 32 bits of an item's second hash word its positions are computed from.
+#[inline(always)]
+pub(crate) fn key(h2: u64) -> u32 {
+    (h2 >> 32) as u32
+}
+
+/// The base position of an item with key `y` in word `w` (slice `w - 1`).
+#[inline(always)]
+pub(crate) fn base(y: u32, w: usize) -> u32 {
+    y.wrapping_mul(MULTIPLIERS[w]) >> 27
+}
+
+/// How many of a row's youngest slices are stale, from the filter's epoch and the row's stamp:
+/// the generations started since the row was written, at most 32 (then every slice is).
+#[inline(always)]
+pub(crate) fn stale(epoch: u32, stamp: u32) -> u32 {
+    epoch.wrapping_sub(stamp).min(32)
+}
+
+/// The row an item with first hash word `h1` lives in.
+#[inline(always)]
+pub(crate) fn row_index(h1: u64, rows: u64) -> u64 {
+    fastrange(h1, rows)
+}
+
+/// The item's bit in word `w` when that word's slice is at offset `j` of its run.
+#[cfg(test)]
+pub(crate) fn position(y: u32, w: usize, j: usize) -> u32 {
+    base(y, w).wrapping_sub(j as u32) % WORD_BITS
+}
+
+/// The low `n` bits set (`n ≤ 32`).
+#[inline(always)]
+pub(crate) fn low_bits(n: usize) -> u32 {
+    if n >= 32 {
+        u32::MAX
+    } else {
+        (1u32 << n) - 1
+    }
+}
+
+/// The per-word tables of a ring state (word 0 is the stamp, word `p + 1` slice `p`): the left
+/// rotation that brings a slice's offset bits to their alignments' bits, `age + k - 1` (before
+/// subtracting the item's base position), the ones that fill the bits outside its `k`
+/// alignments, its age, and whether insertions write to it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Ages {
+    /// `age + k - 1` of each slice's word.
+    pub(crate) turn: [u32; MAX_WORDS],
+    /// `!(low_k << age)` of each slice's word (32 bits); all ones for the stamp.
+    pub(crate) fill: [u32; MAX_WORDS],
+    /// The age of each slice's word (its offset in the runs written now, for the `k` youngest);
+    /// `i32::MAX` for the stamp and past the row, so that it is never stale.
+    pub(crate) age: [u32; MAX_WORDS],
+    /// All ones for the words of the `k` youngest slices (those insertions write to), else 0.
+    pub(crate) active: [u32; MAX_WORDS],
+}
+
+impl Ages {
+    /// The tables for `slices` slices whose youngest is physical `head`, `k` per run.
+    pub(crate) fn new(slices: usize, head: usize, k: usize) -> Ages {
+        let low_k = low_bits(k) as u64;
+        let mut t = Ages {
+            turn: [0; MAX_WORDS],
+            fill: [u32::MAX; MAX_WORDS],
+            age: [i32::MAX as u32; MAX_WORDS],
+            active: [0; MAX_WORDS],
+        };
+        for p in 0..slices {
+            let age = (p + slices - head) % slices;
+            t.turn[p + 1] = (age + k - 1) as u32;
+            t.fill[p + 1] = !((low_k << age) as u32);
+            t.age[p + 1] = age as u32;
+            t.active[p + 1] = if age < k { u32::MAX } else { 0 };
+        }
+        t
+    }
+}
+
+/// Bit `k-1+a` of the result (for `a + k ≤` the slices): whether every slice of age `a .. a+k`
+/// holds the item's bit for its offset in the run (see the module documentation), the `stale`
+/// youngest slices counting as empty. Bits below `k-1` are meaningless. `row.len()` is 16 or
+/// 32.
+#[inline(always)]
+pub(crate) fn alignments(kernel: Kernel, row: &[u32], y: u32, ages: &Ages, stale: u32) -> u32 {
+    debug_assert!(row.len() == 16 || row.len() == 32);
+    match kernel.0 {
+        #[cfg(target_arch = "x86_64")]
+        super::Impl::Avx2 => {
+            // SAFETY: `Impl::Avx2` exists only when `Kernel::detect` found AVX2 on this CPU.
+            unsafe { alignments_avx2(row, y, ages, stale) }
+        }
+        #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
+        super::Impl::Avx512 => {
+            // SAFETY: every CPU with AVX-512F (which `Kernel::detect` checked) has AVX2.
+            unsafe { alignments_avx2(row, y, ages, stale) }
+        }
+        _ => alignments_scalar(row, y, ages, stale),
+    }
+}
+
+/// [`alignments`] without special instructions (the reference the tests compare the others
+/// with).
+#[inline(always)]
+pub(crate) fn alignments_scalar(row: &[u32], y: u32, ages: &Ages, stale: u32) -> u32 {
+    let mut all = u32::MAX;
+    for (w, &word) in row.iter().enumerate().skip(1) {
+        let word = if ages.age[w] < stale { 0 } else { word };
+        all &= word.rotate_left(ages.turn[w].wrapping_sub(base(y, w)) % WORD_BITS) | ages.fill[w];
+    }
+    all
+}
+
+/// [`alignments`] with AVX2: eight words per step.
+///
+/// # Safety
+/// The CPU must support AVX2, and `row.len()` must be a multiple of 8 up to 32.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn alignments_avx2(row: &[u32], y: u32, ages: &Ages, stale: u32) -> u32 {
+    use core::arch::x86_64::*;
+    let yv = _mm256_set1_epi32(y as i32);
+    let sv = _mm256_set1_epi32(stale as i32);
+    let c31 = _mm256_set1_epi32(31);
+    let c32 = _mm256_set1_epi32(32);
+    let mut all = _mm256_set1_epi32(-1);
+    let mut p = 0;
+    while p + 8 <= row.len() {
+        // SAFETY: `p + 8 ≤ row.len() ≤ 32`, the length of `MULTIPLIERS` and of every table of
+        // `ages`: the 32 bytes read from each are in bounds; unaligned loads accept any address
+        // and any bits are a valid `__m256i`.
+        let (m, w, turn, fill, age) = unsafe {
+            (
+                _mm256_loadu_si256(MULTIPLIERS.as_ptr().add(p) as *const __m256i),
+                _mm256_loadu_si256(row.as_ptr().add(p) as *const __m256i),
+                _mm256_loadu_si256(ages.turn.as_ptr().add(p) as *const __m256i),
+                _mm256_loadu_si256(ages.fill.as_ptr().add(p) as *const __m256i),
+                _mm256_loadu_si256(ages.age.as_ptr().add(p) as *const __m256i),
+            )
+        };
+        // Stale slices (age < stale; ages and `stale` are below 2^31) count as empty.
+        let w = _mm256_andnot_si256(_mm256_cmpgt_epi32(sv, age), w);
+        let base = _mm256_srli_epi32(_mm256_mullo_epi32(yv, m), 27);
+        let r = _mm256_and_si256(_mm256_sub_epi32(turn, base), c31);
+        // Rotate left by r (a right shift by 32 gives 0, which is right for r = 0).
+        let rot = _mm256_or_si256(_mm256_sllv_epi32(w, r), _mm256_srlv_epi32(w, _mm256_sub_epi32(c32, r)));
+        all = _mm256_and_si256(all, _mm256_or_si256(rot, fill));
+        p += 8;
+    }
+    and_lanes(all)
+}
+
+/// The AND of the eight 32-bit lanes.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn and_lanes(v: core::arch::x86_64::__m256i) -> u32 {
+    use core::arch::x86_64::*;
+    let half = _mm_and_si128(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    let quarter = _mm_and_si128(half, _mm_shuffle_epi32(half, 0b01_00_11_10));
+    let last = _mm_and_si128(quarter, _mm_shuffle_epi32(quarter, 0b10_11_00_01));
+    _mm_cvtsi128_si32(last) as u32
+}
+
+/// An insertion in one pass over the row: returns [`alignments`] of the row as it was (stale
+/// slices empty), and whether the item's bits in the `k` youngest slices were not all set
+/// already; then clears the stale slices' words, sets the item's bits and stamps the row with
+/// `epoch`. Same row as `alignments` followed by clearing, `set` and the stamp.
+#[inline(always)]
+pub(crate) fn insert(
+    kernel: Kernel,
+    row: &mut [u32],
+    y: u32,
+    ages: &Ages,
+    stale: u32,
+    epoch: u32,
+) -> (u32, bool) {
+    debug_assert!(row.len() == 16 || row.len() == 32);
+    let out = match kernel.0 {
+        #[cfg(target_arch = "x86_64")]
+        super::Impl::Avx2 => {
+            // SAFETY: `Impl::Avx2` exists only when `Kernel::detect` found AVX2 on this CPU.
+            unsafe { insert_avx2(row, y, ages, stale) }
+        }
+        #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
+        super::Impl::Avx512 => {
+            // SAFETY: every CPU with AVX-512F (which `Kernel::detect` checked) has AVX2.
+            unsafe { insert_avx2(row, y, ages, stale) }
+        }
+        _ => insert_scalar(row, y, ages, stale),
+    };
+    row[0] = epoch;
+    out
+}
+
+/// [`insert`] without special instructions (the stamp is written by the caller).
+#[inline(always)]
+pub(crate) fn insert_scalar(row: &mut [u32], y: u32, ages: &Ages, stale: u32) -> (u32, bool) {
+    let mut all = u32::MAX;
+    let mut new = 0u32;
+    for (w, word) in row.iter_mut().enumerate().skip(1) {
+        let old = if ages.age[w] < stale { 0 } else { *word };
+        let b = base(y, w);
+        all &= old.rotate_left(ages.turn[w].wrapping_sub(b) % WORD_BITS) | ages.fill[w];
+        let bit = (1u32 << (b.wrapping_sub(ages.age[w]) % WORD_BITS)) & ages.active[w];
+        new |= bit & !old;
+        *word = old | bit;
+    }
+    (all, new != 0)
+}
+
+/// [`insert`] with AVX2: eight words per step, one store per step (the stamp's lane is
+/// rewritten by the caller).
+///
+/// # Safety
+/// The CPU must support AVX2, and `row.len()` must be a multiple of 8 up to 32.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn insert_avx2(row: &mut [u32], y: u32, ages: &Ages, stale: u32) -> (u32, bool) {
+    use core::arch::x86_64::*;
+    let yv = _mm256_set1_epi32(y as i32);
+    let sv = _mm256_set1_epi32(stale as i32);
+    let c31 = _mm256_set1_epi32(31);
+    let c32 = _mm256_set1_epi32(32);
+    let one = _mm256_set1_epi32(1);
+    let mut all = _mm256_set1_epi32(-1);
+    let mut new = _mm256_setzero_si256();
+    let mut p = 0;
+    while p + 8 <= row.len() {
+        // SAFETY: `p + 8 ≤ row.len() ≤ 32`, the length of every table read: the 32 bytes read
+        // from each (and written to `row`) are in bounds; unaligned accesses accept any address,
+        // any bits are a valid `__m256i`, and `row` is borrowed exclusively.
+        unsafe {
+            let m = _mm256_loadu_si256(MULTIPLIERS.as_ptr().add(p) as *const __m256i);
+            let at = row.as_mut_ptr().add(p) as *mut __m256i;
+            let turn = _mm256_loadu_si256(ages.turn.as_ptr().add(p) as *const __m256i);
+            let fill = _mm256_loadu_si256(ages.fill.as_ptr().add(p) as *const __m256i);
+            let age = _mm256_loadu_si256(ages.age.as_ptr().add(p) as *const __m256i);
+            let active = _mm256_loadu_si256(ages.active.as_ptr().add(p) as *const __m256i);
+            let w = _mm256_andnot_si256(_mm256_cmpgt_epi32(sv, age), _mm256_loadu_si256(at));
+            let base = _mm256_srli_epi32(_mm256_mullo_epi32(yv, m), 27);
+            let r = _mm256_and_si256(_mm256_sub_epi32(turn, base), c31);
+            let rot =
+                _mm256_or_si256(_mm256_sllv_epi32(w, r), _mm256_srlv_epi32(w, _mm256_sub_epi32(c32, r)));
+            all = _mm256_and_si256(all, _mm256_or_si256(rot, fill));
+            let pos = _mm256_and_si256(_mm256_sub_epi32(base, age), c31);
+            let bit = _mm256_and_si256(_mm256_sllv_epi32(one, pos), active);
+            new = _mm256_or_si256(new, _mm256_andnot_si256(w, bit));
+            _mm256_storeu_si256(at, _mm256_or_si256(w, bit));
+        }
+        p += 8;
+    }
+    // SAFETY: AVX2 is available (this function's contract).
+    (unsafe { and_lanes(all) }, _mm256_testz_si256(new, new) == 0)
+}
+
+/// Writes the item into the `k` slices from physical `first` (the youngest) on, cyclically, the
+/// slice at offset `j` getting bit `b_p - j`; returns whether any of those bits was clear. (The
+/// reference [`insert`] is tested against; no stale slices, no stamp.)
+#[cfg(test)]
+pub(crate) fn set(row: &mut [u32], y: u32, first: usize, k: usize) -> bool {
+    let n = row.len() - 1;
+    debug_assert!(first < n && k <= n);
+    let mut p = first;
+    let mut new = false;
+    for j in 0..k {
+        let bit = 1u32 << (base(y, p + 1).wrapping_sub(j as u32) % WORD_BITS);
+        new |= row[p + 1] & bit == 0;
+        row[p + 1] |= bit;
+        p += 1;
+        if p == n {
+            p = 0;
+        }
+    }
+    new
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A checksum of [`MULTIPLIERS`], recorded when the layout was introduced.
+    const PINNED_MULTIPLIER_SUM: u64 = 6_633_263_529_467_805_879;
+
+    fn splitmix(state: &mut u64) -> u64 {
+        *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = *state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// The alignments by definition: bit `k-1+a` iff every slice of age `a+j` has bit
+    /// `position(.., word, j)`, slices younger than `stale` being empty.
+    fn alignments_by_definition(row: &[u32], y: u32, k: usize, head: usize, stale: usize) -> u32 {
+        let n = row.len() - 1;
+        let mut out = 0;
+        for a in 0..=n - k {
+            let ok = (0..k).all(|j| {
+                let p = (head + a + j) % n;
+                a + j >= stale && (row[p + 1] >> position(y, p + 1, j)) & 1 == 1
+            });
+            out |= (ok as u32) << (k - 1 + a);
+        }
+        out
+    }
+
+    fn random_row(st: &mut u64, words: usize) -> Vec<u32> {
+        let dense = splitmix(st) % 3;
+        (0..words)
+            .map(|_| {
+                let x = splitmix(st) as u32;
+                match dense {
+                    0 => x,
+                    1 => x | (x >> 7) | (x << 11),
+                    _ => !(x & (x >> 5) & (x << 9)),
+                }
+            })
+            .collect()
+    }
+
+    /// Every kernel finds the alignments of the definition, for both row widths and every `k`,
+    /// head, number of stale slices and density (rows dense enough that runs occur).
+    #[test]
+    fn kernels_agree_with_the_definition() {
+        let mut st = 5;
+        for kernel in Kernel::all_available() {
+            for words in [16usize, 32] {
+                let slices = words - 1;
+                for k in 1..slices.min(25) {
+                    for _ in 0..300 {
+                        let head = (splitmix(&mut st) % slices as u64) as usize;
+                        let stale =
+                            [0, 0, 1, k, (splitmix(&mut st) % 40) as usize][(splitmix(&mut st) % 5) as usize];
+                        let ages = Ages::new(slices, head, k);
+                        let row = random_row(&mut st, words);
+                        let y = splitmix(&mut st) as u32;
+                        let want = alignments_by_definition(&row, y, k, head, stale);
+                        let valid = low_bits(slices) & !low_bits(k - 1);
+                        let s = stale.min(32) as u32;
+                        assert_eq!(alignments_scalar(&row, y, &ages, s) & valid, want, "words {words} k {k}");
+                        assert_eq!(
+                            alignments(kernel, &row, y, &ages, s) & valid,
+                            want,
+                            "{} words {words} k {k} stale {stale}",
+                            kernel.name()
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every kernel's one-pass insert equals: alignments, then the stale words cleared, `set`,
+    /// and the stamp; over rows filled by many inserts (both widths, every head, several `k`,
+    /// stale slices or not).
+    #[test]
+    fn insert_is_alignments_clear_set_and_stamp() {
+        let mut st = 13;
+        for kernel in Kernel::all_available() {
+            for words in [16usize, 32] {
+                let slices = words - 1;
+                for k in [1usize, 4, 8, 15.min(slices - 1), 24.min(slices - 1)] {
+                    for head in 0..slices {
+                        let ages = Ages::new(slices, head, k);
+                        let mut a = random_row(&mut st, words);
+                        for round in 0..40 {
+                            let stale = if round % 7 == 0 { (splitmix(&mut st) % 40) as u32 } else { 0 };
+                            let y = splitmix(&mut st) as u32;
+                            let mut b = a.clone();
+                            let want = alignments_scalar(&b, y, &ages, stale.min(32));
+                            for p in 0..slices {
+                                if (ages.age[p + 1]) < stale {
+                                    b[p + 1] = 0;
+                                }
+                            }
+                            let want_new = set(&mut b, y, head, k);
+                            b[0] = 77 + round;
+                            let got = insert(kernel, &mut a, y, &ages, stale.min(32), 77 + round);
+                            assert_eq!(got, (want, want_new), "{} k {k}", kernel.name());
+                            assert_eq!(a, b);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// `set` writes exactly the run of the definition: the item is found at alignment 0 and at
+    /// no other (in an otherwise empty row), and a second write sets nothing new.
+    #[test]
+    fn set_writes_one_run_at_alignment_zero() {
+        let mut st = 9;
+        for words in [16usize, 32] {
+            let slices = words - 1;
+            for head in 0..slices {
+                for k in [1, 3, slices / 2, 24.min(slices - 1)] {
+                    let y = splitmix(&mut st) as u32;
+                    let mut row = vec![0u32; words];
+                    assert!(set(&mut row, y, head, k));
+                    let found = alignments_by_definition(&row, y, k, head, 0);
+                    assert_eq!(found, 1 << (k - 1), "words {words} head {head} k {k}");
+                    let ages = Ages::new(slices, head, k);
+                    let valid = low_bits(slices) & !low_bits(k - 1);
+                    assert_eq!(alignments_scalar(&row, y, &ages, 0) & valid, 1 << (k - 1));
+                    // Its first slice stale: gone.
+                    assert_eq!(alignments_scalar(&row, y, &ages, 1) & valid, 0);
+                    assert_eq!(row.iter().map(|w| w.count_ones()).sum::<u32>(), k as u32);
+                    assert!(!set(&mut row, y, head, k), "the second write is not new");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn stale_counts_generations_since_the_stamp() {
+        assert_eq!(stale(5, 5), 0);
+        assert_eq!(stale(7, 5), 2);
+        assert_eq!(stale(5, 7), 32, "a stamp after the epoch (wrapped): every slice stale");
+        assert_eq!(stale(1 << 30, 0), 32);
+        assert_eq!(stale(3, u32::MAX), 4, "the epoch wraps");
+    }
+
+    /// The multipliers are odd and distinct, and pinned (the file format depends on them).
+    #[test]
+    fn multipliers_are_pinned() {
+        assert_eq!(MULTIPLIERS[0], 0, "the stamp has none");
+        assert_eq!(MULTIPLIERS[1], 0x7b1d_cdaf, "docs/FORMAT.md quotes it");
+        assert!(MULTIPLIERS[1..].iter().all(|m| m & 1 == 1));
+        let mut sorted = MULTIPLIERS.to_vec();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), MAX_WORDS);
+        let sum = MULTIPLIERS.iter().fold(0u64, |a, &m| a.wrapping_mul(31).wrapping_add(m as u64));
+        assert_eq!(sum, PINNED_MULTIPLIER_SUM, "the multipliers changed: old files would not decode");
+    }
+
+    #[test]
+    #[cfg(target_endian = "little")]
+    fn words_view_blocks_in_order() {
+        let mut blocks = vec![Block::default(); 3];
+        words_mut(&mut blocks)[19] = 7;
+        assert_eq!(blocks[1].0[1] >> 32, 7, "word 19 is the high half of u64 word 9 (little-endian)");
+        assert_eq!(words(&blocks).len(), 48);
+    }
+}
