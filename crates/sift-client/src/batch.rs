@@ -1,0 +1,419 @@
+//! One request of an operation: the commands for a batch of items, grouped by key, and how each
+//! item's answer is read back from the replies. Pure: no I/O here (see `filter.rs`).
+
+use std::collections::HashMap;
+
+use redis::{Cmd, Value};
+use sift::Digest;
+
+use crate::error::Error;
+use crate::exec::{Group, Replies};
+use crate::layout::{Generation, Names, Record, Split, Spot};
+use crate::script::{self, Script};
+use crate::spec::Mode;
+
+/// Where in the replies one piece of an item's answer is.
+#[derive(Debug, Clone, Copy)]
+enum Part {
+    /// The old values of the item's bits in a `BITFIELD … SET` reply: new if one is 0.
+    OldBits { group: usize, cmd: usize, start: usize, count: usize },
+    /// A `GETRANGE` reply holding the item's block: found if all its bits are set.
+    Block { group: usize, cmd: usize, masks: [u64; 8] },
+    /// Element `index` of a script's reply: 1 or 0.
+    Flag { group: usize, cmd: usize, index: usize },
+}
+
+/// An item's answer: the part from the generation written (adds), and the parts from the
+/// generations read.
+#[derive(Debug, Clone, Default)]
+struct ItemPlan {
+    write: Option<Part>,
+    reads: Vec<Part>,
+}
+
+/// A script command under construction.
+#[derive(Debug)]
+struct LuaCmd {
+    group: usize,
+    cmd: usize,
+    script: &'static Script,
+    /// Arguments before the packed items.
+    argv: Vec<Vec<u8>>,
+    packed: Vec<u8>,
+    items: usize,
+}
+
+/// The commands of one request and how to read the answers.
+#[derive(Debug)]
+pub struct Batch {
+    /// The groups to run.
+    pub groups: Vec<Group>,
+    /// The `EVAL` twin of each `EVALSHA` command: `(group, cmd, a group holding the EVAL)`.
+    pub fallbacks: Vec<(usize, usize, Group)>,
+    items: Vec<ItemPlan>,
+    /// The group holding the metadata check (`GET pointer`, `EXISTS next record`).
+    check: usize,
+}
+
+/// What the metadata check found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freshness {
+    /// The metadata used is current.
+    Current,
+    /// A newer record exists: reload and redo.
+    Stale,
+    /// The pointer is gone or points to another instance.
+    Gone,
+    /// The check itself failed (the answers stand).
+    Unknown,
+}
+
+/// Builds a [`Batch`].
+pub struct Builder<'a> {
+    names: &'a Names,
+    record: &'a Record,
+    mode: Mode,
+    items_per_command: usize,
+    /// Send `EVAL` rather than `EVALSHA` (connections that cannot tell which commands of a
+    /// failed pipeline ran, so a `NOSCRIPT` could not be repaired).
+    eval_only: bool,
+    groups: Vec<Group>,
+    by_key: HashMap<Vec<u8>, usize>,
+    /// Per group: the open `BITFIELD` write (cmd index, items in it, replies so far).
+    open_write: HashMap<usize, (usize, usize, usize)>,
+    /// Per group and script (0 = add, 1 = contains): the open script command.
+    open_lua: HashMap<(usize, u8), usize>,
+    lua: Vec<LuaCmd>,
+    expire: HashMap<usize, u64>,
+    items: Vec<ItemPlan>,
+}
+
+impl<'a> Builder<'a> {
+    /// A builder for `record` of filter `names`.
+    pub fn new(
+        names: &'a Names,
+        record: &'a Record,
+        mode: Mode,
+        items_per_command: usize,
+        eval_only: bool,
+    ) -> Self {
+        Builder {
+            names,
+            record,
+            mode,
+            items_per_command: items_per_command.max(1),
+            eval_only,
+            groups: Vec::new(),
+            by_key: HashMap::new(),
+            open_write: HashMap::new(),
+            open_lua: HashMap::new(),
+            lua: Vec::new(),
+            expire: HashMap::new(),
+            items: Vec::new(),
+        }
+    }
+
+    fn group(&mut self, key: Vec<u8>) -> usize {
+        if let Some(&g) = self.by_key.get(&key) {
+            return g;
+        }
+        let g = self.groups.len();
+        self.by_key.insert(key.clone(), g);
+        self.groups.push(Group::new(key));
+        g
+    }
+
+    fn spot(&self, d: Digest, gen: &Generation) -> (Spot, Split) {
+        let split = Split::new(gen.blocks, self.record.key_bytes);
+        (Spot::of(d, gen, split), split)
+    }
+
+    fn lua_part(&mut self, group: usize, which: u8, argv: Vec<Vec<u8>>, spot: &Spot) -> Part {
+        let open = self
+            .open_lua
+            .get(&(group, which))
+            .copied()
+            .filter(|&l| self.lua[l].items < self.items_per_command);
+        let l = match open {
+            Some(l) => l,
+            None => {
+                let cmd = self.groups[group].cmds.len();
+                // A placeholder, replaced in `finish` once the packed items are complete.
+                self.groups[group].cmds.push(Cmd::new());
+                let script = if which == 0 { script::add() } else { script::contains() };
+                self.lua.push(LuaCmd { group, cmd, script, argv, packed: Vec::new(), items: 0 });
+                self.open_lua.insert((group, which), self.lua.len() - 1);
+                self.lua.len() - 1
+            }
+        };
+        let lc = &mut self.lua[l];
+        script::pack(&mut lc.packed, spot);
+        lc.items += 1;
+        Part::Flag { group: lc.group, cmd: lc.cmd, index: lc.items - 1 }
+    }
+
+    /// The part setting the item's bits in generation `id` (`expire_at`: a `PEXPIREAT` for the
+    /// key, windowed filters).
+    fn write(&mut self, d: Digest, id: u64, gen: &Generation, expire_at: Option<u64>) -> Part {
+        let (spot, split) = self.spot(d, gen);
+        let key = self.names.data(&self.record.instance, id, spot.key);
+        let last_bit = split.key_len(spot.key) * 8 - 1;
+        let g = self.group(key);
+        if let Some(at) = expire_at {
+            self.expire.insert(g, at);
+        }
+        match self.mode {
+            Mode::Lua => {
+                let at = expire_at.unwrap_or(0);
+                self.lua_part(
+                    g,
+                    0,
+                    vec![last_bit.to_string().into_bytes(), at.to_string().into_bytes()],
+                    &spot,
+                )
+            }
+            Mode::Plain => {
+                let open = self.open_write.get(&g).copied().filter(|&(_, n, _)| n < self.items_per_command);
+                let (cmd, n, replies) = match open {
+                    Some(o) => o,
+                    None => {
+                        // INCRBY u1 <last> 0 changes no bit; it makes Redis create a missing key at
+                        // its full length in one allocation (a key grown bit by bit gets up to 1 MB
+                        // of slack from Redis's greedy string growth).
+                        let mut c = redis::cmd("BITFIELD");
+                        c.arg(&self.groups[g].key).arg("INCRBY").arg("u1").arg(last_bit).arg(0);
+                        self.groups[g].cmds.push(c);
+                        (self.groups[g].cmds.len() - 1, 0, 1)
+                    }
+                };
+                let c = &mut self.groups[g].cmds[cmd];
+                let mut count = 0;
+                for off in spot.redis_offsets() {
+                    c.arg("SET").arg("u1").arg(off).arg(1);
+                    count += 1;
+                }
+                self.open_write.insert(g, (cmd, n + 1, replies + count));
+                Part::OldBits { group: g, cmd, start: replies, count }
+            }
+        }
+    }
+
+    /// The part testing the item in generation `id`.
+    fn read(&mut self, d: Digest, id: u64, gen: &Generation) -> Part {
+        let (spot, _) = self.spot(d, gen);
+        let key = self.names.data(&self.record.instance, id, spot.key);
+        let g = self.group(key);
+        match self.mode {
+            Mode::Lua => self.lua_part(g, 1, vec![], &spot),
+            Mode::Plain => {
+                let from = spot.byte_offset();
+                let mut c = redis::cmd("GETRANGE");
+                c.arg(&self.groups[g].key).arg(from).arg(from + 63);
+                self.groups[g].cmds.push(c);
+                Part::Block { group: g, cmd: self.groups[g].cmds.len() - 1, masks: spot.masks }
+            }
+        }
+    }
+
+    /// Adds an item: set its bits in the generation written at `now_ms`, and test it in the
+    /// other generations read then (it is new only if it was in none of them).
+    pub fn add(&mut self, d: Digest, now_ms: u64, grace_ms: u64) {
+        let (wid, wgen) = self.record.write_target(now_ms);
+        let expire = self.record.window.map(|w| w.end_of_reads(wid).saturating_add(grace_ms));
+        let write = self.write(d, wid, wgen, expire);
+        let mut reads = Vec::new();
+        for (id, gen) in self.record.read_targets(now_ms) {
+            if id != wid {
+                reads.push(self.read(d, id, gen));
+            }
+        }
+        self.items.push(ItemPlan { write: Some(write), reads });
+    }
+
+    /// Tests an item in every generation read at `now_ms`.
+    pub fn contains(&mut self, d: Digest, now_ms: u64) {
+        let reads =
+            self.record.read_targets(now_ms).into_iter().map(|(id, gen)| self.read(d, id, gen)).collect();
+        self.items.push(ItemPlan { write: None, reads });
+    }
+
+    /// The request, with the metadata check of `pointer` (the value the pointer must still
+    /// hold) in its own group.
+    pub fn finish(mut self, pointer: &[u8]) -> Batch {
+        for lc in std::mem::take(&mut self.lua) {
+            let key = self.groups[lc.group].key.clone();
+            let mut c = redis::cmd(if self.eval_only { "EVAL" } else { "EVALSHA" });
+            c.arg(if self.eval_only { lc.script.body } else { lc.script.sha.as_str() }).arg(1).arg(&key);
+            for a in &lc.argv {
+                c.arg(a.as_slice());
+            }
+            c.arg(lc.packed.as_slice());
+            self.groups[lc.group].cmds[lc.cmd] = c;
+        }
+        let mut fallbacks = Vec::new();
+        if !self.eval_only {
+            for (gi, g) in self.groups.iter().enumerate() {
+                for (ci, c) in g.cmds.iter().enumerate() {
+                    let mut args = c.args_iter().map(|a| match a {
+                        redis::Arg::Simple(b) => b,
+                        redis::Arg::Cursor => &b""[..],
+                    });
+                    if args.next() != Some(&b"EVALSHA"[..]) {
+                        continue;
+                    }
+                    let sha = args.next().unwrap_or_default();
+                    let body = if sha == script::add().sha.as_bytes() {
+                        script::add().body
+                    } else {
+                        script::contains().body
+                    };
+                    let mut e = redis::cmd("EVAL");
+                    e.arg(body);
+                    for a in args {
+                        e.arg(a);
+                    }
+                    fallbacks.push((gi, ci, Group { key: g.key.clone(), cmds: vec![e] }));
+                }
+            }
+        }
+        for (g, at) in std::mem::take(&mut self.expire) {
+            if self.mode == Mode::Plain {
+                let mut c = redis::cmd("PEXPIREAT");
+                c.arg(&self.groups[g].key).arg(at);
+                self.groups[g].cmds.push(c);
+            }
+        }
+        let check = self.groups.len();
+        let mut g = Group::new(pointer.to_vec());
+        let mut get = redis::cmd("GET");
+        get.arg(self.names.pointer());
+        let mut next = redis::cmd("EXISTS");
+        next.arg(self.names.record(&self.record.instance, self.record.rev + 1));
+        g.cmds.push(get);
+        g.cmds.push(next);
+        self.groups.push(g);
+        Batch { groups: self.groups, fallbacks, items: self.items, check }
+    }
+}
+
+/// The reply of command `cmd` of `group`, or the error in its place.
+fn reply<'r>(
+    groups: &'r [Group],
+    replies: &'r [Replies],
+    group: usize,
+    cmd: usize,
+) -> Result<&'r Value, Error> {
+    match &replies[group] {
+        Err(e) => Err(e.dup()),
+        Ok(vals) => match vals.get(cmd) {
+            None => {
+                Err(Error::Protocol { command: "pipeline".into(), reply: format!("{} replies", vals.len()) })
+            }
+            Some(v) => match Error::from_reply(Some(&groups[group].key), v) {
+                Some(e) => Err(e),
+                None => Ok(v),
+            },
+        },
+    }
+}
+
+fn protocol(what: &str, v: &Value) -> Error {
+    Error::Protocol { command: what.into(), reply: format!("{v:?}") }
+}
+
+fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(i) => Some(*i),
+        _ => None,
+    }
+}
+
+impl Part {
+    /// Reads this part: `true` = new (a write part) or found (a read part).
+    fn read(&self, groups: &[Group], replies: &[Replies]) -> Result<bool, Error> {
+        match *self {
+            Part::OldBits { group, cmd, start, count } => {
+                let v = reply(groups, replies, group, cmd)?;
+                let Value::Array(bits) = v else { return Err(protocol("BITFIELD", v)) };
+                let olds = bits.get(start..start + count).ok_or_else(|| protocol("BITFIELD", v))?;
+                let mut new = false;
+                for b in olds {
+                    match int(b) {
+                        Some(0) => new = true,
+                        Some(1) => {}
+                        _ => return Err(protocol("BITFIELD", v)),
+                    }
+                }
+                Ok(new)
+            }
+            Part::Block { group, cmd, masks } => match reply(groups, replies, group, cmd)? {
+                Value::BulkString(b) => Ok(Spot { key: 0, block: 0, masks }.all_set_in(b)),
+                Value::Nil => Ok(masks.iter().all(|&m| m == 0)),
+                v => Err(protocol("GETRANGE", v)),
+            },
+            Part::Flag { group, cmd, index } => {
+                let v = reply(groups, replies, group, cmd)?;
+                let Value::Array(flags) = v else { return Err(protocol("EVALSHA", v)) };
+                match flags.get(index).and_then(int) {
+                    Some(1) => Ok(true),
+                    Some(0) => Ok(false),
+                    _ => Err(protocol("EVALSHA", v)),
+                }
+            }
+        }
+    }
+}
+
+impl Batch {
+    /// What the metadata check found; `pointer` is the value the pointer must hold.
+    pub fn freshness(&self, replies: &[Replies], pointer: &[u8]) -> Freshness {
+        let Ok(vals) = &replies[self.check] else { return Freshness::Unknown };
+        match vals.first() {
+            Some(Value::Nil) => Freshness::Gone,
+            Some(Value::BulkString(p)) if p != pointer => Freshness::Gone,
+            Some(Value::BulkString(_)) => match vals.get(1) {
+                Some(Value::Int(n)) if *n > 0 => Freshness::Stale,
+                Some(Value::Int(_)) => Freshness::Current,
+                _ => Freshness::Unknown,
+            },
+            _ => Freshness::Unknown,
+        }
+    }
+
+    /// The answers (`true` = new for adds, found for queries), each or the error that kept it
+    /// from being known.
+    pub fn answers(&self, replies: &[Replies]) -> Vec<Result<bool, Error>> {
+        self.items
+            .iter()
+            .map(|it| {
+                let mut found = false;
+                for r in &it.reads {
+                    found |= r.read(&self.groups, replies)?;
+                }
+                match &it.write {
+                    Some(w) => Ok(w.read(&self.groups, replies)? && !found),
+                    None => Ok(found),
+                }
+            })
+            .collect()
+    }
+
+    /// Bytes the commands of this batch take on the wire.
+    pub fn wire_bytes(&self) -> usize {
+        self.groups.iter().map(Group::wire_bytes).sum()
+    }
+}
+
+/// Replaces, in `replies`, the `NOSCRIPT` errors of `EVALSHA` commands by the replies of their
+/// `EVAL` twins; returns the twins to run (with their `(group, cmd)`), none if no reply was
+/// `NOSCRIPT`.
+pub fn noscript_fallbacks(batch: &Batch, replies: &[Replies]) -> Vec<(usize, usize, Group)> {
+    batch
+        .fallbacks
+        .iter()
+        .filter(|(g, c, _)| {
+            matches!(&replies[*g], Ok(v) if matches!(v.get(*c), Some(Value::ServerError(e)) if e.code() == "NOSCRIPT"))
+        })
+        .cloned()
+        .collect()
+}
