@@ -404,15 +404,20 @@ impl Batch {
     }
 }
 
-/// Replaces, in `replies`, the `NOSCRIPT` errors of `EVALSHA` commands by the replies of their
-/// `EVAL` twins; returns the twins to run (with their `(group, cmd)`), none if no reply was
-/// `NOSCRIPT`.
+/// The `EVAL` twins to run for the `EVALSHA` commands the server did not know the script of:
+/// those answered `NOSCRIPT`, and all those of a group that failed as a whole with `NOSCRIPT`
+/// (cluster clients report a pipeline's first error for all of it) when every command of the
+/// group is such a script call (then none of them ran).
 pub fn noscript_fallbacks(batch: &Batch, replies: &[Replies]) -> Vec<(usize, usize, Group)> {
+    let all_scripts =
+        |g: usize| batch.fallbacks.iter().filter(|f| f.0 == g).count() == batch.groups[g].cmds.len();
     batch
         .fallbacks
         .iter()
-        .filter(|(g, c, _)| {
-            matches!(&replies[*g], Ok(v) if matches!(v.get(*c), Some(Value::ServerError(e)) if e.code() == "NOSCRIPT"))
+        .filter(|(g, c, _)| match &replies[*g] {
+            Ok(v) => matches!(v.get(*c), Some(Value::ServerError(e)) if e.code() == "NOSCRIPT"),
+            Err(Error::Server { message, .. }) => message.starts_with("NOSCRIPT") && all_scripts(*g),
+            Err(_) => false,
         })
         .cloned()
         .collect()

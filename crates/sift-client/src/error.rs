@@ -110,10 +110,10 @@ pub enum Error {
     /// whose fate is unknown: their command may or may not have run. Retrying the whole call is
     /// safe (adding an item twice sets no other bit), but a retried add answers "not new" for
     /// the items the failed attempt did add.
-    #[error("{} of {} items answered before: {cause}", answers.iter().filter(|a| a.is_some()).count(), answers.len())]
+    #[error("{answers:?} before: {cause}")]
     Partial {
         /// Per item: the answer, or `None` when unknown.
-        answers: Vec<Option<bool>>,
+        answers: Answers,
         /// What stopped the rest.
         cause: Box<Error>,
     },
@@ -125,6 +125,25 @@ pub enum Error {
         /// The error.
         source: std::io::Error,
     },
+}
+
+/// The per-item answers of a batch cut short: `Some(answer)` or `None` (unknown). Printed as
+/// a count, not item by item.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Answers(pub Vec<Option<bool>>);
+
+impl std::fmt::Debug for Answers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let known = self.0.iter().filter(|a| a.is_some()).count();
+        write!(f, "{known} of {} items answered", self.0.len())
+    }
+}
+
+impl std::ops::Deref for Answers {
+    type Target = [Option<bool>];
+    fn deref(&self) -> &[Option<bool>] {
+        &self.0
+    }
 }
 
 /// An invalid-parameter error, worded as the `sift` library words its own.

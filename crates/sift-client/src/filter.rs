@@ -367,7 +367,9 @@ fn finish_answers(mut answers: Vec<Option<bool>>, cause: Option<Error>) -> Resul
     match cause {
         None => Ok(answers.drain(..).map(|a| a.unwrap_or(false)).collect()),
         Some(cause) if answers.iter().all(Option::is_none) => Err(cause),
-        Some(cause) => Err(Error::Partial { answers, cause: Box::new(cause) }),
+        Some(cause) => {
+            Err(Error::Partial { answers: crate::error::Answers(answers), cause: Box::new(cause) })
+        }
     }
 }
 
@@ -490,7 +492,15 @@ impl Filter {
                 if !twins.is_empty() {
                     let groups: Vec<Group> = twins.iter().map(|t| t.2.clone()).collect();
                     let again = run(exec, groups).await;
+                    let mut failed = std::collections::HashSet::new();
                     for ((g, c, _), r) in twins.iter().zip(again) {
+                        if failed.contains(g) {
+                            continue;
+                        }
+                        if replies[*g].is_err() {
+                            // The whole group failed with NOSCRIPT: its twins rebuild it.
+                            replies[*g] = Ok(vec![Value::Nil; batch.groups[*g].cmds.len()]);
+                        }
                         match r {
                             Ok(mut v) if !v.is_empty() => {
                                 if let Ok(vals) = &mut replies[*g] {
@@ -498,11 +508,13 @@ impl Filter {
                                 }
                             }
                             // The twin failed: the group's answers are lost with it.
-                            Ok(_) => {
-                                replies[*g] =
-                                    Err(Error::Protocol { command: "EVAL".into(), reply: "no reply".into() })
+                            other => {
+                                failed.insert(*g);
+                                replies[*g] = Err(other.err().unwrap_or(Error::Protocol {
+                                    command: "EVAL".into(),
+                                    reply: "no reply".into(),
+                                }));
                             }
-                            Err(e) => replies[*g] = Err(e),
                         }
                     }
                 }

@@ -664,6 +664,36 @@ mod tests {
         }
     }
 
+    /// The worked example of docs/REDIS_LAYOUT.md, number for number.
+    #[test]
+    fn the_documented_example() {
+        let d = Hasher::default().digest(b"hello");
+        assert_eq!((d.h1, d.h2), (0x9555_e855_5c62_dcfd, 0x0bb1_d0a7_6da9_bfc0));
+        let g = Generation { id: 0, blocks: 100_000, k: 7, capacity: 50_000, fpr: 0.01, retire_ms: 0 };
+        let split = Split::new(g.blocks, DEFAULT_KEY_BYTES);
+        assert_eq!(
+            (split.per_key, split.keys(), split.key_len(0), split.key_len(1)),
+            (65_535, 2, 4_194_240, 2_205_760)
+        );
+        assert_eq!(sift::hash::fastrange(d.h1, g.blocks), 58_334);
+        let s = Spot::of(d, &g, split);
+        assert_eq!((s.key, s.block, s.byte_offset()), (0, 58_334, 3_733_376));
+        assert_eq!(s.masks, [1, 1 << 63, 1 << 27, 1 << 42, 1 << 45, 1 << 29, 1 << 10, 0]);
+        assert_eq!(s.redis_bits().collect::<Vec<_>>(), [7, 120, 156, 237, 298, 346, 397]);
+        assert_eq!(
+            s.redis_offsets().collect::<Vec<_>>(),
+            [29_867_015, 29_867_128, 29_867_164, 29_867_245, 29_867_306, 29_867_354, 29_867_405]
+        );
+        let s12 = Spot::of(d, &Generation { k: 12, ..g }, split);
+        assert_eq!(
+            s12.redis_bits().collect::<Vec<_>>(),
+            [7, 90, 120, 156, 181, 205, 237, 262, 298, 346, 397, 499]
+        );
+        let n = Names::new(b"users").unwrap();
+        assert_eq!(n.data("0123456789abcdef", 0, 0), b"{users:0123456789abcdef:0:0}");
+        assert_eq!(n.record("0123456789abcdef", 0), b"{users}:0123456789abcdef:0");
+    }
+
     #[test]
     fn short_blocks_read_as_zeros() {
         let s = Spot { key: 0, block: 0, masks: [1, 0, 0, 0, 0, 0, 0, 1 << 63] };

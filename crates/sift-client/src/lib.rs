@@ -74,7 +74,7 @@ mod script;
 mod spec;
 pub mod transfer;
 
-pub use error::{Error, Result};
+pub use error::{Answers, Error, Result};
 #[cfg(feature = "tokio")]
 pub use exec::AsyncConnection;
 pub use exec::Connection;

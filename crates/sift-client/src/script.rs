@@ -5,8 +5,9 @@
 //! inside the block in Redis's bit order (`u16` little-endian, 0 to 511). A 7-bit item takes 19
 //! bytes, where the plain `BITFIELD` command spends about 260.
 //!
-//! Both scripts make one `BITFIELD` call per up to 1500 bits (Lua's `unpack` limit is 8000
-//! values), not one call per item: a `redis.call` costs several microseconds in Redis 7.
+//! Both scripts make one `BITFIELD` call per up to about 500 bits (2000 arguments: Redis's
+//! `unpack` takes up to 7999 values, sift-server's `redis.call` fails above about 3000
+//! arguments), not one call per item: a `redis.call` costs microseconds in Redis 7.
 
 use std::sync::OnceLock;
 
@@ -50,7 +51,7 @@ while i <= len do
     args[#args + 1] = 1
   end
   counts[#counts + 1] = n
-  if #args >= 6000 then flush() end
+  if #args >= 2000 then flush() end
 end
 if #counts > 0 then flush() end
 if ARGV[2] ~= '0' then redis.call('PEXPIREAT', key, ARGV[2]) end
@@ -92,7 +93,7 @@ while i <= len do
     args[#args + 1] = base + lo + hi * 256
   end
   counts[#counts + 1] = n
-  if #args >= 6000 then flush() end
+  if #args >= 2000 then flush() end
 end
 if #counts > 0 then flush() end
 return out

@@ -65,7 +65,10 @@ fn plain_and_lua_on_redis() {
 #[test]
 fn same_bits_as_blocked_bloom() {
     let server = Server::redis(&[]);
-    let mut conn = server.conn();
+    same_bits(&mut server.conn());
+}
+
+fn same_bits(conn: &mut redis::Connection) {
     let n = 30_000;
     for k in [3u32, 7, 12] {
         let mut local = BlockedBloom::with_params(700, k, sift::Hasher::default()).unwrap();
@@ -75,23 +78,23 @@ fn same_bits_as_blocked_bloom() {
         }
         let name = format!("pushed{k}");
         let opts = PushOptions { chunk_bytes: 4096, key_bytes: 64 * 100, ..PushOptions::default() };
-        let report = push(&mut conn, &name, &local, &opts).unwrap();
+        let report = push(conn, &name, &local, &opts).unwrap();
         assert_eq!(report.keys, 7);
         for mode in [Mode::Plain, Mode::Lua] {
-            let f = Filter::open(&mut conn, &name, Options::new().mode(mode)).unwrap();
-            let remote = f.contains_many(&mut conn, &members).unwrap();
+            let f = Filter::open(conn, &name, Options::new().mode(mode)).unwrap();
+            let remote = f.contains_many(conn, &members).unwrap();
             let here: Vec<bool> = members.iter().map(|m| local.contains(m)).collect();
             assert_eq!(remote, here, "k {k} {mode:?}");
         }
         // The rest through Redis (half plain, half Lua), the same locally: same bytes.
-        let plain = Filter::open(&mut conn, &name, Options::new()).unwrap();
-        let lua = Filter::open(&mut conn, &name, Options::new().mode(Mode::Lua)).unwrap();
+        let plain = Filter::open(conn, &name, Options::new()).unwrap();
+        let lua = Filter::open(conn, &name, Options::new().mode(Mode::Lua)).unwrap();
         let rest = &members[n / 2..];
-        let a = plain.add_many(&mut conn, &rest[..rest.len() / 2]).unwrap();
-        let b = lua.add_many(&mut conn, &rest[rest.len() / 2..]).unwrap();
+        let a = plain.add_many(conn, &rest[..rest.len() / 2]).unwrap();
+        let b = lua.add_many(conn, &rest[rest.len() / 2..]).unwrap();
         let want: Vec<bool> = rest.iter().map(|m| local.insert(m)).collect();
         assert_eq!([a, b].concat(), want, "k {k}: 'new' answers");
-        let pulled = pull(&mut conn, &name, &Options::new()).unwrap();
+        let pulled = pull(conn, &name, &Options::new()).unwrap();
         assert!(pulled.filter.words().eq(local.words()), "k {k}: pulled bytes");
         assert_eq!(pulled.other_generations, 0);
         assert_eq!((pulled.filter.num_hashes(), pulled.filter.hasher()), (k, local.hasher()));
@@ -418,4 +421,43 @@ fn server_killed_mid_batch() {
         other => panic!("{:?}", other.map(|v| v.len())),
     }
     assert!(matches!(f.contains(&mut conn, "x"), Err(Error::Connection(_))));
+}
+
+/// The same scenarios on the sift-server binary (which keeps its strings with the same
+/// commands: BITFIELD, GETRANGE, SETRANGE, EVALSHA, PEXPIREAT, SET NX ...).
+#[test]
+fn sift_server_runs_the_same_filters() {
+    let server = Server::sift();
+    let mut conn = server.conn();
+    for (i, opts) in modes().into_iter().enumerate() {
+        members_and_fpr(&mut conn, opts, &format!("sbf{i}"));
+    }
+    same_bits(&mut conn);
+    // A foreign value at a data key (a Bloom filter of sift-server's own, the only other type).
+    let f = Filter::create(&mut conn, "w", &Spec::new(10_000, 0.01).key_bytes(1024), Options::new()).unwrap();
+    let victim = format!("{{w:{}:0:3}}", f.record().instance);
+    let _: () = redis::cmd("DEL").arg(&victim).query(&mut conn).unwrap();
+    let _: i64 = redis::cmd("BF.ADD").arg(&victim).arg("x").query(&mut conn).unwrap();
+    match f.add_many(&mut conn, &items("w", 2000)) {
+        Err(Error::Partial { cause, .. }) => assert!(matches!(*cause, Error::WrongType { .. })),
+        other => panic!("{other:?}"),
+    }
+    // A time window: keys carry their expiry.
+    let hour = 3_600_000u64;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let clock = Arc::new(ManualClock::new(now));
+    let opts = Options::new().clock(clock.clone()).expiry_grace(Duration::from_secs(60));
+    let spec = Spec::new(5000, 0.01).window(Duration::from_millis(hour), 2).key_bytes(1024);
+    let w = Filter::create(&mut conn, "win", &spec, opts).unwrap();
+    assert!(w.add(&mut conn, "a").unwrap());
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{{win:{}:{}:*", w.record().instance, now / hour))
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(keys.len(), 1, "one item, one key");
+    let pttl: i64 = redis::cmd("PTTL").arg(&keys[0]).query(&mut conn).unwrap();
+    let want = ((now / hour + 2) * hour + 60_000 - now) as i64;
+    assert!(pttl <= want && pttl > want - 60_000, "{pttl} vs {want}");
+    clock.advance(Duration::from_millis(2 * hour));
+    assert!(!w.contains(&mut conn, "a").unwrap());
 }
