@@ -29,6 +29,48 @@ use crate::spec::Options;
 #[cfg(feature = "tokio")]
 use crate::exec::{AsyncConnection, AsyncExec};
 
+/// Splits `redis://[user:password@]host:port[/db]/name` into the server's URL (what
+/// [`redis::Client::open`] takes: `redis://[user:password@]host:port/db`) and the filter name
+/// (percent-decoded, so a name holding `/` is written `%2F`). `rediss://` and `redis+unix://`
+/// are split the same way (the path's last segment is the name).
+pub fn split_url(url: &str) -> Result<(String, Vec<u8>)> {
+    let bad = |why: &str| Error::Unsupported(format!("{url:?} is not redis://host:port[/db]/name: {why}"));
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| bad("no scheme"))?;
+    if !scheme.starts_with("redis") {
+        return Err(bad("the scheme is not redis or rediss"));
+    }
+    let (authority, path) = rest.split_once('/').ok_or_else(|| bad("no filter name after the host"))?;
+    let (path, query) = match path.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (path, None),
+    };
+    let (db, name) = match path.split_once('/') {
+        Some((db, name)) if !db.is_empty() && db.bytes().all(|b| b.is_ascii_digit()) => (db, name),
+        _ => ("0", path),
+    };
+    let mut decoded = Vec::with_capacity(name.len());
+    let bytes = name.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+            let v = hex.and_then(|h| u8::from_str_radix(h, 16).ok()).ok_or_else(|| bad("a bad %-escape"))?;
+            decoded.push(v);
+            i += 3;
+        } else {
+            decoded.push(bytes[i]);
+            i += 1;
+        }
+    }
+    crate::layout::check_name(&decoded)?;
+    let mut server = format!("{scheme}://{authority}/{db}");
+    if let Some(q) = query {
+        server.push('?');
+        server.push_str(q);
+    }
+    Ok((server, decoded))
+}
+
 /// How to push.
 #[derive(Debug, Clone)]
 pub struct PushOptions {
@@ -437,4 +479,33 @@ async fn pull_in<E: Exec>(
     }
     let filter = BlockedBloom::from_payload(&payload, gen.k, rec.hasher, gen.capacity, gen.fpr)?;
     Ok(Pulled { filter, generation: id, other_generations: others })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_url;
+
+    #[test]
+    fn urls_split_into_server_and_name() {
+        let ok = |u: &str| split_url(u).unwrap();
+        assert_eq!(
+            ok("redis://127.0.0.1:6379/users"),
+            ("redis://127.0.0.1:6379/0".into(), b"users".to_vec())
+        );
+        assert_eq!(ok("redis://h:1/3/bf:users"), ("redis://h:1/3".into(), b"bf:users".to_vec()));
+        assert_eq!(ok("redis://u:p@h/a%2Fb"), ("redis://u:p@h/0".into(), b"a/b".to_vec()));
+        assert_eq!(ok("rediss://h/x?protocol=resp3"), ("rediss://h/0?protocol=resp3".into(), b"x".to_vec()));
+        assert_eq!(ok("redis://h/12"), ("redis://h/0".into(), b"12".to_vec()), "a lone number is a name");
+        for bad in [
+            "users",
+            "http://h/x",
+            "redis://h",
+            "redis://h/",
+            "redis://h/a%2",
+            "redis://h/a{b",
+            "redis://h/3/",
+        ] {
+            assert!(split_url(bad).is_err(), "{bad}");
+        }
+    }
 }

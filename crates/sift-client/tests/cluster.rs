@@ -12,6 +12,10 @@ use sift_client::transfer::{pull, push, PushOptions};
 use sift_client::{Error, Filter, Mode, Options, Spec};
 use support::*;
 
+async fn async_client(c: &Cluster) -> redis::cluster_async::ClusterConnection {
+    redis::cluster::ClusterClient::new(c.urls()).unwrap().get_async_connection().await.expect("async cluster")
+}
+
 #[test]
 fn cluster_sync_and_async() {
     let cluster = Cluster::start(3);
@@ -59,7 +63,7 @@ fn cluster_sync_and_async() {
     // Async cluster client.
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let ac = cluster.client_async().await;
+        let ac = async_client(&cluster).await;
         for mode in [Mode::Plain, Mode::Lua] {
             let g = Filter::open_async(&ac, "users", Options::new().mode(mode)).await.unwrap();
             assert_eq!(g.contains_many_async(&ac, &probes).await.unwrap(), here, "{mode:?}");
@@ -112,7 +116,7 @@ fn cluster_errors() {
     }
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let ac = cluster.client_async().await;
+        let ac = async_client(&cluster).await;
         match f.contains_many_async(&ac, &xs).await {
             Err(Error::Partial { answers, cause }) => {
                 assert!(matches!(*cause, Error::WrongType { ref key } if *key == victim), "{cause}");

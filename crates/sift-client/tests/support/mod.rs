@@ -1,7 +1,8 @@
 //! Real servers on 127.0.0.1 for the tests: Debian's `redis-server` (a single node, with or
 //! without the sift module, and a 3-node cluster made by `redis-cli --cluster create`) and the
 //! `sift-server` binary. Each runs on a free port in a private directory and is killed on drop.
-//! A missing program fails the test with what to install: these tests never skip.
+//! A missing program fails the test with what to install: these tests never skip. (The CLI's
+//! tests of `sift push` / `sift pull` include this file too.)
 
 #![allow(dead_code)]
 
@@ -295,14 +296,6 @@ impl Cluster {
 
     pub fn client(&self) -> redis::cluster::ClusterConnection {
         redis::cluster::ClusterClient::new(self.urls()).unwrap().get_connection().expect("cluster connection")
-    }
-
-    pub async fn client_async(&self) -> redis::cluster_async::ClusterConnection {
-        redis::cluster::ClusterClient::new(self.urls())
-            .unwrap()
-            .get_async_connection()
-            .await
-            .expect("async cluster")
     }
 }
 
