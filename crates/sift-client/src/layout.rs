@@ -474,12 +474,17 @@ impl Spot {
     /// The item's bits as positions inside its 64-byte block in Redis's bit order (bit 0 is the
     /// most significant bit of byte 0), in increasing order.
     pub fn redis_bits(&self) -> impl Iterator<Item = u32> + '_ {
+        // Bit j of word w is bit j % 8 (least significant first) of byte 8w + j / 8; Redis
+        // numbers the bits of a byte from the most significant, so within a byte the bits come
+        // from the top down.
         self.masks.iter().enumerate().flat_map(|(w, &m)| {
-            // Bit j of word w is bit j % 8 (least significant first) of byte 8w + j / 8; Redis
-            // numbers the bits of a byte from the most significant.
-            let mut bits: Vec<u32> = Ones(m).map(|j| (w as u32 * 8 + j / 8) * 8 + (7 - j % 8)).collect();
-            bits.sort_unstable();
-            bits
+            (0..8u32).flat_map(move |q| {
+                let byte = (m >> (8 * q)) as u8;
+                (0..8u32)
+                    .rev()
+                    .filter(move |b| byte >> b & 1 == 1)
+                    .map(move |b| (w as u32 * 8 + q) * 8 + (7 - b))
+            })
         })
     }
 
@@ -504,21 +509,6 @@ impl Spot {
             word[..to - from].copy_from_slice(&block[from..to]);
             u64::from_le_bytes(word) & m == m
         })
-    }
-}
-
-/// The set bits of a word, least significant first.
-struct Ones(u64);
-
-impl Iterator for Ones {
-    type Item = u32;
-    fn next(&mut self) -> Option<u32> {
-        if self.0 == 0 {
-            return None;
-        }
-        let j = self.0.trailing_zeros();
-        self.0 &= self.0 - 1;
-        Some(j)
     }
 }
 

@@ -237,15 +237,17 @@ impl Default for Options {
             mode: Mode::Plain,
             clock: Arc::new(SystemClock),
             batch_items: 8192,
-            items_per_command: 128,
+            items_per_command: 16,
             expiry_grace: Duration::from_secs(60),
         }
     }
 }
 
 impl Options {
-    /// The defaults: [`Mode::Plain`], the system clock, 8192 items per round trip, 128 items per
-    /// command, 60 s of expiry grace.
+    /// The defaults: [`Mode::Plain`], the system clock, 8192 items per round trip, 16 items per
+    /// command (Redis 7 grows a `BITFIELD`'s operation list one entry at a time, so very long
+    /// commands cost more per bit: 8 to 32 items was cheapest, `docs/BENCHMARKS.md`), 60 s of
+    /// expiry grace.
     pub fn new() -> Options {
         Options::default()
     }
