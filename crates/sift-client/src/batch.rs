@@ -46,8 +46,12 @@ struct LuaCmd {
 /// The commands of one request and how to read the answers.
 #[derive(Debug)]
 pub struct Batch {
-    /// The groups to run.
+    /// The groups to run (taken out to be sent: the answers need only `keys` and `counts`).
     pub groups: Vec<Group>,
+    /// The key of each group.
+    pub keys: Vec<Vec<u8>>,
+    /// The number of commands of each group.
+    pub counts: Vec<usize>,
     /// The `EVAL` twin of each `EVALSHA` command: `(group, cmd, a group holding the EVAL)`.
     pub fallbacks: Vec<(usize, usize, Group)>,
     items: Vec<ItemPlan>,
@@ -78,7 +82,12 @@ pub struct Builder<'a> {
     /// failed pipeline ran, so a `NOSCRIPT` could not be repaired).
     eval_only: bool,
     groups: Vec<Group>,
-    by_key: HashMap<Vec<u8>, usize>,
+    /// The group of each sub-bitmap used so far, by (generation id, sub-bitmap index).
+    by_key: HashMap<(u64, u64), usize>,
+    /// The generation written, its split, and the `PEXPIREAT` of its keys (windowed filters).
+    write_target: (u64, &'a Generation, Split, Option<u64>),
+    /// The generations read, newest first, each with its split.
+    read_targets: Vec<(u64, &'a Generation, Split)>,
     /// Per group: the open `BITFIELD` write (cmd index, items in it, replies so far).
     open_write: HashMap<usize, (usize, usize, usize)>,
     /// Per group and script (0 = add, 1 = contains): the open script command.
@@ -89,14 +98,21 @@ pub struct Builder<'a> {
 }
 
 impl<'a> Builder<'a> {
-    /// A builder for `record` of filter `names`.
+    /// A builder for `record` of filter `names`, at time `now_ms` (which generations are
+    /// written and read); `grace_ms` is added to the expiry of windowed generations.
     pub fn new(
         names: &'a Names,
         record: &'a Record,
         mode: Mode,
         items_per_command: usize,
         eval_only: bool,
+        now_ms: u64,
+        grace_ms: u64,
     ) -> Self {
+        let split = |g: &Generation| Split::new(g.blocks, record.key_bytes);
+        let (wid, wgen) = record.write_target(now_ms);
+        let expire = record.window.map(|w| w.end_of_reads(wid).saturating_add(grace_ms));
+        let read_targets = record.read_targets(now_ms).into_iter().map(|(id, g)| (id, g, split(g))).collect();
         Builder {
             names,
             record,
@@ -105,6 +121,8 @@ impl<'a> Builder<'a> {
             eval_only,
             groups: Vec::new(),
             by_key: HashMap::new(),
+            write_target: (wid, wgen, split(wgen), expire),
+            read_targets,
             open_write: HashMap::new(),
             open_lua: HashMap::new(),
             lua: Vec::new(),
@@ -113,19 +131,15 @@ impl<'a> Builder<'a> {
         }
     }
 
-    fn group(&mut self, key: Vec<u8>) -> usize {
-        if let Some(&g) = self.by_key.get(&key) {
+    /// The group of sub-bitmap `index` of generation `id`.
+    fn group(&mut self, id: u64, index: u64) -> usize {
+        if let Some(&g) = self.by_key.get(&(id, index)) {
             return g;
         }
         let g = self.groups.len();
-        self.by_key.insert(key.clone(), g);
-        self.groups.push(Group::new(key));
+        self.by_key.insert((id, index), g);
+        self.groups.push(Group::new(self.names.data(&self.record.instance, id, index)));
         g
-    }
-
-    fn spot(&self, d: Digest, gen: &Generation) -> (Spot, Split) {
-        let split = Split::new(gen.blocks, self.record.key_bytes);
-        (Spot::of(d, gen, split), split)
     }
 
     fn lua_part(&mut self, group: usize, which: u8, argv: Vec<Vec<u8>>, spot: &Spot) -> Part {
@@ -152,13 +166,12 @@ impl<'a> Builder<'a> {
         Part::Flag { group: lc.group, cmd: lc.cmd, index: lc.items - 1 }
     }
 
-    /// The part setting the item's bits in generation `id` (`expire_at`: a `PEXPIREAT` for the
-    /// key, windowed filters).
-    fn write(&mut self, d: Digest, id: u64, gen: &Generation, expire_at: Option<u64>) -> Part {
-        let (spot, split) = self.spot(d, gen);
-        let key = self.names.data(&self.record.instance, id, spot.key);
+    /// The part setting the item's bits in the generation written.
+    fn write(&mut self, d: Digest) -> Part {
+        let (id, gen, split, expire_at) = self.write_target;
+        let spot = Spot::of(d, gen, split);
         let last_bit = split.key_len(spot.key) * 8 - 1;
-        let g = self.group(key);
+        let g = self.group(id, spot.key);
         if let Some(at) = expire_at {
             self.expire.insert(g, at);
         }
@@ -198,11 +211,11 @@ impl<'a> Builder<'a> {
         }
     }
 
-    /// The part testing the item in generation `id`.
-    fn read(&mut self, d: Digest, id: u64, gen: &Generation) -> Part {
-        let (spot, _) = self.spot(d, gen);
-        let key = self.names.data(&self.record.instance, id, spot.key);
-        let g = self.group(key);
+    /// The part testing the item in read target `t`.
+    fn read(&mut self, d: Digest, t: usize) -> Part {
+        let (id, gen, split) = self.read_targets[t];
+        let spot = Spot::of(d, gen, split);
+        let g = self.group(id, spot.key);
         match self.mode {
             Mode::Lua => self.lua_part(g, 1, vec![], &spot),
             Mode::Plain => {
@@ -215,25 +228,22 @@ impl<'a> Builder<'a> {
         }
     }
 
-    /// Adds an item: set its bits in the generation written at `now_ms`, and test it in the
-    /// other generations read then (it is new only if it was in none of them).
-    pub fn add(&mut self, d: Digest, now_ms: u64, grace_ms: u64) {
-        let (wid, wgen) = self.record.write_target(now_ms);
-        let expire = self.record.window.map(|w| w.end_of_reads(wid).saturating_add(grace_ms));
-        let write = self.write(d, wid, wgen, expire);
+    /// Adds an item: set its bits in the generation written, and test it in the other
+    /// generations read (it is new only if it was in none of them).
+    pub fn add(&mut self, d: Digest) {
+        let write = self.write(d);
         let mut reads = Vec::new();
-        for (id, gen) in self.record.read_targets(now_ms) {
-            if id != wid {
-                reads.push(self.read(d, id, gen));
+        for t in 0..self.read_targets.len() {
+            if self.read_targets[t].0 != self.write_target.0 {
+                reads.push(self.read(d, t));
             }
         }
         self.items.push(ItemPlan { write: Some(write), reads });
     }
 
-    /// Tests an item in every generation read at `now_ms`.
-    pub fn contains(&mut self, d: Digest, now_ms: u64) {
-        let reads =
-            self.record.read_targets(now_ms).into_iter().map(|(id, gen)| self.read(d, id, gen)).collect();
+    /// Tests an item in every generation read.
+    pub fn contains(&mut self, d: Digest) {
+        let reads = (0..self.read_targets.len()).map(|t| self.read(d, t)).collect();
         self.items.push(ItemPlan { write: None, reads });
     }
 
@@ -292,13 +302,15 @@ impl<'a> Builder<'a> {
         g.cmds.push(get);
         g.cmds.push(next);
         self.groups.push(g);
-        Batch { groups: self.groups, fallbacks, items: self.items, check }
+        let keys = self.groups.iter().map(|g| g.key.clone()).collect();
+        let counts = self.groups.iter().map(|g| g.cmds.len()).collect();
+        Batch { groups: self.groups, keys, counts, fallbacks, items: self.items, check }
     }
 }
 
 /// The reply of command `cmd` of `group`, or the error in its place.
 fn reply<'r>(
-    groups: &'r [Group],
+    keys: &'r [Vec<u8>],
     replies: &'r [Replies],
     group: usize,
     cmd: usize,
@@ -309,7 +321,7 @@ fn reply<'r>(
             None => {
                 Err(Error::Protocol { command: "pipeline".into(), reply: format!("{} replies", vals.len()) })
             }
-            Some(v) => match Error::from_reply(Some(&groups[group].key), v) {
+            Some(v) => match Error::from_reply(Some(&keys[group]), v) {
                 Some(e) => Err(e),
                 None => Ok(v),
             },
@@ -330,10 +342,10 @@ fn int(v: &Value) -> Option<i64> {
 
 impl Part {
     /// Reads this part: `true` = new (a write part) or found (a read part).
-    fn read(&self, groups: &[Group], replies: &[Replies]) -> Result<bool, Error> {
+    fn read(&self, keys: &[Vec<u8>], replies: &[Replies]) -> Result<bool, Error> {
         match *self {
             Part::OldBits { group, cmd, start, count } => {
-                let v = reply(groups, replies, group, cmd)?;
+                let v = reply(keys, replies, group, cmd)?;
                 let Value::Array(bits) = v else { return Err(protocol("BITFIELD", v)) };
                 let olds = bits.get(start..start + count).ok_or_else(|| protocol("BITFIELD", v))?;
                 let mut new = false;
@@ -346,13 +358,13 @@ impl Part {
                 }
                 Ok(new)
             }
-            Part::Block { group, cmd, masks } => match reply(groups, replies, group, cmd)? {
+            Part::Block { group, cmd, masks } => match reply(keys, replies, group, cmd)? {
                 Value::BulkString(b) => Ok(Spot { key: 0, block: 0, masks }.all_set_in(b)),
                 Value::Nil => Ok(masks.iter().all(|&m| m == 0)),
                 v => Err(protocol("GETRANGE", v)),
             },
             Part::Flag { group, cmd, index } => {
-                let v = reply(groups, replies, group, cmd)?;
+                let v = reply(keys, replies, group, cmd)?;
                 let Value::Array(flags) = v else { return Err(protocol("EVALSHA", v)) };
                 match flags.get(index).and_then(int) {
                     Some(1) => Ok(true),
@@ -388,10 +400,10 @@ impl Batch {
             .map(|it| {
                 let mut found = false;
                 for r in &it.reads {
-                    found |= r.read(&self.groups, replies)?;
+                    found |= r.read(&self.keys, replies)?;
                 }
                 match &it.write {
-                    Some(w) => Ok(w.read(&self.groups, replies)? && !found),
+                    Some(w) => Ok(w.read(&self.keys, replies)? && !found),
                     None => Ok(found),
                 }
             })

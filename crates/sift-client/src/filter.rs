@@ -477,16 +477,18 @@ impl Filter {
                 self.opts.mode,
                 self.opts.items_per_command,
                 exec.eval_only(),
+                now,
+                grace,
             );
             for &d in digests {
                 if add {
-                    b.add(d, now, grace);
+                    b.add(d);
                 } else {
-                    b.contains(d, now);
+                    b.contains(d);
                 }
             }
-            let batch: Batch = b.finish(&snap.pointer);
-            let mut replies = run(exec, batch.groups.clone()).await;
+            let mut batch: Batch = b.finish(&snap.pointer);
+            let mut replies = run(exec, std::mem::take(&mut batch.groups)).await;
             if self.opts.mode == Mode::Lua {
                 let twins = noscript_fallbacks(&batch, &replies);
                 if !twins.is_empty() {
@@ -499,7 +501,7 @@ impl Filter {
                         }
                         if replies[*g].is_err() {
                             // The whole group failed with NOSCRIPT: its twins rebuild it.
-                            replies[*g] = Ok(vec![Value::Nil; batch.groups[*g].cmds.len()]);
+                            replies[*g] = Ok(vec![Value::Nil; batch.counts[*g]]);
                         }
                         match r {
                             Ok(mut v) if !v.is_empty() => {
