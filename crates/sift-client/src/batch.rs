@@ -1,8 +1,6 @@
 //! One request of an operation: the commands for a batch of items, grouped by key, and how each
 //! item's answer is read back from the replies. Pure: no I/O here (see `filter.rs`).
 
-use std::collections::HashMap;
-
 use redis::{Cmd, Value};
 use sift::Digest;
 
@@ -72,6 +70,17 @@ pub enum Freshness {
     Unknown,
 }
 
+/// What a [`Builder`] has open in one group.
+#[derive(Debug, Default, Clone, Copy)]
+struct GroupState {
+    /// The open `BITFIELD` write: (cmd index, items in it, replies so far).
+    write: Option<(usize, usize, usize)>,
+    /// The open script command of each script (0 = add, 1 = contains): an index in `lua`.
+    lua: [Option<usize>; 2],
+    /// The `PEXPIREAT` time of the group's key.
+    expire: Option<u64>,
+}
+
 /// Builds a [`Batch`].
 pub struct Builder<'a> {
     names: &'a Names,
@@ -82,18 +91,17 @@ pub struct Builder<'a> {
     /// failed pipeline ran, so a `NOSCRIPT` could not be repaired).
     eval_only: bool,
     groups: Vec<Group>,
-    /// The group of each sub-bitmap used so far, by (generation id, sub-bitmap index).
-    by_key: HashMap<(u64, u64), usize>,
+    /// The group of each sub-bitmap used so far: per generation id, by sub-bitmap index
+    /// (`usize::MAX`: none yet). A batch reads a few generations, each of a few hundred keys at
+    /// most: vectors, not hash maps, on this path taken once per item and generation.
+    by_key: Vec<(u64, Vec<usize>)>,
+    /// Per group: what is being built in it.
+    state: Vec<GroupState>,
     /// The generation written, its split, and the `PEXPIREAT` of its keys (windowed filters).
     write_target: (u64, &'a Generation, Split, Option<u64>),
     /// The generations read, newest first, each with its split.
     read_targets: Vec<(u64, &'a Generation, Split)>,
-    /// Per group: the open `BITFIELD` write (cmd index, items in it, replies so far).
-    open_write: HashMap<usize, (usize, usize, usize)>,
-    /// Per group and script (0 = add, 1 = contains): the open script command.
-    open_lua: HashMap<(usize, u8), usize>,
     lua: Vec<LuaCmd>,
-    expire: HashMap<usize, u64>,
     items: Vec<ItemPlan>,
 }
 
@@ -120,34 +128,37 @@ impl<'a> Builder<'a> {
             items_per_command: items_per_command.max(1),
             eval_only,
             groups: Vec::new(),
-            by_key: HashMap::new(),
+            by_key: Vec::new(),
+            state: Vec::new(),
             write_target: (wid, wgen, split(wgen), expire),
             read_targets,
-            open_write: HashMap::new(),
-            open_lua: HashMap::new(),
             lua: Vec::new(),
-            expire: HashMap::new(),
             items: Vec::new(),
         }
     }
 
-    /// The group of sub-bitmap `index` of generation `id`.
-    fn group(&mut self, id: u64, index: u64) -> usize {
-        if let Some(&g) = self.by_key.get(&(id, index)) {
-            return g;
+    /// The group of sub-bitmap `index` (of `keys`) of generation `id`.
+    fn group(&mut self, id: u64, index: u64, keys: u64) -> usize {
+        let t = match self.by_key.iter().position(|(g, _)| *g == id) {
+            Some(t) => t,
+            None => {
+                self.by_key.push((id, vec![usize::MAX; keys as usize]));
+                self.by_key.len() - 1
+            }
+        };
+        let slot = &mut self.by_key[t].1[index as usize];
+        if *slot != usize::MAX {
+            return *slot;
         }
         let g = self.groups.len();
-        self.by_key.insert((id, index), g);
+        *slot = g;
         self.groups.push(Group::new(self.names.data(&self.record.instance, id, index)));
+        self.state.push(GroupState::default());
         g
     }
 
     fn lua_part(&mut self, group: usize, which: u8, argv: Vec<Vec<u8>>, spot: &Spot) -> Part {
-        let open = self
-            .open_lua
-            .get(&(group, which))
-            .copied()
-            .filter(|&l| self.lua[l].items < self.items_per_command);
+        let open = self.state[group].lua[which as usize].filter(|&l| self.lua[l].items < self.items_per_command);
         let l = match open {
             Some(l) => l,
             None => {
@@ -156,7 +167,7 @@ impl<'a> Builder<'a> {
                 self.groups[group].cmds.push(Cmd::new());
                 let script = if which == 0 { script::add() } else { script::contains() };
                 self.lua.push(LuaCmd { group, cmd, script, argv, packed: Vec::new(), items: 0 });
-                self.open_lua.insert((group, which), self.lua.len() - 1);
+                self.state[group].lua[which as usize] = Some(self.lua.len() - 1);
                 self.lua.len() - 1
             }
         };
@@ -171,9 +182,9 @@ impl<'a> Builder<'a> {
         let (id, gen, split, expire_at) = self.write_target;
         let spot = Spot::of(d, gen, split);
         let last_bit = split.key_len(spot.key) * 8 - 1;
-        let g = self.group(id, spot.key);
+        let g = self.group(id, spot.key, split.keys());
         if let Some(at) = expire_at {
-            self.expire.insert(g, at);
+            self.state[g].expire = Some(at);
         }
         match self.mode {
             Mode::Lua => {
@@ -186,7 +197,7 @@ impl<'a> Builder<'a> {
                 )
             }
             Mode::Plain => {
-                let open = self.open_write.get(&g).copied().filter(|&(_, n, _)| n < self.items_per_command);
+                let open = self.state[g].write.filter(|&(_, n, _)| n < self.items_per_command);
                 let (cmd, n, replies) = match open {
                     Some(o) => o,
                     None => {
@@ -205,7 +216,7 @@ impl<'a> Builder<'a> {
                     c.arg("SET").arg("u1").arg(off).arg(1);
                     count += 1;
                 }
-                self.open_write.insert(g, (cmd, n + 1, replies + count));
+                self.state[g].write = Some((cmd, n + 1, replies + count));
                 Part::OldBits { group: g, cmd, start: replies, count }
             }
         }
@@ -215,7 +226,7 @@ impl<'a> Builder<'a> {
     fn read(&mut self, d: Digest, t: usize) -> Part {
         let (id, gen, split) = self.read_targets[t];
         let spot = Spot::of(d, gen, split);
-        let g = self.group(id, spot.key);
+        let g = self.group(id, spot.key, split.keys());
         match self.mode {
             Mode::Lua => self.lua_part(g, 1, vec![], &spot),
             Mode::Plain => {
@@ -286,7 +297,7 @@ impl<'a> Builder<'a> {
                 }
             }
         }
-        for (g, at) in std::mem::take(&mut self.expire) {
+        for (g, at) in self.state.iter().enumerate().filter_map(|(g, st)| Some((g, st.expire?))) {
             if self.mode == Mode::Plain {
                 let mut c = redis::cmd("PEXPIREAT");
                 c.arg(&self.groups[g].key).arg(at);

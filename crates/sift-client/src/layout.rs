@@ -473,19 +473,22 @@ impl Spot {
 
     /// The item's bits as positions inside its 64-byte block in Redis's bit order (bit 0 is the
     /// most significant bit of byte 0), in increasing order.
-    pub fn redis_bits(&self) -> impl Iterator<Item = u32> + '_ {
+    pub fn redis_bits(&self) -> impl Iterator<Item = u32> {
         // Bit j of word w is bit j % 8 (least significant first) of byte 8w + j / 8; Redis
-        // numbers the bits of a byte from the most significant, so within a byte the bits come
-        // from the top down.
-        self.masks.iter().enumerate().flat_map(|(w, &m)| {
-            (0..8u32).flat_map(move |q| {
-                let byte = (m >> (8 * q)) as u8;
-                (0..8u32)
-                    .rev()
-                    .filter(move |b| byte >> b & 1 == 1)
-                    .map(move |b| (w as u32 * 8 + q) * 8 + (7 - b))
-            })
-        })
+        // numbers the bits of a byte from the most significant. An item has at most 16 bits.
+        let mut bits = [0u32; 64];
+        let mut n = 0;
+        for (w, &m) in self.masks.iter().enumerate() {
+            let mut rest = m;
+            while rest != 0 && n < bits.len() {
+                let j = rest.trailing_zeros();
+                rest &= rest - 1;
+                bits[n] = (w as u32 * 8 + j / 8) * 8 + (7 - j % 8);
+                n += 1;
+            }
+        }
+        bits[..n].sort_unstable();
+        bits.into_iter().take(n)
     }
 
     /// The item's bits as Redis bit offsets inside its sub-bitmap.
