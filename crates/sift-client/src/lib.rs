@@ -60,8 +60,8 @@
 //! [`Mode::Plain`] (the default) uses `BITFIELD`, `GETRANGE`, `PEXPIREAT`, `SET NX`, `GET`,
 //! `EXISTS`, `BITCOUNT` and `DEL` only, so it works where scripting is disabled and on every
 //! server since Redis 3.2. [`Mode::Lua`] sends the items' bit positions packed in binary to a
-//! script (`EVALSHA`, then `EVAL` on `NOSCRIPT`): about a tenth of the bytes, but slower on
-//! Redis 7 (see `docs/BENCHMARKS.md`).
+//! script (`EVALSHA`, then `EVAL` on `NOSCRIPT`): a ninth of the bytes of an add, a third of a
+//! query's, but more server CPU on Redis 7 (see `docs/BENCHMARKS.md`, issue 17).
 
 #![deny(missing_docs)]
 
