@@ -97,14 +97,15 @@ fn start_redis() -> Redis {
         .stderr(Stdio::null())
         .spawn()
         .expect("redis-server on PATH");
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    // Killed and waited for on drop, also if it never answers.
+    let redis = Redis { child, addr: SocketAddr::from(([127, 0, 0, 1], port)) };
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        if let Ok(mut s) = TcpStream::connect(addr) {
+        if let Ok(mut s) = TcpStream::connect(redis.addr) {
             let _ = s.write_all(b"PING\r\n");
             let mut b = [0u8; 7];
             if s.read_exact(&mut b).is_ok() && &b == b"+PONG\r\n" {
-                return Redis { child, addr };
+                return redis;
             }
         }
         assert!(Instant::now() < deadline, "redis-server did not start");

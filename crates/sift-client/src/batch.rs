@@ -158,7 +158,8 @@ impl<'a> Builder<'a> {
     }
 
     fn lua_part(&mut self, group: usize, which: u8, argv: Vec<Vec<u8>>, spot: &Spot) -> Part {
-        let open = self.state[group].lua[which as usize].filter(|&l| self.lua[l].items < self.items_per_command);
+        let open =
+            self.state[group].lua[which as usize].filter(|&l| self.lua[l].items < self.items_per_command);
         let l = match open {
             Some(l) => l,
             None => {

@@ -64,25 +64,27 @@ fn writer(urls: Vec<String>, target: Target, name: String, id: usize, out: PathB
     if !async_client {
         enum Conn {
             Single(redis::Connection),
-            Cluster(redis::cluster::ClusterConnection),
+            Cluster(Box<redis::cluster::ClusterConnection>),
         }
         let mut conn = match target {
             Target::Single => {
                 Conn::Single(redis::Client::open(urls[0].as_str()).unwrap().get_connection().unwrap())
             }
-            Target::Cluster => Conn::Cluster(
+            Target::Cluster => Conn::Cluster(Box::new(
                 redis::cluster::ClusterClient::new(urls.clone()).unwrap().get_connection().unwrap(),
-            ),
+            )),
         };
         let f = match &mut conn {
             Conn::Single(c) => Filter::open(c, &name, opts).unwrap(),
-            Conn::Cluster(c) => Filter::open(c, &name, opts).unwrap(),
+            Conn::Cluster(c) => Filter::open(c.as_mut(), &name, opts).unwrap(),
         };
         for idx in chunks {
             let xs: Vec<String> = idx.iter().map(|&i| item(i)).collect();
             let (news, found) = match &mut conn {
                 Conn::Single(c) => (f.add_many(c, &xs).unwrap(), f.contains_many(c, &xs).unwrap()),
-                Conn::Cluster(c) => (f.add_many(c, &xs).unwrap(), f.contains_many(c, &xs).unwrap()),
+                Conn::Cluster(c) => {
+                    (f.add_many(c.as_mut(), &xs).unwrap(), f.contains_many(c.as_mut(), &xs).unwrap())
+                }
             };
             record(idx, &news, &found);
         }

@@ -281,7 +281,11 @@ impl BlockedBloom {
         target_fpr: f64,
     ) -> Result<Self> {
         if payload.is_empty() || payload.len() % 64 != 0 {
-            return Err(Error::param("payload", payload.len(), "a positive multiple of 64 bytes (whole blocks)"));
+            return Err(Error::param(
+                "payload",
+                payload.len(),
+                "a positive multiple of 64 bytes (whole blocks)",
+            ));
         }
         check_fpr(target_fpr)?;
         let mut shape = Shape::for_params(payload.len() as u64 / 64, hashes, hasher)?;
