@@ -59,7 +59,11 @@
 //!
 //! [`Mode::Plain`] (the default) uses `BITFIELD`, `GETRANGE`, `PEXPIREAT`, `SET NX`, `GET`,
 //! `EXISTS`, `BITCOUNT` and `DEL` only, so it works where scripting is disabled and on every
-//! server since Redis 3.2. [`Mode::Lua`] sends the items' bit positions packed in binary to a
+//! server since Redis 3.2. Queries read the item's 64-byte block with `GETRANGE` rather than
+//! testing its bits with `BITFIELD_RO`: one read-only command of four arguments per item instead
+//! of four arguments per bit (2.5× less server CPU, `docs/BENCHMARKS.md`), which every server
+//! since Redis 2.4 answers, replicas included, so servers without `BITFIELD_RO` (before 6.2)
+//! need nothing special. [`Mode::Lua`] sends the items' bit positions packed in binary to a
 //! script (`EVALSHA`, then `EVAL` on `NOSCRIPT`): a ninth of the bytes of an add, a third of a
 //! query's, but more server CPU on Redis 7 (see `docs/BENCHMARKS.md`, issue 17).
 

@@ -284,3 +284,42 @@ impl Options {
         self
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sift::plan::Plan;
+    use sift::{BlockedBloom, Filter as _};
+
+    /// A filter created for (n, p) has the shape `BlockedBloom::new(n, p)` has, so files built
+    /// offline with the same numbers push into it; a plan for a memory budget is kept as given.
+    #[test]
+    fn sizing_follows_the_library() {
+        for (n, p) in [(1_000u64, 0.01), (1_000_000, 0.01), (10_000_000, 0.001), (50_000, 0.1)] {
+            let g = Spec::new(n, p).generation(0).unwrap();
+            let local = BlockedBloom::new(n as usize, p).unwrap();
+            assert_eq!((g.blocks, g.k), (local.num_blocks(), local.num_hashes()), "n {n} p {p}");
+            assert!(sift::math::blocked_words_fpr(g.blocks as f64 * 512.0, n as f64, g.k) <= p);
+        }
+        let plan = Plan::new().bytes(64 << 20).fpr(0.01).solve(Family::BlockedBloom).unwrap();
+        let g = Spec::from_plan(&plan).unwrap().generation(0).unwrap();
+        assert_eq!((g.blocks * 512, g.k, g.capacity), (plan.bits, plan.hashes, plan.items));
+        let bloom = Plan::new().items(1000).fpr(0.01).solve(Family::Bloom).unwrap();
+        assert!(matches!(Spec::from_plan(&bloom), Err(Error::Unsupported(_))));
+        // Bad parameters are refused before anything is sized.
+        for bad in [
+            Spec::new(0, 0.01),
+            Spec::new(10, f64::NAN),
+            Spec::new(10, 0.01).key_bytes(0),
+            Spec::new(10, 0.01).key_bytes(1 << 30),
+            Spec::with_shape(0, 7, 10, 0.01),
+            Spec::with_shape(10, 17, 10, 0.01),
+            Spec::with_shape(1 << 40, 7, 10, 0.01),
+            Spec::new(10, 0.01).window(Duration::ZERO, 3),
+            Spec::new(10, 0.01).window(Duration::from_secs(1), 0),
+            Spec::new(10, 0.01).hasher(Hasher::sip24(1, 2)),
+        ] {
+            assert!(bad.generation(0).is_err(), "{bad:?}");
+        }
+    }
+}
