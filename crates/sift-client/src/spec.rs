@@ -93,6 +93,10 @@ impl Spec {
     /// Time generations of `period` each; reads look at the last `keep` generations (the current
     /// one included), so an item stays visible at least `(keep - 1) · period` and at most `keep ·
     /// period` after it was added, and the keys of older generations expire on their own.
+    ///
+    /// An add answers "new" at most once per generation: near a period boundary two clients may
+    /// write one item to two generations (their clocks disagree, or one request was slow) and
+    /// each be told "new". Use a static filter where "new" must be said once in all.
     pub fn window(mut self, period: Duration, keep: u32) -> Spec {
         self.window = Some(Window { period_ms: period.as_millis().min(u64::MAX as u128) as u64, keep });
         self
@@ -289,7 +293,7 @@ impl Options {
 mod tests {
     use super::*;
     use sift::plan::Plan;
-    use sift::{BlockedBloom, Filter as _};
+    use sift::BlockedBloom;
 
     /// A filter created for (n, p) has the shape `BlockedBloom::new(n, p)` has, so files built
     /// offline with the same numbers push into it; a plan for a memory budget is kept as given.
