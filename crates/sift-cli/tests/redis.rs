@@ -60,6 +60,10 @@ fn push_pull_query_replace() {
     let got = BlockedBloom::from_bytes(&std::fs::read(&pulled).unwrap()).unwrap();
     assert!(got.words().eq(want.words()));
     assert_eq!((got.num_hashes(), got.hasher()), (built.num_hashes(), built.hasher()));
+    // `-o -`: the same file on standard output.
+    let out = sift().args(["pull", "-q"]).arg(&url).args(["-o", "-"]).output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(out.stdout, std::fs::read(&pulled).unwrap());
     // Pushing again: refused without --replace; with it, the live handle follows.
     let (code, _, err) = run(sift().arg("push").arg(&file).arg(&url));
     assert_eq!(code, 2);
@@ -141,6 +145,13 @@ fn bad_input_is_a_clear_error() {
         assert!(err.contains(want), "{args:?}: {err}");
     }
     assert!(!dir.join("o").exists(), "no file written by a failed pull");
+    // The output path is checked before anything is downloaded.
+    let (code, _, err) = run(sift().arg("pull").arg(&url).arg("-o").arg(&dir));
+    assert_eq!(code, 2);
+    assert!(err.contains("is a directory"), "{err}");
+    let (code, _, err) = run(sift().arg("pull").arg(&url).arg("-o").arg(dir.join("missing/x.sift")));
+    assert_eq!(code, 2);
+    assert!(err.contains("no directory"), "{err}");
     // A key of another kind under the name.
     let _: () = redis::cmd("SET").arg("taken").arg("hello").query(&mut server.conn()).unwrap();
     let (code, _, err) = run(sift().arg("push").arg(&file).arg(format!("redis://{}/taken", server.addr)));

@@ -10,7 +10,7 @@ use sift::prelude::*;
 use sift_client::transfer::split_url;
 
 use super::push::with_connection;
-use crate::input;
+use crate::outfile::OutFile;
 use crate::size::human_bytes;
 
 /// Download a filter from Redis into a sift file: `sift pull redis://host:port/name -o FILE`.
@@ -25,7 +25,8 @@ so the file holds every item added before the pull began, even with writers acti
 pub struct Args {
     /// Where: redis://[user:password@]host:port[/db]/name.
     url: String,
-    /// The sift file to write (written to a temporary file, then renamed).
+    /// The sift file to write: a regular file is replaced atomically (temporary file, fsync,
+    /// rename); `-` is standard output; a device or FIFO is written in place.
     #[arg(short, long)]
     output: PathBuf,
     /// The server is a node of a Redis Cluster.
@@ -39,10 +40,12 @@ pub struct Args {
 pub fn run(a: Args) -> Result<ExitCode> {
     let start = Instant::now();
     let (server, name) = split_url(&a.url)?;
+    // The output path is checked before the download, which may be long.
+    let output = OutFile::check(&a.output, &[])?;
     let pulled = with_connection(&server, a.cluster, |c| c.pull(&name, &mut |_, _| {}))
         .with_context(|| format!("cannot pull {}", a.url))?;
     let f = &pulled.filter;
-    input::write_atomic_with(&a.output, |w| f.write_to(w))?;
+    output.write(|w| f.write_to(w))?;
     if !a.quiet {
         eprintln!(
             "sift: pulled {} (generation {}: {} blocks, k = {}, about {} items, FPR now {:.3e}) into {} ({}) in {:.1} s",
@@ -52,7 +55,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
             f.num_hashes(),
             f.len(),
             f.current_fpr(),
-            a.output.display(),
+            output.display(),
             human_bytes(f.size_in_bytes() as f64),
             start.elapsed().as_secs_f64()
         );
