@@ -38,6 +38,8 @@ filters to and from RedisBloom (SCANDUMP chunks), Guava (BloomFilter.writeTo) an
   sift inspect dump.rdb                         # the RedisBloom keys of a Redis RDB file
   sift convert dump.rdb --key bf -o bf.sift     # one of them to a sift file
   sift bench -n 1000000                         # compare the families on this machine
+  sift push urls.sift redis://127.0.0.1:6379/urls  # into plain Redis strings (no module)
+  sift pull redis://127.0.0.1:6379/urls -o urls.sift
 
 Exit status: 0 success; 1 some key absent (query); 2 error."
 )]
@@ -55,6 +57,8 @@ enum Command {
     Inspect(cmd::inspect::Args),
     Convert(cmd::convert::Args),
     Bench(cmd::bench::Args),
+    Push(cmd::push::Args),
+    Pull(cmd::pull::Args),
 }
 
 /// Whether the error is, somewhere in its chain, a closed pipe on output.
@@ -82,6 +86,8 @@ fn main() -> ExitCode {
         Command::Inspect(a) => cmd::inspect::run(a),
         Command::Convert(a) => cmd::convert::run(a),
         Command::Bench(a) => cmd::bench::run(a),
+        Command::Push(a) => cmd::push::run(a),
+        Command::Pull(a) => cmd::pull::run(a),
     };
     match result {
         Ok(code) => code,

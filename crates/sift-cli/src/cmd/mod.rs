@@ -6,6 +6,8 @@ pub mod convert;
 pub mod dedup;
 pub mod inspect;
 pub mod plan;
+pub mod pull;
+pub mod push;
 pub mod query;
 
 use anyhow::{bail, Context, Result};

@@ -1,4 +1,5 @@
-//! Redis's bitmap commands on string values — SETBIT, GETBIT, BITCOUNT, BITPOS — and STRLEN:
+//! Redis's bitmap commands on string values — SETBIT, GETBIT, BITCOUNT, BITPOS, BITFIELD,
+//! BITFIELD_RO — and STRLEN, GETRANGE, SETRANGE:
 //! what the classic "Bloom filter in a Redis bitmap" of the seed articles runs on (the client
 //! computes k bit positions, sends `SETBIT key offset 1` for each, one by one or pipelined,
 //! queries with GETBIT, resets with DEL).
@@ -91,50 +92,50 @@ struct AllocFailed;
 /// bytes first if needed. In place when `b` is its buffer's only owner; on a failed allocation
 /// `b` is left as it was.
 fn write_bit(b: &mut Bytes, byte: usize, mask: u8, on: bool) -> Result<(), AllocFailed> {
-    let apply = |x: &mut u8| {
-        if on {
-            *x |= mask
-        } else {
-            *x &= !mask
-        }
-    };
+    edit_string(b, byte + 1, |buf| if on { buf[byte] |= mask } else { buf[byte] &= !mask })
+}
+
+/// Grows `b` zero-filled to at least `len` bytes (Redis's greedy capacity), then lets `edit`
+/// change its bytes. In place when `b` is its buffer's only owner (a reply or a snapshot sharing
+/// it gets a copy made here: copy-on-write); on a failed allocation `b` is left as it was.
+fn edit_string(b: &mut Bytes, len: usize, edit: impl FnOnce(&mut [u8])) -> Result<(), AllocFailed> {
     let mut m = match std::mem::take(b).try_into_mut() {
         Ok(m) => m,
         Err(shared) => {
             // Shared with a reply or a snapshot: this write copies it (fallibly too: a copy of
             // a 512 MB string must not abort the process).
             let mut v = Vec::new();
-            let need = if byte >= shared.len() { grown_capacity(byte + 1) } else { shared.len() };
+            let need = if len > shared.len() { grown_capacity(len) } else { shared.len() };
             if v.try_reserve_exact(need).is_err() {
                 *b = shared;
                 return Err(AllocFailed);
             }
             v.extend_from_slice(&shared);
-            if byte >= v.len() {
-                v.resize(byte + 1, 0);
+            if len > v.len() {
+                v.resize(len, 0);
             }
-            apply(&mut v[byte]);
+            edit(&mut v);
             *b = Bytes::from(v);
             return Ok(());
         }
     };
-    if byte >= m.len() && byte >= m.capacity() {
+    if len > m.len() && len > m.capacity() {
         // A new buffer with room to spare: later growths fit in it.
         let mut v = Vec::new();
-        if v.try_reserve_exact(grown_capacity(byte + 1)).is_err() {
+        if v.try_reserve_exact(grown_capacity(len)).is_err() {
             *b = m.freeze();
             return Err(AllocFailed);
         }
         v.extend_from_slice(&m);
-        v.resize(byte + 1, 0);
-        apply(&mut v[byte]);
+        v.resize(len, 0);
+        edit(&mut v);
         *b = Bytes::from(v);
         return Ok(());
     }
-    if byte >= m.len() {
-        m.resize(byte + 1, 0);
+    if len > m.len() {
+        m.resize(len, 0);
     }
-    apply(&mut m[byte]);
+    edit(&mut m);
     *b = m.freeze();
     Ok(())
 }
@@ -406,6 +407,444 @@ pub fn bitpos(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
         None => Frame::Integer(if bit { -1 } else { 0 }),
         Some(Value::String(b)) => Frame::Integer(position(b, bit, start, end, unit)),
         Some(_) => Frame::error(err::WRONGTYPE),
+    }
+}
+
+/// Error of an invalid BITFIELD type.
+pub const BITFIELD_TYPE: &str =
+    "ERR Invalid bitfield type. Use something like i16 u8. Note that u64 is not supported but i64 is.";
+/// Error of an invalid OVERFLOW behaviour.
+pub const BITFIELD_OVERFLOW: &str = "ERR Invalid OVERFLOW type specified";
+/// Error of a write operation in BITFIELD_RO.
+pub const BITFIELD_RO_WRITE: &str = "ERR BITFIELD_RO only supports the GET subcommand";
+/// SETRANGE's error for a negative offset.
+pub const SETRANGE_OFFSET: &str = "ERR offset is out of range";
+/// SETRANGE's error for a result longer than `proto-max-bulk-len`.
+pub const STRING_TOO_LONG: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
+
+/// What a BITFIELD operation does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FieldOp {
+    Get,
+    Set(i64),
+    IncrBy(i64),
+}
+
+/// What SET and INCRBY do when the value does not fit the field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Overflow {
+    Wrap,
+    Sat,
+    Fail,
+}
+
+/// One BITFIELD operation: a field of `bits` bits (signed or not) at bit `offset`.
+#[derive(Debug, Clone, Copy)]
+struct Field {
+    op: FieldOp,
+    signed: bool,
+    bits: u32,
+    offset: u64,
+    overflow: Overflow,
+}
+
+/// A field type, `i1`..`i64` or `u1`..`u63` (lower-case, as Redis reads it).
+fn parse_field_type(arg: &[u8]) -> Option<(bool, u32)> {
+    let signed = match arg.first()? {
+        b'i' => true,
+        b'u' => false,
+        _ => return None,
+    };
+    let bits = parse_i64(&arg[1..])?;
+    let max = if signed { 64 } else { 63 };
+    (1..=max).contains(&bits).then_some((signed, bits as u32))
+}
+
+/// A field offset: a bit offset, or `#n` for the n-th field of this width (`n · bits`), whose
+/// byte is below 512 MB.
+fn parse_field_offset(arg: &[u8], bits: u32) -> Option<u64> {
+    let (hash, digits) = match arg.first() {
+        Some(b'#') => (true, &arg[1..]),
+        _ => (false, arg),
+    };
+    let mut v = parse_i64(digits)?;
+    if hash {
+        v = v.checked_mul(bits as i64)?;
+    }
+    let v = u64::try_from(v).ok()?;
+    (v >> 3 < MAX_STRING).then_some(v)
+}
+
+/// Parses BITFIELD's operations (Redis's order of checks: each operation's name and argument
+/// count, then its type, its offset, and for SET and INCRBY its value).
+fn parse_bitfield(argv: &[Bytes]) -> Result<Vec<Field>, Frame> {
+    let mut ops = Vec::new();
+    let mut overflow = Overflow::Wrap;
+    let mut j = 2;
+    while j < argv.len() {
+        let remaining = argv.len() - j - 1;
+        let sub = &argv[j];
+        let op = if eq_ignore_case(sub, "get") && remaining >= 2 {
+            FieldOp::Get
+        } else if eq_ignore_case(sub, "set") && remaining >= 3 {
+            FieldOp::Set(0)
+        } else if eq_ignore_case(sub, "incrby") && remaining >= 3 {
+            FieldOp::IncrBy(0)
+        } else if eq_ignore_case(sub, "overflow") && remaining >= 1 {
+            let kind = &argv[j + 1];
+            overflow = if eq_ignore_case(kind, "wrap") {
+                Overflow::Wrap
+            } else if eq_ignore_case(kind, "sat") {
+                Overflow::Sat
+            } else if eq_ignore_case(kind, "fail") {
+                Overflow::Fail
+            } else {
+                return Err(Frame::error(BITFIELD_OVERFLOW));
+            };
+            j += 2;
+            continue;
+        } else {
+            return Err(Frame::error(err::SYNTAX));
+        };
+        let Some((signed, bits)) = parse_field_type(&argv[j + 1]) else {
+            return Err(Frame::error(BITFIELD_TYPE));
+        };
+        let Some(offset) = parse_field_offset(&argv[j + 2], bits) else {
+            return Err(Frame::error(err::BIT_OFFSET));
+        };
+        let op = match op {
+            FieldOp::Get => FieldOp::Get,
+            _ => {
+                let Some(v) = parse_i64(&argv[j + 3]) else {
+                    return Err(Frame::error(err::NOT_INTEGER));
+                };
+                if matches!(op, FieldOp::Set(_)) {
+                    FieldOp::Set(v)
+                } else {
+                    FieldOp::IncrBy(v)
+                }
+            }
+        };
+        ops.push(Field { op, signed, bits, offset, overflow });
+        j += if op == FieldOp::Get { 3 } else { 4 };
+    }
+    Ok(ops)
+}
+
+/// `n` bits from bit `offset` of `bit` (most significant first), as an unsigned number.
+fn get_unsigned(bit: &impl Fn(u64) -> bool, offset: u64, bits: u32) -> u64 {
+    (0..bits as u64).fold(0, |v, j| (v << 1) | bit(offset + j) as u64)
+}
+
+/// The same bits read as a two's complement number.
+fn get_signed(bit: &impl Fn(u64) -> bool, offset: u64, bits: u32) -> i64 {
+    let v = get_unsigned(bit, offset, bits);
+    if bits < 64 && v & (1 << (bits - 1)) != 0 {
+        (v | (u64::MAX << bits)) as i64
+    } else {
+        v as i64
+    }
+}
+
+/// Whether `value + incr` leaves an unsigned field of `bits` bits, and the value to store
+/// instead (wrapped or saturated; `None` for FAIL). Redis's `checkUnsignedBitfieldOverflow`.
+fn unsigned_overflow(value: u64, incr: i64, bits: u32, ow: Overflow) -> (bool, Option<u64>) {
+    let max = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+    let maxincr = max.wrapping_sub(value) as i64;
+    let minincr = (value as i64).wrapping_neg();
+    let wrap = || value.wrapping_add(incr as u64) & !(u64::MAX.checked_shl(bits).unwrap_or(0));
+    if value > max || (incr > 0 && incr > maxincr) {
+        (
+            true,
+            match ow {
+                Overflow::Wrap => Some(wrap()),
+                Overflow::Sat => Some(max),
+                Overflow::Fail => None,
+            },
+        )
+    } else if incr < 0 && incr < minincr {
+        (
+            true,
+            match ow {
+                Overflow::Wrap => Some(wrap()),
+                Overflow::Sat => Some(0),
+                Overflow::Fail => None,
+            },
+        )
+    } else {
+        (false, None)
+    }
+}
+
+/// The signed counterpart, Redis's `checkSignedBitfieldOverflow`.
+fn signed_overflow(value: i64, incr: i64, bits: u32, ow: Overflow) -> (bool, Option<i64>) {
+    let max = if bits == 64 { i64::MAX } else { (1i64 << (bits - 1)) - 1 };
+    let min = -max - 1;
+    let maxincr = (max as u64).wrapping_sub(value as u64) as i64;
+    let minincr = min.wrapping_sub(value);
+    let wrap = || {
+        let msb = 1u64 << (bits - 1);
+        let mut c = (value as u64).wrapping_add(incr as u64);
+        if bits < 64 {
+            let mask = u64::MAX << bits;
+            if c & msb != 0 {
+                c |= mask
+            } else {
+                c &= !mask
+            }
+        }
+        c as i64
+    };
+    if value > max || (bits != 64 && incr > maxincr) || (value >= 0 && incr > 0 && incr > maxincr) {
+        (
+            true,
+            match ow {
+                Overflow::Wrap => Some(wrap()),
+                Overflow::Sat => Some(max),
+                Overflow::Fail => None,
+            },
+        )
+    } else if value < min || (bits != 64 && incr < minincr) || (value < 0 && incr < 0 && incr < minincr) {
+        (
+            true,
+            match ow {
+                Overflow::Wrap => Some(wrap()),
+                Overflow::Sat => Some(min),
+                Overflow::Fail => None,
+            },
+        )
+    } else {
+        (false, None)
+    }
+}
+
+/// Runs BITFIELD's operations over `base` (the string, `None` if missing), in order, with their
+/// writes kept in an overlay of the bytes they change: returns the replies and the changed bytes
+/// (index, new value), so that a command that changes nothing writes (and logs) nothing.
+fn run_fields(base: Option<&[u8]>, ops: &[Field]) -> (Vec<Frame>, std::collections::BTreeMap<usize, u8>) {
+    let mut overlay: std::collections::BTreeMap<usize, u8> = std::collections::BTreeMap::new();
+    let byte_at = |overlay: &std::collections::BTreeMap<usize, u8>, i: usize| -> u8 {
+        overlay.get(&i).copied().unwrap_or_else(|| base.and_then(|b| b.get(i)).copied().unwrap_or(0))
+    };
+    let mut replies = Vec::with_capacity(ops.len());
+    for f in ops {
+        let read = |overlay: &std::collections::BTreeMap<usize, u8>| {
+            let bit = |o: u64| byte_at(overlay, (o >> 3) as usize) & (0x80 >> (o & 7)) != 0;
+            if f.signed {
+                get_signed(&bit, f.offset, f.bits) as u64
+            } else {
+                get_unsigned(&bit, f.offset, f.bits)
+            }
+        };
+        let old = read(&overlay);
+        let (reply, new) = match f.op {
+            FieldOp::Get => (Frame::Integer(old as i64), None),
+            FieldOp::Set(v) => {
+                let (over, limit) = if f.signed {
+                    let (o, l) = signed_overflow(v, 0, f.bits, f.overflow);
+                    (o, l.map(|x| x as u64))
+                } else {
+                    unsigned_overflow(v as u64, 0, f.bits, f.overflow)
+                };
+                match (over, limit) {
+                    (true, None) => (Frame::Null, None),
+                    (true, Some(l)) => (Frame::Integer(old as i64), Some(l)),
+                    (false, _) => (Frame::Integer(old as i64), Some(v as u64)),
+                }
+            }
+            FieldOp::IncrBy(d) => {
+                let (over, limit) = if f.signed {
+                    let (o, l) = signed_overflow(old as i64, d, f.bits, f.overflow);
+                    (o, l.map(|x| x as u64))
+                } else {
+                    unsigned_overflow(old, d, f.bits, f.overflow)
+                };
+                let new = match (over, limit) {
+                    (true, None) => None,
+                    (true, Some(l)) => Some(l),
+                    (false, _) => Some(old.wrapping_add(d as u64)),
+                };
+                match new {
+                    None => (Frame::Null, None),
+                    // The new value: in range (sign-extended for a signed field) by now.
+                    Some(n) => (Frame::Integer(n as i64), Some(n)),
+                }
+            }
+        };
+        if let Some(n) = new {
+            for j in 0..f.bits as u64 {
+                let o = f.offset + j;
+                let on = (n >> (f.bits as u64 - 1 - j)) & 1 == 1;
+                let i = (o >> 3) as usize;
+                let mask = 0x80u8 >> (o & 7);
+                let b = byte_at(&overlay, i);
+                overlay.insert(i, if on { b | mask } else { b & !mask });
+            }
+        }
+        replies.push(reply);
+    }
+    // Keep only the bytes that differ from the string (or are non-zero past its end).
+    overlay.retain(|&i, v| *v != base.and_then(|b| b.get(i)).copied().unwrap_or(0));
+    (replies, overlay)
+}
+
+/// BITFIELD key [GET type offset | [OVERFLOW WRAP|SAT|FAIL] SET type offset value |
+/// INCRBY type offset increment] ...: the replies of each operation, in order (SET: the old
+/// value; INCRBY: the new one; nil when OVERFLOW FAIL refused the write). A command with a SET
+/// or INCRBY creates the key, or grows it zero-filled, up to the highest bit it writes (even
+/// if no value changes); it is logged as received when it changed the string.
+pub fn bitfield(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    bitfield_generic(ctx, argv, false)
+}
+
+/// BITFIELD_RO key [GET type offset ...]: BITFIELD's GET operations on a read-only command.
+pub fn bitfield_ro(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    bitfield_generic(ctx, argv, true)
+}
+
+fn bitfield_generic(ctx: &mut Ctx<'_, '_>, argv: &[Bytes], read_only_command: bool) -> Frame {
+    let ops = match parse_bitfield(argv) {
+        Ok(ops) => ops,
+        Err(e) => return e,
+    };
+    let key = &argv[1];
+    let highest = ops.iter().filter(|f| f.op != FieldOp::Get).map(|f| f.offset + f.bits as u64 - 1).max();
+    let (existing, replies, changes) = match ctx.keys.get(key).map(|e| &e.value) {
+        Some(Value::String(b)) => {
+            if highest.is_some() && read_only_command {
+                return Frame::error(BITFIELD_RO_WRITE);
+            }
+            let (r, c) = run_fields(Some(b), &ops);
+            (Some(b.len()), r, c)
+        }
+        Some(_) => return Frame::error(err::WRONGTYPE),
+        None => {
+            if highest.is_some() && read_only_command {
+                return Frame::error(BITFIELD_RO_WRITE);
+            }
+            let (r, c) = run_fields(None, &ops);
+            (None, r, c)
+        }
+    };
+    let Some(highest) = highest else {
+        return Frame::Array(replies);
+    };
+    let need = usize::try_from((highest >> 3) + 1).unwrap_or(usize::MAX);
+    let grow = need.saturating_sub(existing.unwrap_or(0));
+    if grow == 0 && changes.is_empty() {
+        return Frame::Array(replies);
+    }
+    if grow > 0 && !ctx.session.replaying && growth_refused(ctx.server, grow) {
+        return Frame::error(server::OOM);
+    }
+    let apply = |buf: &mut [u8]| {
+        for (&i, &v) in &changes {
+            buf[i] = v;
+        }
+    };
+    match existing {
+        None => {
+            let mut v = Vec::new();
+            if v.try_reserve_exact(need).is_err() {
+                return Frame::error(server::OOM);
+            }
+            v.resize(need, 0);
+            apply(&mut v);
+            ctx.keys.insert(key.clone(), Value::String(Bytes::from(v)));
+        }
+        Some(_) => {
+            let entry = ctx.keys.get_mut(key).expect("read above under the same lock");
+            let Value::String(b) = &mut entry.value else { unreachable!("a string, read above") };
+            if edit_string(b, need, apply).is_err() {
+                ctx.propagate = Some(Vec::new());
+                return Frame::error(server::OOM);
+            }
+        }
+    }
+    Frame::Array(replies)
+}
+
+/// GETRANGE key start end: the bytes `start..=end` (Redis's index rules: negative from the end,
+/// clamped; an empty string when the range is empty or the key missing).
+pub fn getrange(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    let (Some(start), Some(end)) = (parse_i64(&argv[2]), parse_i64(&argv[3])) else {
+        return Frame::error(err::NOT_INTEGER);
+    };
+    let data = match ctx.keys.get(&argv[1]).map(|e| &e.value) {
+        None => return Frame::bulk(Bytes::new()),
+        Some(Value::String(b)) => b.clone(),
+        Some(_) => return Frame::error(err::WRONGTYPE),
+    };
+    if start < 0 && end < 0 && start > end {
+        return Frame::bulk(Bytes::new());
+    }
+    match clamp_range(start, end, data.len() as i64) {
+        Some((s, e)) => Frame::bulk(data.slice(s as usize..=e as usize)),
+        None => Frame::bulk(Bytes::new()),
+    }
+}
+
+/// SETRANGE key offset value: overwrites the string from byte `offset`, growing it zero-filled
+/// as needed; the new length. An empty value changes nothing (and creates no key).
+pub fn setrange(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    let Some(offset) = parse_i64(&argv[2]) else {
+        return Frame::error(err::NOT_INTEGER);
+    };
+    if offset < 0 {
+        return Frame::error(SETRANGE_OFFSET);
+    }
+    let value = &argv[3];
+    let key = &argv[1];
+    let len = match ctx.keys.get(key).map(|e| &e.value) {
+        None => None,
+        Some(Value::String(b)) => Some(b.len()),
+        Some(_) => return Frame::error(err::WRONGTYPE),
+    };
+    if value.is_empty() {
+        return Frame::Integer(len.unwrap_or(0) as i64);
+    }
+    let end = (offset as u64).saturating_add(value.len() as u64);
+    if end > MAX_STRING {
+        return Frame::error(STRING_TOO_LONG);
+    }
+    let (offset, end) = (offset as usize, end as usize);
+    match len {
+        Some(l) if end <= l && argv_matches(ctx, key, offset, value) => return Frame::Integer(l as i64),
+        _ => {}
+    }
+    let grow = end.saturating_sub(len.unwrap_or(0));
+    if grow > 0 && !ctx.session.replaying && growth_refused(ctx.server, grow) {
+        return Frame::error(server::OOM);
+    }
+    match len {
+        None => {
+            let mut v = Vec::new();
+            if v.try_reserve_exact(end).is_err() {
+                return Frame::error(server::OOM);
+            }
+            v.resize(end, 0);
+            v[offset..end].copy_from_slice(value);
+            ctx.keys.insert(key.clone(), Value::String(Bytes::from(v)));
+            Frame::Integer(end as i64)
+        }
+        Some(l) => {
+            let entry = ctx.keys.get_mut(key).expect("read above under the same lock");
+            let Value::String(b) = &mut entry.value else { unreachable!("a string, read above") };
+            if edit_string(b, end, |buf| buf[offset..end].copy_from_slice(value)).is_err() {
+                ctx.propagate = Some(Vec::new());
+                return Frame::error(server::OOM);
+            }
+            Frame::Integer(l.max(end) as i64)
+        }
+    }
+}
+
+/// Whether the string at `key` already holds `value` at `offset` (a SETRANGE that would change
+/// nothing is not a write: not logged, not dirty).
+fn argv_matches(ctx: &mut Ctx<'_, '_>, key: &[u8], offset: usize, value: &[u8]) -> bool {
+    match ctx.keys.get(key).map(|e| &e.value) {
+        Some(Value::String(b)) => b.get(offset..offset + value.len()) == Some(value),
+        _ => false,
     }
 }
 
@@ -810,6 +1249,68 @@ mod tests {
             assert_eq!(t.int(&["GETBIT", "k", "80000"]), 1);
             assert_eq!(t.int(&["DEL", "k"]), 1);
             assert_eq!(t.int(&["SETBIT", "k", "5", "1"]), 0);
+        }
+
+        /// BITFIELD and SETRANGE are logged as received when they change the string (or create
+        /// or grow it), and not at all when they change nothing; growth past `maxmemory` is
+        /// refused before anything is allocated.
+        #[test]
+        fn bitfield_and_setrange_log_only_changes() {
+            let mut t = T::new();
+            let set = |t: &mut T, args: &[&str]| match t.run(args) {
+                Frame::Array(v) => v,
+                other => panic!("{args:?}: {other:?}"),
+            };
+            // Creation by INCRBY 0 alone: a change (the key appears, at its full length).
+            assert_eq!(set(&mut t, &["BITFIELD", "b", "INCRBY", "u1", "8191", "0"]), [Frame::Integer(0)]);
+            assert_eq!(t.int(&["STRLEN", "b"]), 1024);
+            assert_eq!(t.logged(), ["BITFIELD b INCRBY u1 8191 0"]);
+            // Bits set: logged; the same again: not.
+            let add = [
+                "BITFIELD", "b", "INCRBY", "u1", "8191", "0", "SET", "u1", "5", "1", "SET", "u1", "700", "1",
+            ];
+            assert_eq!(set(&mut t, &add), [Frame::Integer(0), Frame::Integer(0), Frame::Integer(0)]);
+            assert_eq!(t.logged().len(), 1);
+            assert_eq!(set(&mut t, &add), [Frame::Integer(0), Frame::Integer(1), Frame::Integer(1)]);
+            assert!(t.logged().is_empty());
+            // Reads, a refused write (FAIL), a SET of the value there: nothing logged.
+            set(
+                &mut t,
+                &["BITFIELD", "b", "GET", "u8", "0", "OVERFLOW", "FAIL", "INCRBY", "u8", "0", "1000"],
+            );
+            set(&mut t, &["BITFIELD_RO", "b", "GET", "u8", "0"]);
+            set(&mut t, &["BITFIELD", "b", "SET", "u1", "5", "1"]);
+            assert!(t.logged().is_empty());
+            // A change that an INCRBY later undoes in the same command: nothing changed.
+            set(&mut t, &["BITFIELD", "b", "INCRBY", "u8", "#5", "3", "INCRBY", "u8", "#5", "-3"]);
+            assert!(t.logged().is_empty());
+            // Growing the string counts even with no bit changed.
+            set(&mut t, &["BITFIELD", "b", "SET", "u1", "9000", "0"]);
+            assert_eq!(t.int(&["STRLEN", "b"]), 1126);
+            assert_eq!(t.logged().len(), 1);
+            // SETRANGE: a change, then the same bytes again (not logged), then an empty value.
+            assert_eq!(t.int(&["SETRANGE", "s", "2", "ab"]), 4);
+            assert_eq!(t.int(&["SETRANGE", "s", "2", "ab"]), 4);
+            assert_eq!(t.int(&["SETRANGE", "s", "9", ""]), 4);
+            assert_eq!(t.int(&["SETRANGE", "none", "9", ""]), 0);
+            assert_eq!(t.logged(), ["SETRANGE s 2 ab"]);
+            assert_eq!(t.int(&["EXISTS", "none"]), 0);
+            // maxmemory: a growth past the limit is refused with nothing changed.
+            let used = t.server.db.used_memory();
+            t.server.config.write().maxmemory = used + 1000;
+            let oom = "OOM command not allowed when used memory > 'maxmemory'.";
+            assert_eq!(t.err(&["BITFIELD", "b", "SET", "u1", "4000000", "1"]), oom);
+            assert_eq!(t.err(&["SETRANGE", "s", "5000", "x"]), oom);
+            assert_eq!(t.err(&["BITFIELD", "new", "INCRBY", "u1", "100000", "0"]), oom);
+            assert_eq!(
+                (t.int(&["STRLEN", "b"]), t.int(&["STRLEN", "s"]), t.int(&["EXISTS", "new"])),
+                (1126, 4, 0)
+            );
+            assert!(t.logged().is_empty());
+            // Within the limit, and in place: fine.
+            set(&mut t, &["BITFIELD", "b", "SET", "u1", "6", "1"]);
+            assert_eq!(t.int(&["SETRANGE", "s", "0", "xy"]), 4);
+            assert_eq!(t.logged().len(), 2);
         }
 
         /// A string grown in place is charged as soon as its command ends, not when the view of

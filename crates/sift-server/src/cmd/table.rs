@@ -413,6 +413,10 @@ pub static COMMANDS: &[CommandSpec] = &[
     row("getbit", 3, READONLY | FAST, KEY1, &["@read", "@bitmap", "@fast"], Some(bitmap::getbit), "bitmap", "Returns a bit value by offset."),
     row("bitcount", -2, READONLY, KEY1, &["@read", "@bitmap", "@slow"], Some(bitmap::bitcount), "bitmap", "Counts the number of set bits (population counting) in a string."),
     row("bitpos", -3, READONLY, KEY1, &["@read", "@bitmap", "@slow"], Some(bitmap::bitpos), "bitmap", "Finds the first set (1) or clear (0) bit in a string."),
+    row("bitfield", -2, WRITE | DENYOOM, KEY1, &["@write", "@bitmap", "@slow"], Some(bitmap::bitfield), "bitmap", "Performs arbitrary bitfield integer operations on strings."),
+    row("bitfield_ro", -2, READONLY | FAST, KEY1, &["@read", "@bitmap", "@fast"], Some(bitmap::bitfield_ro), "bitmap", "Performs arbitrary read-only bitfield integer operations on strings."),
+    row("getrange", 4, READONLY, KEY1, &["@read", "@string", "@slow"], Some(bitmap::getrange), "string", "Returns a substring of the string stored at a key."),
+    row("setrange", 4, WRITE | DENYOOM, KEY1, &["@write", "@string", "@slow"], Some(bitmap::setrange), "string", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist."),
     row("memory", -2, 0, NO_KEYS, &["@slow"], None, "server", "A container for memory diagnostics commands.").with_subcommands(&[
         row("memory|usage", -3, READONLY, (2, 2, 1), &["@read", "@slow"], Some(keys::memory_usage), "server", "Estimates the memory usage of a key."),
     ]),

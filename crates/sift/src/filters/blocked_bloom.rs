@@ -222,6 +222,25 @@ impl Shape {
     }
 }
 
+/// Where an item lives in a blocked filter of `blocks` blocks with `k` bits per item: its block
+/// index (`fastrange(h1, blocks)`) and the eight 64-bit word masks of its bits in that block (the
+/// layout of `src/simd/mod.rs`; word `w` is bytes `8w..8w + 8` of the block, little-endian).
+///
+/// For clients that keep a filter's bytes somewhere else and set or test the bits themselves
+/// (`sift-client` keeps them in Redis strings): `BlockedBloom::contains_digest(d)` is true
+/// exactly when every bit of these masks is set in that block.
+///
+/// Errors: [`Error::InvalidParameter`] for `blocks = 0` or `k` outside `1..=16`.
+pub fn item_bits(d: Digest, blocks: u64, k: u32) -> Result<(u64, [u64; WORDS])> {
+    if blocks == 0 {
+        return Err(Error::param("blocks", blocks, "at least 1"));
+    }
+    if k == 0 || k > MAX_HASHES {
+        return Err(Error::param("hashes", k, "between 1 and 16"));
+    }
+    Ok((crate::hash::fastrange(d.h1, blocks), crate::simd::scalar::masks(d.h2, k)))
+}
+
 impl BlockedBloom {
     /// A filter sized for `expected_items` at false-positive rate `fpr`: the number of blocks
     /// and of bits per item that minimise memory ([`math::blocked_words_plan`]), and the
@@ -245,6 +264,37 @@ impl BlockedBloom {
     /// [`target_fpr`](BlockedBloom::target_fpr) the FPR of this filter at that count.
     pub fn with_params(blocks: u64, hashes: u32, hasher: Hasher) -> Result<Self> {
         Self::from_shape(Shape::for_params(blocks, hashes, hasher)?, None::<core::iter::Empty<u64>>)
+    }
+
+    /// A filter over an existing payload: `payload` holds the blocks in file order (64 bytes per
+    /// block, the payload of [`Persist::to_bytes`]), for instance downloaded from where a client
+    /// kept the bits. Its item count is estimated from the bits set
+    /// ([`BlockedBloom::estimated_items`]); `capacity` and `target_fpr` are recorded as given.
+    ///
+    /// Errors: an empty payload or one that is not a whole number of blocks, `hashes` outside
+    /// 1 to 16, a `target_fpr` outside (0, 1), or a size beyond the largest filter.
+    pub fn from_payload(
+        payload: &[u8],
+        hashes: u32,
+        hasher: Hasher,
+        capacity: u64,
+        target_fpr: f64,
+    ) -> Result<Self> {
+        if payload.is_empty() || payload.len() % 64 != 0 {
+            return Err(Error::param(
+                "payload",
+                payload.len(),
+                "a positive multiple of 64 bytes (whole blocks)",
+            ));
+        }
+        check_fpr(target_fpr)?;
+        let mut shape = Shape::for_params(payload.len() as u64 / 64, hashes, hasher)?;
+        shape.capacity = capacity;
+        shape.target_fpr = target_fpr;
+        let words = payload.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")));
+        let mut f = Self::from_shape(shape, Some(words))?;
+        f.items = f.estimated_items().min(u64::MAX as f64) as u64;
+        Ok(f)
     }
 
     /// Switches this filter to the portable kernel (the tests use it to cover both kernels; the
@@ -834,6 +884,44 @@ pub(crate) mod tests {
                 assert!(f.contains_many(&items).into_iter().all(|x| x));
             }
         }
+    }
+
+    /// `item_bits` names exactly the bits `insert` sets, for every k, and a filter rebuilt with
+    /// `from_payload` from bytes set through it answers as the original.
+    #[test]
+    fn item_bits_are_the_bits_insert_sets() {
+        let mut st = 17;
+        for k in 1..=16 {
+            let blocks = 37;
+            let mut f = BlockedBloom::with_params(blocks, k, Hasher::default()).unwrap();
+            let mut payload = vec![0u8; blocks as usize * 64];
+            for _ in 0..300 {
+                let d = Digest { h1: splitmix(&mut st), h2: splitmix(&mut st) };
+                let mut one = BlockedBloom::with_params(blocks, k, Hasher::default()).unwrap();
+                one.insert_digest(d);
+                f.insert_digest(d);
+                let (block, masks) = item_bits(d, blocks, k).unwrap();
+                let want: Vec<u64> = one.words().collect();
+                for (w, m) in masks.iter().enumerate() {
+                    assert_eq!(want[block as usize * 8 + w], *m, "k {k} word {w}");
+                    let at = block as usize * 64 + w * 8;
+                    let old = u64::from_le_bytes(payload[at..at + 8].try_into().unwrap());
+                    payload[at..at + 8].copy_from_slice(&(old | m).to_le_bytes());
+                }
+                assert!(want.iter().map(|w| w.count_ones()).sum::<u32>() <= k);
+            }
+            let g = BlockedBloom::from_payload(&payload, k, Hasher::default(), 300, 0.01).unwrap();
+            assert!(g.words().eq(f.words()), "k {k}");
+            assert!((g.len() as f64 - 300.0).abs() < 60.0, "k {k}: estimated {}", g.len());
+        }
+        assert!(item_bits(Digest::default(), 0, 7).is_err());
+        assert!(item_bits(Digest::default(), 1, 0).is_err());
+        assert!(item_bits(Digest::default(), 1, 17).is_err());
+        for bad in [&[][..], &[0u8; 63][..], &[0u8; 65][..]] {
+            assert!(BlockedBloom::from_payload(bad, 7, Hasher::default(), 1, 0.01).is_err());
+        }
+        assert!(BlockedBloom::from_payload(&[0u8; 64], 0, Hasher::default(), 1, 0.01).is_err());
+        assert!(BlockedBloom::from_payload(&[0u8; 64], 7, Hasher::default(), 1, 1.5).is_err());
     }
 
     #[test]
