@@ -25,6 +25,7 @@
 pub mod config;
 pub mod reply;
 pub mod store;
+pub mod strings;
 pub mod types;
 
 use std::ffi::{c_int, CString};
@@ -50,7 +51,7 @@ macro_rules! callbacks {
                 argc: c_int,
             ) -> c_int {
                 // SAFETY: Redis calls command callbacks with a valid context and `argc` strings.
-                unsafe { store::dispatch($i, ctx, argv, argc) }
+                unsafe { store::dispatch(sift_commands::COMMANDS[$i], ctx, argv, argc) }
             }
         )*
         const CALLBACKS: [unsafe extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int; 25] = [$($f),*];
@@ -75,9 +76,13 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         if let Some(set) = raw::RedisModule_SetModuleOptions {
             set(ctx.ctx, raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS as c_int);
         }
+        types::set_registered(vec![
+            types::entry::<BloomChain>(*BLOOM_TYPE.raw_type.borrow()),
+            types::entry::<CuckooFilter>(*CUCKOO_TYPE.raw_type.borrow()),
+        ]);
         for (i, cmd) in sift_commands::COMMANDS.iter().enumerate() {
             let name = CString::new(cmd.name).expect("command names have no NUL");
-            let flags = CString::new(cmd.access.redis_flags()).expect("flags have no NUL");
+            let flags = CString::new(cmd.flags.redis_flags()).expect("flags have no NUL");
             let created = raw::RedisModule_CreateCommand.expect("CreateCommand")(
                 ctx.ctx,
                 name.as_ptr(),
@@ -109,14 +114,14 @@ static COMMAND_INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModu
 
 /// Registers the command's arity (spec §2.3) so that Redis checks it before the handler, as for
 /// RedisBloom, and `COMMAND INFO` reports it (a module command created without it shows -1).
-/// Everything else is left as `CreateCommand` set it (flags, key positions 1 1 1). Commands with
-/// no registered arity (CF.COMPACT) and servers without the call (Redis < 7) keep -1; the
-/// handlers check the counts themselves either way, with the same error text.
+/// Everything else is left as `CreateCommand` set it (flags, key positions 1 1 1). Commands
+/// registered with arity -1 (CF.COMPACT) need no call, and servers without it (Redis < 7) keep
+/// -1; the arity is checked before the handler either way, with the same error text.
 ///
 /// # Safety
 /// `ctx` is the load context; `name` a command this module has just created.
 unsafe fn set_arity(ctx: &Context, name: &CString, arity: i32) {
-    if arity == 0 {
+    if arity == -1 {
         return;
     }
     let (Some(get), Some(set)) = (raw::RedisModule_GetCommand, raw::RedisModule_SetCommandInfo) else {
@@ -153,4 +158,12 @@ redis_module! {
     init: init,
 }
 
-pub use types::{BLOOM_TYPE, CUCKOO_TYPE};
+use sift::compat::redisbloom::{BloomChain, CuckooFilter};
+
+/// `MBbloom--`: RedisBloom's scalable Bloom filter type.
+pub static BLOOM_TYPE: redis_module::native_types::RedisType =
+    redis_module::native_types::RedisType::new("MBbloom--", 4, types::methods::<BloomChain>());
+
+/// `MBbloomCF`: RedisBloom's cuckoo filter type.
+pub static CUCKOO_TYPE: redis_module::native_types::RedisType =
+    redis_module::native_types::RedisType::new("MBbloomCF", 4, types::methods::<CuckooFilter>());

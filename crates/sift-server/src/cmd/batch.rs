@@ -20,6 +20,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
+use sift::compat::redisbloom::BloomChain;
 
 use super::table::{self, CommandSpec, LockPlan};
 use super::{execute, is_script, resolve, run_locked, After, Session};
@@ -106,9 +107,11 @@ fn prefetch_ahead(
     if ahead.peek().is_none() {
         return;
     }
-    if let Some(Value::Bloom(chain)) = keys.peek(key).map(|e| &e.value) {
-        for next in ahead {
-            chain.prefetch(&next[2]);
+    if let Some(Value::Data(d)) = keys.peek(key).map(|e| &e.value) {
+        if let Some(chain) = d.downcast_ref::<BloomChain>() {
+            for next in ahead {
+                chain.prefetch(&next[2]);
+            }
         }
     }
 }
