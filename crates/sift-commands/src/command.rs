@@ -93,6 +93,12 @@ impl KeyFlags {
         (KeyFlags::DELETE, "DELETE"),
     ];
 
+    /// The bits, which are Redis's `REDISMODULE_CMD_KEY_*` flags (RO 1, RW 2, OW 4, RM 8,
+    /// ACCESS 16, UPDATE 32, INSERT 64, DELETE 128).
+    pub const fn bits(self) -> u16 {
+        self.0
+    }
+
     /// Both sets.
     pub const fn with(self, other: KeyFlags) -> KeyFlags {
         KeyFlags(self.0 | other.0)
