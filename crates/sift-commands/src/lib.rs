@@ -96,6 +96,8 @@ pub mod frame;
 pub mod parse;
 pub mod registry;
 pub mod store;
+#[cfg(feature = "test-family")]
+pub mod tally;
 
 pub use command::{Command, FindKeys, Flags, Handler, KeyFlags, KeySpec, KEY1};
 pub use config::{BloomDefaults, CuckooDefaults, Defaults, FilterConfig};

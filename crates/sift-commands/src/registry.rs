@@ -200,6 +200,8 @@ pub trait Visitor {
 pub fn families(v: &mut impl Visitor) {
     v.visit::<crate::bf::Bloom>();
     v.visit::<crate::cf::Cuckoo>();
+    #[cfg(feature = "test-family")]
+    v.visit::<crate::tally::TallyFamily>();
 }
 
 /// [`DataType::restore`], type-erased.
