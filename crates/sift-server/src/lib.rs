@@ -30,3 +30,4 @@ pub mod persist;
 pub mod script;
 pub mod server;
 pub mod shared;
+pub mod version;

@@ -53,7 +53,7 @@ fn plain(server: &Shared, session: &Session, argv: &[Bytes]) -> Option<&'static 
     if server.scripting.pending.load(Ordering::SeqCst) != 0 {
         return None;
     }
-    if spec.flags & table::DENYOOM != 0 && super::server::over_maxmemory(server) {
+    if spec.flags & table::DENYOOM != 0 && server.over_maxmemory() {
         return None;
     }
     if spec.flags & table::WRITE != 0 && server.persistence.write_error().is_some() {

@@ -39,7 +39,7 @@
 use bytes::Bytes;
 
 use super::parse::{eq_ignore_case, parse_i64};
-use super::{err, server, Ctx};
+use super::{err, Ctx};
 use crate::db::Value;
 use crate::frame::Frame;
 use crate::shared::Shared;
@@ -173,13 +173,13 @@ pub fn setbit(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
     };
     let grow = (byte + 1).saturating_sub(len.unwrap_or(0));
     if grow > 0 && !ctx.session.replaying && growth_refused(ctx.server, grow) {
-        return Frame::error(server::OOM);
+        return Frame::error(err::OOM);
     }
     match len {
         None => {
             let mut v = Vec::new();
             if v.try_reserve_exact(byte + 1).is_err() {
-                return Frame::error(server::OOM);
+                return Frame::error(err::OOM);
             }
             v.resize(byte + 1, 0);
             if on {
@@ -193,7 +193,7 @@ pub fn setbit(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
             if write_bit(b, byte, mask, on).is_err() {
                 // Nothing changed: record nothing.
                 ctx.propagate = Some(Vec::new());
-                return Frame::error(server::OOM);
+                return Frame::error(err::OOM);
             }
         }
     }

@@ -160,20 +160,17 @@ pub fn execute(server: &Shared, session: &mut Session, argv: Vec<Bytes>) -> Opti
                 .multi
                 .as_ref()
                 .is_some_and(|m| m.queued.iter().any(|(s, _)| s.flags & table::DENYOOM != 0)));
-    if may_grow && server::over_maxmemory(server) {
+    if may_grow && server.over_maxmemory() {
         if spec.name == "exec" {
             // Redis aborts the whole transaction, naming the reason.
             session.multi = None;
             unwatch_all(server, session);
-            return Some(Frame::error(format!(
-                "EXECABORT Transaction discarded because of: {}",
-                server::OOM
-            )));
+            return Some(Frame::error(format!("EXECABORT Transaction discarded because of: {}", err::OOM)));
         }
         if let Some(m) = session.multi.as_mut() {
             m.aborted = true;
         }
-        return Some(Frame::error(server::OOM));
+        return Some(Frame::error(err::OOM));
     }
     let writes = spec.flags & table::WRITE != 0
         || (spec.name == "exec"
