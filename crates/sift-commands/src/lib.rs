@@ -44,7 +44,7 @@
 //! * **The family list** is [`families`]: one line per family. From it sift-server builds its
 //!   command table, dispatch, `COMMAND` replies and snapshot tags; the module its commands (one
 //!   callback that dispatches by name), key specs and data types (one registration per type,
-//!   with Redis callbacks instantiated for each type from the list). [`registry`] is the indexed,
+//!   with Redis callbacks instantiated for each type from the list). [`registry()`] is the indexed,
 //!   type-erased view of the same list.
 //!
 //! ## Adding a family

@@ -41,8 +41,8 @@ impl<T> Lookup<T> {
 
 /// The keyspace, as far as the commands of the registered families need it. The keys a handler
 /// touches are the ones its [`crate::Command::keys`] declare, which the transport has locked
-/// (sift-server) or opens (the module). Generic over types: the typed lookups ([`dyn
-/// Store::get`](trait.Store.html#method.get), `get_mut`, `insert`) are built on these four.
+/// (sift-server) or opens (the module). Generic over types: the typed lookups on `dyn Store`
+/// (`get`, `get_mut`, `insert`, `exists`) are built on these four.
 pub trait Store {
     /// What `key` holds, to read it: must not count as a change.
     fn read(&mut self, key: &[u8]) -> Held<&dyn Data>;

@@ -79,7 +79,7 @@ impl DataType for Tally {
         std::mem::size_of::<Self>() + self.items.iter().map(|(i, _)| i.len() + 32).sum::<usize>()
     }
 
-    /// The header, then chunks of [`CHUNK_ITEMS`] items (`len u32, bytes, ms u64` each) whose
+    /// The header, then chunks of 1024 items (`len u32, bytes, ms u64` each) whose
     /// position is the number of items dumped after it.
     fn dump_chunk(&self, cursor: u64) -> Option<(Chunk<'_>, u64)> {
         if cursor == 0 {

@@ -1029,6 +1029,17 @@ mod tests {
         assert!(take(&a));
     }
 
+    /// A value of a registered data type is one box behind the same 32 bytes as a string: the
+    /// per-key cost does not grow with the number of registered types.
+    #[test]
+    fn a_value_is_a_string_or_one_box() {
+        assert_eq!(std::mem::size_of::<Value>(), 32);
+        let v =
+            Value::Data(Box::new(sift::compat::redisbloom::BloomChain::new(100, 0.01, 2, false).unwrap()));
+        assert_eq!(v.type_name(), "MBbloom--");
+        assert!(v.copy_value().is_none(), "RedisBloom's types refuse COPY");
+    }
+
     #[test]
     #[should_panic(expected = "key not locked")]
     fn touching_an_undeclared_key_is_a_bug() {

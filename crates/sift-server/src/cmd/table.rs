@@ -106,7 +106,7 @@ pub enum LockPlan {
 pub enum Run {
     /// A command of the server's own.
     Server(Handler),
-    /// A command of a registered family, run by [`super::family::run`].
+    /// A command of a registered family, run by `cmd::family::run`.
     Family(&'static sift_commands::Command),
 }
 
