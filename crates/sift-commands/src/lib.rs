@@ -67,6 +67,31 @@
 //! save, load, copy, measure and rewrite the new type (`crates/sift-server/tests/registry.rs` and
 //! `crates/sift-redis/tests/registry.rs` check it end to end).
 //!
+//! ## What a family must respect
+//!
+//! * **Names and tags** are forever: the type name is stored in RDB files, the tag in snapshots.
+//!   [`registry()`] refuses (panics on first use, which every test reaches) a type name that is not
+//!   9 characters of `A-Z a-z 0-9 - _`, a reserved tag (0, 1, 255) and any name, tag or command
+//!   registered twice.
+//! * **Keys**: declare every key the handler touches. A count (`numkeys`) is parsed as
+//!   [`parse::parse_i64`] parses it, and keys it claims past the last argument are not declared,
+//!   so the handler parses the count the same way and refuses a count that does not match the
+//!   arguments before it touches any key. Commands whose keys the legacy `(first, last, step)`
+//!   cannot tell (a second spec, a count) are registered in the module with `getkeys-api`: Redis
+//!   7.0 routes cluster requests by the module's answer, and reports the key specs.
+//! * **Several keys**: [`Store::read_many`] gives shared access to several values at once; a
+//!   merge reads its sources with it, computes the result, then writes its destination
+//!   ([`Store::set`], or `get_mut` and assignment) — the result is complete before anything
+//!   changes, so an error leaves the destination as it was.
+//! * **Replacing a key** with a value of any type (a filter swapped in whole) is one
+//!   [`Store::set`]: readers see the old value or the new one, never a mix.
+//! * **Determinism**: what a replica or a log replay could compute differently — the time, the
+//!   configuration, random choices — is decided by the handler on the primary and propagated
+//!   explicitly (see Propagation below).
+//! * **Dumps** are streams: [`DataType::dump_chunk`] resumes at any cursor it returned and gives
+//!   bounded chunks (the filters' are at most 16 MiB), so a large value can be dumped piece by
+//!   piece; keep chunk boundaries a function of the value alone.
+//!
 //! # Propagation
 //!
 //! A write is propagated (logged, replicated) as received, except when the handler calls
