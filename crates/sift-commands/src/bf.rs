@@ -85,7 +85,7 @@ fn chain_mut<'c>(
 ) -> Result<&'c mut BloomChain, Frame> {
     let key = argv[1];
     // Two lookups: the borrow checker cannot see that the first one ended on the Missing arm.
-    if store.get::<BloomChain>(key).is_missing() {
+    if !store.exists(key) {
         let c = create(env)?;
         let header = c.header();
         env.propagate(vec![vec![b"BF.LOADCHUNK".to_vec(), key.to_vec(), b"1".to_vec(), header], owned(argv)]);

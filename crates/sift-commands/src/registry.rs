@@ -272,7 +272,9 @@ pub struct FamilyInfo {
 #[derive(Debug)]
 pub struct Registry {
     families: Vec<FamilyInfo>,
-    by_name: HashMap<&'static str, &'static Command>,
+    /// Hashed with foldhash: the module looks every call's name up here, and SipHash would be
+    /// most of that cost (the names are ours, so no attacker chooses them).
+    by_name: HashMap<&'static str, &'static Command, foldhash::fast::FixedState>,
 }
 
 struct Collect(Vec<FamilyInfo>);
@@ -292,7 +294,7 @@ impl Registry {
         let mut c = Collect(Vec::new());
         families(&mut c);
         let families = c.0;
-        let mut by_name = HashMap::new();
+        let mut by_name = HashMap::with_hasher(foldhash::fast::FixedState::default());
         for (i, f) in families.iter().enumerate() {
             let t = &f.data_type;
             assert!(

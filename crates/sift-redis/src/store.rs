@@ -28,13 +28,14 @@ struct Open {
 /// others are opened for reading.
 pub struct KeyStore<'a> {
     ctx: *mut raw::RedisModuleCtx,
+    cmd: &'a Command,
     argv: &'a [*mut raw::RedisModuleString],
     args: &'a [&'a [u8]],
-    /// Positions of the keys opened for writing from the start.
-    write_positions: Vec<usize>,
     /// Does the command change data?
     writes: bool,
-    open: Vec<Open>,
+    /// The first key opened (most commands open one: no allocation for it), then the others.
+    first: Option<Open>,
+    more: Vec<Open>,
     /// Names created for keys that are not arguments (freed on drop).
     created: Vec<OwnedStrings>,
     /// A value was written or created: the command changed (or may have changed) data and must
@@ -46,19 +47,19 @@ impl<'a> KeyStore<'a> {
     /// The store of `cmd` called with `argv` (whose bytes are `args`).
     pub fn new(
         ctx: *mut raw::RedisModuleCtx,
-        cmd: &Command,
+        cmd: &'a Command,
         argv: &'a [*mut raw::RedisModuleString],
         args: &'a [&'a [u8]],
     ) -> KeyStore<'a> {
         let writes = cmd.flags.changes_data();
-        let write_positions = if writes { cmd.main_key_positions(args).collect() } else { Vec::new() };
         KeyStore {
             ctx,
+            cmd,
             argv,
             args,
-            write_positions,
             writes,
-            open: Vec::new(),
+            first: None,
+            more: Vec::new(),
             created: Vec::new(),
             dirty: false,
         }
@@ -67,28 +68,24 @@ impl<'a> KeyStore<'a> {
     /// The open key named `key` (opening it, or reopening it for writing when `write` and it was
     /// opened for reading).
     fn key(&mut self, key: &[u8], write: bool) -> *mut raw::RedisModuleKey {
-        let found = self.open.iter().position(|o| {
-            // SAFETY: every name is an argument of this command or a string this store owns.
-            unsafe { string_bytes(o.name) == key }
-        });
-        if let Some(i) = found {
-            if write && !self.open[i].write {
+        // SAFETY: every name is an argument of this command or a string this store owns.
+        let same = |o: &Open| unsafe { string_bytes(o.name) == key };
+        let found = self.first.iter_mut().chain(self.more.iter_mut()).find(|o| same(o));
+        if let Some(o) = found {
+            if write && !o.write {
                 // SAFETY: opened by this store and not closed; no borrow of its value outlives
                 // the `&mut self` call that made it.
-                unsafe { raw::RedisModule_CloseKey.unwrap()(self.open[i].key) };
-                let name = self.open[i].name;
-                self.open[i] = Open { name, key: self.open_raw(name, true), write: true };
+                unsafe { raw::RedisModule_CloseKey.unwrap()(o.key) };
+                o.key = open_raw(self.ctx, o.name, true);
+                o.write = true;
             }
-            return self.open[i].key;
+            return o.key;
         }
-        // The argument holding the key, a declared write position first.
-        let position = self
-            .write_positions
-            .iter()
-            .copied()
-            .find(|&p| self.args.get(p) == Some(&key))
-            .or_else(|| (1..self.args.len()).find(|&p| self.args[p] == key));
-        let write = write || position.is_some_and(|p| self.write_positions.contains(&p));
+        // The argument holding the key, a position of the first key spec first (opened for
+        // writing by a command that changes data).
+        let main = self.cmd.main_key_positions(self.args).find(|&p| self.args[p] == key);
+        let position = main.or_else(|| (1..self.args.len()).find(|&p| self.args[p] == key));
+        let write = write || (self.writes && main.is_some());
         let name = match position {
             Some(p) => self.argv[p],
             None => {
@@ -101,15 +98,14 @@ impl<'a> KeyStore<'a> {
                 name
             }
         };
-        let handle = self.open_raw(name, write);
-        self.open.push(Open { name, key: handle, write });
+        let handle = open_raw(self.ctx, name, write);
+        let open = Open { name, key: handle, write };
+        if self.first.is_none() {
+            self.first = Some(open);
+        } else {
+            self.more.push(open);
+        }
         handle
-    }
-
-    fn open_raw(&self, name: *mut raw::RedisModuleString, write: bool) -> *mut raw::RedisModuleKey {
-        let mode = raw::REDISMODULE_READ as c_int | if write { raw::REDISMODULE_WRITE as c_int } else { 0 };
-        // SAFETY: `ctx` is the running command's and `name` a valid string.
-        unsafe { raw::RedisModule_OpenKey.unwrap()(self.ctx, name, mode).cast() }
     }
 
     /// What an open key holds, as a raw value pointer.
@@ -137,7 +133,7 @@ impl<'a> KeyStore<'a> {
 
 impl Drop for KeyStore<'_> {
     fn drop(&mut self) {
-        for o in &self.open {
+        for o in self.first.iter().chain(&self.more) {
             if !o.key.is_null() {
                 // SAFETY: opened by this store and not closed yet.
                 unsafe { raw::RedisModule_CloseKey.unwrap()(o.key) };
@@ -198,6 +194,16 @@ impl Store for KeyStore<'_> {
         // SAFETY: Redis now owns the box and keeps it while the key is open.
         unsafe { &mut *(reg.as_dyn)(raw_value) }
     }
+}
+
+fn open_raw(
+    ctx: *mut raw::RedisModuleCtx,
+    name: *mut raw::RedisModuleString,
+    write: bool,
+) -> *mut raw::RedisModuleKey {
+    let mode = raw::REDISMODULE_READ as c_int | if write { raw::REDISMODULE_WRITE as c_int } else { 0 };
+    // SAFETY: `ctx` is the running command's and `name` a valid string.
+    unsafe { raw::RedisModule_OpenKey.unwrap()(ctx, name, mode).cast() }
 }
 
 /// `maxmemory`, read with `CONFIG GET` (only when a filter, link or sub-filter is about to be

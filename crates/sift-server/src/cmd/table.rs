@@ -101,6 +101,25 @@ pub enum LockPlan {
     EachShard,
 }
 
+/// The positions of a request's keys ([`CommandSpec::key_positions`]).
+pub enum KeyPositions<'a> {
+    /// One range of positions.
+    One(std::iter::StepBy<std::ops::Range<usize>>),
+    /// Several key specs.
+    Many(Box<dyn Iterator<Item = usize> + 'a>),
+}
+
+impl Iterator for KeyPositions<'_> {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        match self {
+            KeyPositions::One(r) => r.next(),
+            KeyPositions::Many(it) => it.next(),
+        }
+    }
+}
+
 /// How a row's command runs.
 #[derive(Debug, Clone, Copy)]
 pub enum Run {
@@ -250,11 +269,16 @@ impl CommandSpec {
     }
 
     /// The positions of a request's keys: from the key specs of a family command, else from
-    /// the row's key positions.
-    pub fn key_positions<'a>(&'a self, argv: &'a [Bytes]) -> impl Iterator<Item = usize> + 'a {
-        let legacy = (self.key_specs.is_empty() && self.first_key > 0)
-            .then(|| KeySpec::range(self.first_key, self.last_key, self.step.max(1)));
-        legacy.into_iter().chain(self.key_specs.iter().copied()).flat_map(move |s| s.positions(argv))
+    /// the row's key positions. One range (nearly every command) needs no more than the range.
+    pub fn key_positions<'a>(&'a self, argv: &'a [Bytes]) -> KeyPositions<'a> {
+        match self.key_specs {
+            [] if self.first_key > 0 => KeyPositions::One(
+                KeySpec::range(self.first_key, self.last_key, self.step.max(1)).positions(argv),
+            ),
+            [] => KeyPositions::One((0..0).step_by(1)),
+            [one] => KeyPositions::One(one.positions(argv)),
+            specs => KeyPositions::Many(Box::new(specs.iter().flat_map(move |s| s.positions(argv)))),
+        }
     }
 
     /// The keys of a request.
