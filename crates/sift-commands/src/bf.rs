@@ -15,8 +15,8 @@ use sift::compat::redisbloom::{
 
 use crate::parse::{eq_ignore_case, parse_f64, parse_i64};
 use crate::{
-    err, load_limits, owned, wrongtype, BloomDefaults, Chunk, Command, DataType, Env, Family, Flags, Frame,
-    LoadContext, Lookup, Store, KEY1,
+    err, load_limits, owned, wrongtype, BloomDefaults, Chunk, Command, DataType, Env, ErrorRate, Family,
+    Flags, Frame, LoadContext, Lookup, Store, KEY1,
 };
 
 /// Bits per entry of a link of error rate `error` (spec §5.3): `|ln error| / ln² 2`.
@@ -598,6 +598,22 @@ impl DataType for BloomChain {
             it = next;
         }
     }
+
+    /// Target: the rate the chain was reserved with (its first link's, which a scaling chain
+    /// halves so that the links together stay under it, spec §5.3). Estimate: each link
+    /// answers a never-added item present with probability (bits set / bits)^hashes; the chain
+    /// answers present when any link does.
+    fn error_rate(&self) -> Option<ErrorRate> {
+        let mut miss = 1.0f64;
+        for link in self.links() {
+            let set: u64 = link.bitmap().iter().map(|b| u64::from(b.count_ones())).sum();
+            let fill = if link.bits() == 0 { 0.0 } else { (set as f64 / link.bits() as f64).min(1.0) };
+            miss *= 1.0 - fill.powi(link.hashes() as i32);
+        }
+        let scaling = self.options() & options::NO_SCALING == 0;
+        let target = self.links().first().map(|l| if scaling { l.error() * 2.0 } else { l.error() });
+        Some(ErrorRate { target, estimate: 1.0 - miss })
+    }
 }
 
 #[cfg(test)]
@@ -607,6 +623,22 @@ mod tests {
 
     fn args(a: &[&str]) -> Vec<Vec<u8>> {
         a.iter().map(|s| s.as_bytes().to_vec()).collect()
+    }
+
+    /// Deterministic (fixed items, fixed hash): at capacity the fill gives about the target (the
+    /// sizing's point: half the bits set), and an empty filter 0.
+    #[test]
+    fn error_rate_follows_the_fill() {
+        let rate = |c: &BloomChain| DataType::error_rate(c).unwrap();
+        let mut c = new_chain(10_000, 0.01, 2, true, u64::MAX).unwrap();
+        assert_eq!(rate(&c), ErrorRate { target: Some(0.01), estimate: 0.0 });
+        for i in 0..10_000u32 {
+            c.add(&i.to_le_bytes()).unwrap();
+        }
+        let at_capacity = rate(&c);
+        assert!((0.007..0.013).contains(&at_capacity.estimate), "{at_capacity:?}");
+        let scaling = new_chain(1000, 0.01, 2, false, u64::MAX).unwrap();
+        assert_eq!(rate(&scaling).target, Some(0.01), "a scaling chain's target is the reserved rate");
     }
 
     #[test]

@@ -16,8 +16,8 @@ use sift::compat::redisbloom::{
 use crate::config::MAX_CAPACITY;
 use crate::parse::{eq_ignore_case, parse_i64};
 use crate::{
-    err, load_limits, owned, wrongtype, Chunk, Command, CuckooDefaults, DataType, Env, Family, Flags, Frame,
-    LoadContext, Lookup, Store, KEY1,
+    err, load_limits, owned, wrongtype, Chunk, Command, CuckooDefaults, DataType, Env, ErrorRate, Family,
+    Flags, Frame, LoadContext, Lookup, Store, KEY1,
 };
 
 /// The filter at `key` for reading: `Ok(None)` when missing, `Err(WRONGTYPE)` for another type.
@@ -554,11 +554,49 @@ impl DataType for CuckooFilter {
             }
         }
     }
+
+    /// No target (a cuckoo filter is sized by capacity and bucket size). Estimate: a lookup
+    /// compares the item's 8-bit fingerprint (1..=255) with every used slot of its two buckets in
+    /// each sub-filter; with `u` of a sub-filter's slots used, it matches a never-added item's
+    /// fingerprint with probability 1 - (1 - 1/255)^(2 · bucket size · u).
+    fn error_rate(&self) -> Option<ErrorRate> {
+        let per_lookup = 2.0 * f64::from(self.bucket_size());
+        let mut miss = 1.0f64;
+        for f in self.filters() {
+            let slots = f.slots();
+            if slots.is_empty() {
+                continue;
+            }
+            let used = slots.iter().filter(|&&s| s != 0).count() as f64 / slots.len() as f64;
+            miss *= (1.0 - 1.0 / 255.0f64).powf(per_lookup * used);
+        }
+        Some(ErrorRate { target: None, estimate: 1.0 - miss })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Deterministic: empty gives 0; a filter with a known share of used slots gives the formula's
+    /// value for that share, and more items a higher estimate.
+    #[test]
+    fn error_rate_follows_the_load() {
+        let mut f = new_filter(4096, 2, 20, 1, u64::MAX).unwrap();
+        assert_eq!(DataType::error_rate(&f).unwrap(), ErrorRate { target: None, estimate: 0.0 });
+        for i in 0..2048u32 {
+            f.insert(&i.to_le_bytes()).unwrap();
+        }
+        let used: usize = f.filters().iter().map(|s| s.slots().iter().filter(|&&b| b != 0).count()).sum();
+        let total: usize = f.filters().iter().map(|s| s.slots().len()).sum();
+        let want = 1.0 - (1.0 - 1.0 / 255.0f64).powf(4.0 * used as f64 / total as f64);
+        let half = DataType::error_rate(&f).unwrap().estimate;
+        assert!((half - want).abs() < 1e-12 && (0.007..0.009).contains(&half), "{half} vs {want}");
+        for i in 2048..4000u32 {
+            f.insert(&i.to_le_bytes()).unwrap();
+        }
+        assert!(DataType::error_rate(&f).unwrap().estimate > half);
+    }
 
     fn args(a: &[&str]) -> Vec<Vec<u8>> {
         a.iter().map(|s| s.as_bytes().to_vec()).collect()

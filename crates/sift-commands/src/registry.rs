@@ -42,6 +42,25 @@ impl Default for LoadContext {
     }
 }
 
+/// A filter's false-positive rate: the one it was sized for, and the one its fill gives now
+/// (seed 002's monitor: a filter filled past its design answers "maybe" more often than planned).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ErrorRate {
+    /// The rate the filter was created for; `None` for a type sized without one (a cuckoo
+    /// filter is sized by capacity and bucket size).
+    pub target: Option<f64>,
+    /// The rate a never-added item is reported present with now, from the filter's contents
+    /// (bits set, slots used), not from its item count.
+    pub estimate: f64,
+}
+
+impl ErrorRate {
+    /// Is the estimate above the target?
+    pub fn over_target(&self) -> bool {
+        self.target.is_some_and(|t| self.estimate > t)
+    }
+}
+
 /// A data type: one implementation per type, the only place that knows how its values are named,
 /// measured, dumped, saved, loaded and rebuilt. Everything the server and the module do with a
 /// value generically (`TYPE`, `MEMORY USAGE`, `COPY`, snapshots, `DEBUG RELOAD`, RDB and `DUMP` /
@@ -88,6 +107,13 @@ pub trait DataType: Any + Send + Sync + fmt::Debug + Sized {
     /// The commands that rebuild the value at `key` from nothing, for the module's AOF rewrite:
     /// each call of `emit` is one command, its name first.
     fn rewrite(&self, key: &[u8], emit: &mut dyn FnMut(&[&[u8]]));
+
+    /// The false-positive rate, for the types that are membership filters (`None` for others).
+    /// May read the whole value (a popcount of a Bloom filter's bits): callers that watch many
+    /// keys pace themselves.
+    fn error_rate(&self) -> Option<ErrorRate> {
+        None
+    }
 }
 
 /// A value of a registered data type, as a store holds it: [`DataType`] without its static
@@ -110,6 +136,8 @@ pub trait Data: Any + Send + Sync + fmt::Debug {
     fn rdb_save(&self, w: &mut dyn FieldWriter);
     /// [`DataType::rewrite`].
     fn rewrite(&self, key: &[u8], emit: &mut dyn FnMut(&[&[u8]]));
+    /// [`DataType::error_rate`].
+    fn error_rate(&self) -> Option<ErrorRate>;
     /// The value, to downcast.
     fn as_any(&self) -> &dyn Any;
     /// The value, to downcast for writing.
@@ -142,6 +170,9 @@ impl<T: DataType> Data for T {
     }
     fn rewrite(&self, key: &[u8], emit: &mut dyn FnMut(&[&[u8]])) {
         DataType::rewrite(self, key, emit)
+    }
+    fn error_rate(&self) -> Option<ErrorRate> {
+        DataType::error_rate(self)
     }
     fn as_any(&self) -> &dyn Any {
         self
