@@ -6,12 +6,18 @@
 //! with one field is `*1 [value]` in RESP2 but `%1 {name: value}` in RESP3), the reply is built
 //! from [`Env::protocol`]. Error texts come from [`crate::err`].
 
+use std::borrow::Cow;
+
+use sift::compat::redisbloom::rdb::{self, FieldReader, FieldWriter, RdbError};
 use sift::compat::redisbloom::{
     options, BloomAddError, BloomChain, BloomChunkError, BloomCreateError, BloomInfo, BF_MAX_EXPANSION,
 };
 
 use crate::parse::{eq_ignore_case, parse_f64, parse_i64};
-use crate::{err, load_limits, owned, BloomDefaults, Env, FilterStore, Frame, Slot};
+use crate::{
+    err, load_limits, owned, wrongtype, BloomDefaults, Chunk, Command, DataType, Env, ErrorRate, Family,
+    Flags, Frame, LoadContext, Lookup, Store, KEY1,
+};
 
 /// Bits per entry of a link of error rate `error` (spec §5.3): `|ln error| / ln² 2`.
 fn bits_per_entry(error: f64) -> f64 {
@@ -59,38 +65,34 @@ fn add_within(chain: &mut BloomChain, env: &mut dyn Env, item: &[u8]) -> Result<
     chain.add(item)
 }
 
-fn wrongtype() -> Frame {
-    Frame::error(err::WRONGTYPE)
-}
-
 /// The chain at `key` for reading: `Ok(None)` when missing, `Err(WRONGTYPE)` for another type.
-fn chain<'c, S: FilterStore + ?Sized>(store: &'c mut S, key: &[u8]) -> Result<Option<&'c BloomChain>, Frame> {
-    match store.lookup(key) {
-        Slot::Missing => Ok(None),
-        Slot::Bloom(b) => Ok(Some(b)),
-        Slot::Cuckoo(_) | Slot::Other => Err(wrongtype()),
+fn chain<'c>(store: &'c mut dyn Store, key: &[u8]) -> Result<Option<&'c BloomChain>, Frame> {
+    match store.get::<BloomChain>(key) {
+        Lookup::Missing => Ok(None),
+        Lookup::Found(b) => Ok(Some(b)),
+        Lookup::WrongType => Err(wrongtype()),
     }
 }
 
 /// The chain at `key` for writing, created by `create` when missing (and the creation propagated
 /// as a LOADCHUNK of its header before the command, see the crate docs); `Err(WRONGTYPE)` for
 /// another type.
-fn chain_mut<'c, S: FilterStore + ?Sized, A: AsRef<[u8]>>(
-    store: &'c mut S,
+fn chain_mut<'c>(
+    store: &'c mut dyn Store,
     env: &mut dyn Env,
-    argv: &[A],
+    argv: &[&[u8]],
     create: impl FnOnce(&mut dyn Env) -> Result<BloomChain, Frame>,
 ) -> Result<&'c mut BloomChain, Frame> {
-    let key = argv[1].as_ref();
+    let key = argv[1];
     // Two lookups: the borrow checker cannot see that the first one ended on the Missing arm.
-    if matches!(store.lookup(key), Slot::Missing) {
+    if !store.exists(key) {
         let c = create(env)?;
         let header = c.header();
         env.propagate(vec![vec![b"BF.LOADCHUNK".to_vec(), key.to_vec(), b"1".to_vec(), header], owned(argv)]);
-        return Ok(store.create_bloom(key, c));
+        return Ok(store.insert(key, c));
     }
-    match store.lookup_mut(key) {
-        Slot::Bloom(b) => Ok(b),
+    match store.get_mut::<BloomChain>(key) {
+        Lookup::Found(b) => Ok(b),
         _ => Err(wrongtype()),
     }
 }
@@ -172,26 +174,26 @@ fn parse_reserve<A: AsRef<[u8]>>(argv: &[A], default_expansion: i64) -> Result<R
 }
 
 /// `BF.RESERVE key error_rate capacity [EXPANSION expansion] [NONSCALING]`.
-pub fn reserve<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
+pub fn reserve(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
     if argv.len() > 7 {
         return Frame::error(err::arity("bf.reserve"));
     }
-    let default_expansion = env.bloom_defaults().expansion;
+    let default_expansion = env.defaults().bloom.expansion;
     let r = match parse_reserve(argv, default_expansion) {
         Ok(r) => r,
         Err(e) => return Frame::error(e),
     };
-    let key = argv[1].as_ref();
-    match store.lookup(key) {
-        Slot::Bloom(_) => return Frame::error(err::ITEM_EXISTS),
-        Slot::Cuckoo(_) | Slot::Other => return wrongtype(),
-        Slot::Missing => {}
+    let key = argv[1];
+    match store.get::<BloomChain>(key) {
+        Lookup::Found(_) => return Frame::error(err::ITEM_EXISTS),
+        Lookup::WrongType => return wrongtype(),
+        Lookup::Missing => {}
     }
     match new_chain(r.capacity, r.error_rate, r.growth, r.nonscaling, env.memory_budget()) {
         Ok(c) => {
             // Options left out take the configuration's values: propagate the filter itself.
             env.propagate(vec![vec![b"BF.LOADCHUNK".to_vec(), key.to_vec(), b"1".to_vec(), c.header()]]);
-            store.create_bloom(key, c);
+            store.insert(key, c);
             Frame::ok()
         }
         Err(f) => f,
@@ -202,7 +204,7 @@ pub fn reserve<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env,
 /// `bf-expansion-factor` (non-scaling when 0). The configuration is read only when the key is
 /// missing: on the common path (the filter exists) nothing is asked of [`Env`].
 fn create_default(env: &mut dyn Env) -> Result<BloomChain, Frame> {
-    let d = env.bloom_defaults();
+    let d = env.defaults().bloom;
     let bad = || Frame::error(err::BF_COULD_NOT_CREATE);
     let growth = u32::try_from(d.expansion).map_err(|_| bad())?;
     let capacity = u64::try_from(d.initial_size).map_err(|_| bad())?;
@@ -210,15 +212,15 @@ fn create_default(env: &mut dyn Env) -> Result<BloomChain, Frame> {
 }
 
 /// BF.ADD key item.
-pub fn add<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
+pub fn add(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
     match chain_mut(store, env, argv, create_default) {
-        Ok(c) => add_reply(add_within(c, env, argv[2].as_ref())).0,
+        Ok(c) => add_reply(add_within(c, env, argv[2])).0,
         Err(f) => f,
     }
 }
 
 /// BF.MADD key item [item ...].
-pub fn madd<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
+pub fn madd(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
     match chain_mut(store, env, argv, create_default) {
         Ok(c) => add_many(c, env, &argv[2..]),
         Err(f) => f,
@@ -301,13 +303,13 @@ fn parse_insert<A: AsRef<[u8]>>(argv: &[A], d: BloomDefaults) -> Result<Insert, 
 }
 
 /// `BF.INSERT key [CAPACITY cap] [ERROR rate] [EXPANSION exp] [NOCREATE] [NONSCALING] ITEMS item...`
-pub fn insert<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
-    let d = env.bloom_defaults();
+pub fn insert(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    let d = env.defaults().bloom;
     let r = match parse_insert(argv, d) {
         Ok(r) => r,
         Err(f) => return f,
     };
-    if r.nocreate && matches!(store.lookup(argv[1].as_ref()), Slot::Missing) {
+    if r.nocreate && !store.exists(argv[1]) {
         return Frame::error(err::NOT_FOUND);
     }
     let create =
@@ -319,16 +321,16 @@ pub fn insert<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, 
 }
 
 /// BF.EXISTS key item: a missing key or another type is simply "no".
-pub fn exists<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, _env: &mut dyn Env, argv: &[A]) -> Frame {
-    let found = matches!(chain(store, argv[1].as_ref()), Ok(Some(c)) if c.contains(argv[2].as_ref()));
+pub fn exists(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    let found = matches!(chain(store, argv[1]), Ok(Some(c)) if c.contains(argv[2]));
     Frame::Boolean(found)
 }
 
 /// BF.MEXISTS key item [item ...]: a missing key or another type answers "no" for every item.
-pub fn mexists<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, _env: &mut dyn Env, argv: &[A]) -> Frame {
+pub fn mexists(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
     let items = &argv[2..];
     let mut found = Vec::with_capacity(items.len());
-    match chain(store, argv[1].as_ref()) {
+    match chain(store, argv[1]) {
         Ok(Some(c)) => c.contains_many(items, &mut found),
         _ => found.resize(items.len(), false),
     }
@@ -348,12 +350,12 @@ fn info_fields(i: &BloomInfo) -> [(&'static str, &'static str, Frame); 5] {
 }
 
 /// BF.INFO key [CAPACITY | SIZE | FILTERS | ITEMS | EXPANSION].
-pub fn info<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
+pub fn info(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
     if argv.len() > 3 {
         return Frame::error(err::arity("bf.info"));
     }
     let resp3 = env.protocol() >= 3;
-    let info = match chain(store, argv[1].as_ref()) {
+    let info = match chain(store, argv[1]) {
         Ok(Some(c)) => c.info(),
         Ok(None) => return Frame::error(err::NOT_FOUND),
         Err(f) => return f,
@@ -362,7 +364,7 @@ pub fn info<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, ar
     let Some(wanted) = argv.get(2) else {
         return Frame::Map(fields.into_iter().map(|(_, n, v)| (Frame::Simple(n.into()), v)).collect());
     };
-    match fields.into_iter().find(|(k, _, _)| eq_ignore_case(wanted.as_ref(), k)) {
+    match fields.into_iter().find(|(k, _, _)| eq_ignore_case(wanted, k)) {
         // RESP2: a one-element array; RESP3: a one-entry map (spec §2.1).
         Some((_, name, value)) if resp3 => Frame::Map(vec![(Frame::Simple(name.into()), value)]),
         Some((_, _, value)) => Frame::Array(vec![value]),
@@ -371,21 +373,21 @@ pub fn info<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, ar
 }
 
 /// BF.CARD key: 0 for a missing key.
-pub fn card<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, _env: &mut dyn Env, argv: &[A]) -> Frame {
-    match chain(store, argv[1].as_ref()) {
+pub fn card(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    match chain(store, argv[1]) {
         Ok(c) => Frame::Integer(c.map_or(0, |c| c.len() as i64)),
         Err(f) => f,
     }
 }
 
 /// BF.SCANDUMP key iterator: the key is looked up before the iterator is parsed.
-pub fn scandump<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, _env: &mut dyn Env, argv: &[A]) -> Frame {
-    let c = match chain(store, argv[1].as_ref()) {
+pub fn scandump(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    let c = match chain(store, argv[1]) {
         Ok(Some(c)) => c,
         Ok(None) => return Frame::error(err::NOT_FOUND),
         Err(f) => return f,
     };
-    let Some(it) = parse_i64(argv[2].as_ref()) else {
+    let Some(it) = parse_i64(argv[2]) else {
         return Frame::error(err::BF_SCANDUMP_NOT_NUMERIC);
     };
     let chunk = if it < 0 { None } else { c.scandump(it) };
@@ -397,27 +399,27 @@ pub fn scandump<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, _env: &mut dyn En
 }
 
 /// BF.LOADCHUNK key iterator data: the iterator is parsed before the key is looked up.
-pub fn loadchunk<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
-    let Some(it) = parse_i64(argv[2].as_ref()) else {
+pub fn loadchunk(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    let Some(it) = parse_i64(argv[2]) else {
         return Frame::error(err::BF_LOADCHUNK_NOT_NUMERIC);
     };
-    let key = argv[1].as_ref();
-    let data = argv[3].as_ref();
-    match store.lookup(key) {
-        Slot::Missing if it == 1 => {
+    let key = argv[1];
+    let data = argv[3];
+    match store.get::<BloomChain>(key) {
+        Lookup::Missing if it == 1 => {
             let limits = load_limits(env);
             match BloomChain::from_header(data, &limits) {
                 Ok(c) => {
-                    store.create_bloom(key, c);
+                    store.insert(key, c);
                     Frame::ok()
                 }
                 Err(_) => Frame::error(err::BF_BAD_DATA),
             }
         }
-        Slot::Missing => Frame::error(err::NOT_FOUND),
-        Slot::Cuckoo(_) | Slot::Other => wrongtype(),
-        Slot::Bloom(_) => {
-            let Slot::Bloom(c) = store.lookup_mut(key) else {
+        Lookup::Missing => Frame::error(err::NOT_FOUND),
+        Lookup::WrongType => wrongtype(),
+        Lookup::Found(_) => {
+            let Lookup::Found(c) = store.get_mut::<BloomChain>(key) else {
                 unreachable!("checked above under the same lock")
             };
             match c.load_chunk(it, data) {
@@ -431,11 +433,186 @@ pub fn loadchunk<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn En
 }
 
 /// BF.DEBUG key.
-pub fn debug<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, _env: &mut dyn Env, argv: &[A]) -> Frame {
-    match chain(store, argv[1].as_ref()) {
+pub fn debug(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    match chain(store, argv[1]) {
         Ok(Some(c)) => Frame::Array(c.debug_lines().into_iter().map(|l| Frame::Bulk(l.into())).collect()),
         Ok(None) => Frame::error(err::NOT_FOUND),
         Err(f) => f,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The family: the data type and the commands.
+
+/// The `bf` family: RedisBloom's scalable Bloom filter (`MBbloom--`) and its commands.
+#[derive(Debug)]
+pub struct Bloom;
+
+const WRITE: Flags = Flags::WRITE.with(Flags::DENYOOM);
+const READ: Flags = Flags::READONLY.with(Flags::FAST);
+
+const fn command(
+    name: &'static str,
+    arity: i32,
+    flags: Flags,
+    acl: &'static [&'static str],
+    handler: crate::Handler,
+    summary: &'static str,
+) -> Command {
+    Command { name, arity, flags, acl, keys: KEY1, summary, handler }
+}
+
+impl Family for Bloom {
+    const NAME: &'static str = "bf";
+    type Type = BloomChain;
+    /// Arities of spec §2.3, flags and ACL categories of §2.5, in RedisBloom's order.
+    const COMMANDS: &'static [Command] = &[
+        command(
+            "bf.reserve",
+            -4,
+            WRITE,
+            &["@write", "@fast", "@bloom"],
+            reserve,
+            "Creates a new Bloom Filter",
+        ),
+        command("bf.add", 3, WRITE, &["@write", "@bloom"], add, "Adds an item to a Bloom Filter"),
+        command(
+            "bf.madd",
+            -3,
+            WRITE,
+            &["@write", "@bloom"],
+            madd,
+            "Adds one or more items to a Bloom Filter. A filter will be created if it does not exist",
+        ),
+        command(
+            "bf.insert",
+            -4,
+            WRITE,
+            &["@write", "@bloom"],
+            insert,
+            "Adds one or more items to a Bloom Filter. A filter will be created if it does not exist",
+        ),
+        command(
+            "bf.exists",
+            3,
+            READ,
+            &["@read", "@bloom"],
+            exists,
+            "Checks whether an item exists in a Bloom Filter",
+        ),
+        command(
+            "bf.mexists",
+            -3,
+            READ,
+            &["@read", "@bloom"],
+            mexists,
+            "Checks whether one or more items exist in a Bloom Filter",
+        ),
+        command(
+            "bf.info",
+            -2,
+            READ,
+            &["@read", "@fast", "@bloom"],
+            info,
+            "Returns information about a Bloom Filter",
+        ),
+        command(
+            "bf.card",
+            2,
+            READ,
+            &["@read", "@fast", "@bloom"],
+            card,
+            "Returns the cardinality of a Bloom filter",
+        ),
+        command(
+            "bf.scandump",
+            3,
+            READ,
+            &["@read", "@bloom"],
+            scandump,
+            "Begins an incremental save of the bloom filter",
+        ),
+        command(
+            "bf.loadchunk",
+            4,
+            WRITE,
+            &["@write", "@bloom"],
+            loadchunk,
+            "Restores a filter previously saved using SCANDUMP",
+        ),
+        command(
+            "bf.debug",
+            2,
+            READ,
+            &["@read", "@bloom"],
+            debug,
+            "Returns the internal layout of a Bloom filter",
+        ),
+    ];
+}
+
+/// `MBbloom--`: RedisBloom's type name and RDB encoding (encver 4, spec §12.3); in snapshots,
+/// tag 2 and the `SCANDUMP` chunks (header, then each piece with the iterator `SCANDUMP` gives
+/// it), so a reload gives byte-identical `SCANDUMP`s.
+impl DataType for BloomChain {
+    const NAME: &'static str = rdb::BLOOM_TYPE_NAME;
+    const ENCVER: u32 = rdb::ENCVER;
+    const TAG: u8 = 2;
+
+    /// The INFO `Size` (spec §10).
+    fn mem_usage(&self) -> usize {
+        self.info().size as usize
+    }
+
+    fn dump_chunk(&self, cursor: u64) -> Option<(Chunk<'_>, u64)> {
+        if cursor == 0 {
+            return Some((Chunk { pos: 0, data: Cow::Owned(self.header()) }, 1));
+        }
+        let (next, data) = self.scandump(i64::try_from(cursor).ok()?)?;
+        Some((Chunk { pos: next, data }, next as u64))
+    }
+
+    fn restore(header: &[u8], cx: &LoadContext) -> Result<Self, String> {
+        BloomChain::from_header(header, &cx.limits).map_err(|e| e.to_string())
+    }
+
+    fn load_chunk(&mut self, pos: i64, data: &[u8]) -> Result<(), String> {
+        BloomChain::load_chunk(self, pos, data).map_err(|e| e.to_string())
+    }
+
+    fn rdb_save(&self, w: &mut dyn FieldWriter) {
+        rdb::save_bloom(self, w);
+    }
+
+    fn rdb_load(r: &mut dyn FieldReader, encver: u32, cx: &LoadContext) -> Result<Self, RdbError> {
+        rdb::load_bloom(r, encver, &cx.limits)
+    }
+
+    /// RedisBloom's sequence (spec §12.6): `BF.LOADCHUNK key 1 <header>`, then each `SCANDUMP`
+    /// chunk with the iterator `SCANDUMP` returns with it.
+    fn rewrite(&self, key: &[u8], emit: &mut dyn FnMut(&[&[u8]])) {
+        emit(&[b"BF.LOADCHUNK", key, b"1", &self.header()]);
+        let mut it = 1;
+        while let Some((next, data)) = self.scandump(it) {
+            emit(&[b"BF.LOADCHUNK", key, next.to_string().as_bytes(), &data]);
+            it = next;
+        }
+    }
+
+    /// Target: the rate the chain was reserved with (its first link's, which a scaling chain
+    /// halves so that the links together stay under it, spec §5.3). Estimate: each link
+    /// answers a never-added item present with probability (bits set / bits)^hashes; the chain
+    /// answers present when any link does.
+    fn error_rate(&self) -> Option<ErrorRate> {
+        let mut miss = 1.0f64;
+        for link in self.links() {
+            let set: u64 = link.bitmap().iter().map(|b| u64::from(b.count_ones())).sum();
+            let fill = if link.bits() == 0 { 0.0 } else { (set as f64 / link.bits() as f64).min(1.0) };
+            miss *= 1.0 - fill.powi(link.hashes() as i32);
+        }
+        let scaling = self.options() & options::NO_SCALING == 0;
+        let target = self.links().first().map(|l| if scaling { l.error() * 2.0 } else { l.error() });
+        Some(ErrorRate { target, estimate: 1.0 - miss })
     }
 }
 
@@ -446,6 +623,22 @@ mod tests {
 
     fn args(a: &[&str]) -> Vec<Vec<u8>> {
         a.iter().map(|s| s.as_bytes().to_vec()).collect()
+    }
+
+    /// Deterministic (fixed items, fixed hash): at capacity the fill gives about the target (the
+    /// sizing's point: half the bits set), and an empty filter 0.
+    #[test]
+    fn error_rate_follows_the_fill() {
+        let rate = |c: &BloomChain| DataType::error_rate(c).unwrap();
+        let mut c = new_chain(10_000, 0.01, 2, true, u64::MAX).unwrap();
+        assert_eq!(rate(&c), ErrorRate { target: Some(0.01), estimate: 0.0 });
+        for i in 0..10_000u32 {
+            c.add(&i.to_le_bytes()).unwrap();
+        }
+        let at_capacity = rate(&c);
+        assert!((0.007..0.013).contains(&at_capacity.estimate), "{at_capacity:?}");
+        let scaling = new_chain(1000, 0.01, 2, false, u64::MAX).unwrap();
+        assert_eq!(rate(&scaling).target, Some(0.01), "a scaling chain's target is the reserved rate");
     }
 
     #[test]
@@ -494,14 +687,14 @@ mod tests {
         fn protocol(&self) -> u8 {
             2
         }
-        fn bloom_defaults(&self) -> BloomDefaults {
-            BloomDefaults::default()
-        }
-        fn cuckoo_defaults(&self) -> crate::CuckooDefaults {
-            crate::CuckooDefaults::default()
+        fn defaults(&self) -> crate::Defaults {
+            crate::Defaults::default()
         }
         fn memory_budget(&mut self) -> u64 {
             self.0
+        }
+        fn now_ms(&self) -> u64 {
+            0
         }
         fn propagate(&mut self, _commands: Vec<Vec<Vec<u8>>>) {}
     }

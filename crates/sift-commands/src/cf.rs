@@ -6,35 +6,34 @@
 //! decides: CF.INSERT elements are `:1`/`:-1` in RESP2 but `#t`/`#f` in RESP3, while CF.INSERTNX
 //! elements are integers in both.
 
-use sift::compat::redisbloom::{CuckooCreateError, CuckooFilter, CuckooHeaderError, CuckooInsertError};
+use std::borrow::Cow;
+
+use sift::compat::redisbloom::rdb::{self, CuckooRdbDefaults, FieldReader, FieldWriter, RdbError};
+use sift::compat::redisbloom::{
+    CuckooCreateError, CuckooFilter, CuckooHeaderError, CuckooInsertError, MAX_CHUNK,
+};
 
 use crate::config::MAX_CAPACITY;
 use crate::parse::{eq_ignore_case, parse_i64};
-use crate::{err, load_limits, owned, CuckooDefaults, Env, FilterStore, Frame, Slot};
-
-fn wrongtype() -> Frame {
-    Frame::error(err::WRONGTYPE)
-}
+use crate::{
+    err, load_limits, owned, wrongtype, Chunk, Command, CuckooDefaults, DataType, Env, ErrorRate, Family,
+    Flags, Frame, LoadContext, Lookup, Store, KEY1,
+};
 
 /// The filter at `key` for reading: `Ok(None)` when missing, `Err(WRONGTYPE)` for another type.
-fn filter<'c, S: FilterStore>(store: &'c mut S, key: &[u8]) -> Result<Option<&'c CuckooFilter>, Frame> {
-    match store.lookup(key) {
-        Slot::Missing => Ok(None),
-        Slot::Cuckoo(f) => Ok(Some(f)),
-        Slot::Bloom(_) | Slot::Other => Err(wrongtype()),
+fn filter<'c>(store: &'c mut dyn Store, key: &[u8]) -> Result<Option<&'c CuckooFilter>, Frame> {
+    match store.get::<CuckooFilter>(key) {
+        Lookup::Missing => Ok(None),
+        Lookup::Found(f) => Ok(Some(f)),
+        Lookup::WrongType => Err(wrongtype()),
     }
 }
 
 /// The filter at `key` for writing, when it holds one (the type is checked first, so a miss does
 /// not count as a change).
-fn existing_mut<'c, S: FilterStore>(store: &'c mut S, key: &[u8]) -> Option<&'c mut CuckooFilter> {
-    if !matches!(store.lookup(key), Slot::Cuckoo(_)) {
-        return None;
-    }
-    match store.lookup_mut(key) {
-        Slot::Cuckoo(f) => Some(f),
-        _ => None,
-    }
+fn existing_mut<'c>(store: &'c mut dyn Store, key: &[u8]) -> Option<&'c mut CuckooFilter> {
+    store.get::<CuckooFilter>(key).found()?;
+    store.get_mut::<CuckooFilter>(key).found()
 }
 
 /// The reply of a failed creation on auto-create (CF.ADD / CF.INSERT, spec §8).
@@ -71,28 +70,28 @@ fn create_configured(capacity: i64, d: &CuckooDefaults, budget: u64) -> Result<C
 /// propagated as a LOADCHUNK of its header before the command), WRONGTYPE for another type, and
 /// then the `cf-max-expansions` check of spec §6.8 (once per command, also on a filter this
 /// command just created).
-fn for_insert<'c, S: FilterStore, A: AsRef<[u8]>>(
-    store: &'c mut S,
+fn for_insert<'c>(
+    store: &'c mut dyn Store,
     env: &mut dyn Env,
-    argv: &[A],
+    argv: &[&[u8]],
     capacity: i64,
     nocreate: bool,
     d: &CuckooDefaults,
 ) -> Result<&'c mut CuckooFilter, Frame> {
-    let key = argv[1].as_ref();
-    let f = match store.lookup(key) {
-        Slot::Cuckoo(_) => existing_mut(store, key).expect("checked above under the same lock"),
-        Slot::Missing if nocreate => return Err(Frame::error(err::NOT_FOUND)),
-        Slot::Missing => {
+    let key = argv[1];
+    let f = match store.get::<CuckooFilter>(key) {
+        Lookup::Found(_) => existing_mut(store, key).expect("checked above under the same lock"),
+        Lookup::Missing if nocreate => return Err(Frame::error(err::NOT_FOUND)),
+        Lookup::Missing => {
             let f = create_configured(capacity, d, env.memory_budget())?;
             let header = f.header().to_vec();
             env.propagate(vec![
                 vec![b"CF.LOADCHUNK".to_vec(), key.to_vec(), b"1".to_vec(), header],
                 owned(argv),
             ]);
-            store.create_cuckoo(key, f)
+            store.insert(key, f)
         }
-        Slot::Bloom(_) | Slot::Other => return Err(wrongtype()),
+        Lookup::WrongType => return Err(wrongtype()),
     };
     if f.num_filters() as i64 >= d.max_expansions {
         return Err(Frame::error(err::CF_MAX_EXPANSIONS));
@@ -156,27 +155,27 @@ fn parse_reserve<A: AsRef<[u8]>>(argv: &[A], d: &CuckooDefaults) -> Result<Reser
 }
 
 /// CF.RESERVE key capacity [BUCKETSIZE bs] [MAXITERATIONS mi] [EXPANSION e].
-pub fn reserve<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
+pub fn reserve(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
     if argv.len() % 2 == 0 {
         return Frame::error(err::arity("cf.reserve"));
     }
-    let d = env.cuckoo_defaults();
+    let d = env.defaults().cuckoo;
     let r = match parse_reserve(argv, &d) {
         Ok(r) => r,
         Err(f) => return f,
     };
-    let key = argv[1].as_ref();
-    match store.lookup(key) {
-        Slot::Cuckoo(_) => return Frame::error(err::ITEM_EXISTS),
-        Slot::Bloom(_) | Slot::Other => return wrongtype(),
-        Slot::Missing => {}
+    let key = argv[1];
+    match store.get::<CuckooFilter>(key) {
+        Lookup::Found(_) => return Frame::error(err::ITEM_EXISTS),
+        Lookup::WrongType => return wrongtype(),
+        Lookup::Missing => {}
     }
     match new_filter(r.capacity, r.bucket_size, r.max_iterations, r.expansion, env.memory_budget()) {
         Ok(f) => {
             // Options left out take the configuration's values: propagate the filter itself.
             let header = f.header().to_vec();
             env.propagate(vec![vec![b"CF.LOADCHUNK".to_vec(), key.to_vec(), b"1".to_vec(), header]]);
-            store.create_cuckoo(key, f);
+            store.insert(key, f);
             Frame::ok()
         }
         Err(f) => f,
@@ -189,18 +188,13 @@ fn within_budget(env: &mut dyn Env) -> impl FnMut(u64) -> bool + '_ {
     move |bytes| bytes <= env.memory_budget()
 }
 
-fn add_impl<S: FilterStore, A: AsRef<[u8]>>(
-    store: &mut S,
-    env: &mut dyn Env,
-    argv: &[A],
-    unique: bool,
-) -> Frame {
-    let d = env.cuckoo_defaults();
+fn add_impl(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]], unique: bool) -> Frame {
+    let d = env.defaults().cuckoo;
     let f = match for_insert(store, env, argv, d.initial_size, false, &d) {
         Ok(f) => f,
         Err(reply) => return reply,
     };
-    let item = argv[2].as_ref();
+    let item = argv[2];
     let mut allow = within_budget(env);
     let r = if unique {
         f.insert_unique_within(item, &mut allow)
@@ -215,12 +209,12 @@ fn add_impl<S: FilterStore, A: AsRef<[u8]>>(
 }
 
 /// CF.ADD key item (duplicates allowed).
-pub fn add<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
+pub fn add(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
     add_impl(store, env, argv, false)
 }
 
 /// CF.ADDNX key item.
-pub fn addnx<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
+pub fn addnx(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
     add_impl(store, env, argv, true)
 }
 
@@ -265,14 +259,9 @@ fn parse_insert<A: AsRef<[u8]>>(argv: &[A], name: &str, d: &CuckooDefaults) -> R
     Ok(r)
 }
 
-fn insert_impl<S: FilterStore, A: AsRef<[u8]>>(
-    store: &mut S,
-    env: &mut dyn Env,
-    argv: &[A],
-    unique: bool,
-) -> Frame {
+fn insert_impl(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]], unique: bool) -> Frame {
     let name = if unique { "cf.insertnx" } else { "cf.insert" };
-    let d = env.cuckoo_defaults();
+    let d = env.defaults().cuckoo;
     let r = match parse_insert(argv, name, &d) {
         Ok(r) => r,
         Err(f) => return f,
@@ -285,7 +274,6 @@ fn insert_impl<S: FilterStore, A: AsRef<[u8]>>(
     let mut allow = within_budget(env);
     let items = &argv[r.items_at..];
     let replies = items.iter().map(|item| {
-        let item = item.as_ref();
         if unique {
             // 1 added, 0 already present, -1 no room: integers in both protocols (spec §2.1).
             Frame::Integer(match f.insert_unique_within(item, &mut allow) {
@@ -306,30 +294,30 @@ fn insert_impl<S: FilterStore, A: AsRef<[u8]>>(
 }
 
 /// `CF.INSERT key [CAPACITY capacity] [NOCREATE] ITEMS item [item ...]`.
-pub fn insert<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
+pub fn insert(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
     insert_impl(store, env, argv, false)
 }
 
 /// `CF.INSERTNX key [CAPACITY capacity] [NOCREATE] ITEMS item [item ...]`.
-pub fn insertnx<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
+pub fn insertnx(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
     insert_impl(store, env, argv, true)
 }
 
 /// The filter for the commands that treat a missing key and another type alike.
-fn filter_or_none<'c, S: FilterStore>(store: &'c mut S, key: &[u8]) -> Option<&'c CuckooFilter> {
+fn filter_or_none<'c>(store: &'c mut dyn Store, key: &[u8]) -> Option<&'c CuckooFilter> {
     filter(store, key).ok().flatten()
 }
 
 /// CF.EXISTS key item: a missing key or another type is "no".
-pub fn exists<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, _env: &mut dyn Env, argv: &[A]) -> Frame {
-    Frame::Boolean(filter_or_none(store, argv[1].as_ref()).is_some_and(|f| f.contains(argv[2].as_ref())))
+pub fn exists(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    Frame::Boolean(filter_or_none(store, argv[1]).is_some_and(|f| f.contains(argv[2])))
 }
 
 /// CF.MEXISTS key item [item ...].
-pub fn mexists<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, _env: &mut dyn Env, argv: &[A]) -> Frame {
+pub fn mexists(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
     let items = &argv[2..];
     let mut found = Vec::with_capacity(items.len());
-    match filter_or_none(store, argv[1].as_ref()) {
+    match filter_or_none(store, argv[1]) {
         Some(f) => f.contains_many(items, &mut found),
         None => found.resize(items.len(), false),
     }
@@ -337,24 +325,24 @@ pub fn mexists<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, _env: &mut dyn Env
 }
 
 /// CF.COUNT key item: an integer in both protocols; 0 for a missing key or another type.
-pub fn count<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, _env: &mut dyn Env, argv: &[A]) -> Frame {
-    Frame::Integer(filter_or_none(store, argv[1].as_ref()).map_or(0, |f| f.count(argv[2].as_ref()) as i64))
+pub fn count(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    Frame::Integer(filter_or_none(store, argv[1]).map_or(0, |f| f.count(argv[2]) as i64))
 }
 
 /// CF.DEL key item: `Not found` for a missing key or another type (never WRONGTYPE).
-pub fn del<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, _env: &mut dyn Env, argv: &[A]) -> Frame {
-    match existing_mut(store, argv[1].as_ref()) {
-        Some(f) => Frame::Boolean(f.delete(argv[2].as_ref())),
+pub fn del(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    match existing_mut(store, argv[1]) {
+        Some(f) => Frame::Boolean(f.delete(argv[2])),
         None => Frame::error(err::CF_DEL_NOT_FOUND),
     }
 }
 
 /// CF.COMPACT key: no arity is registered, so the count is checked here.
-pub fn compact<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, _env: &mut dyn Env, argv: &[A]) -> Frame {
+pub fn compact(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
     if argv.len() != 2 {
         return Frame::error(err::arity("cf.compact"));
     }
-    match existing_mut(store, argv[1].as_ref()) {
+    match existing_mut(store, argv[1]) {
         Some(f) => {
             f.compact(true);
             Frame::ok()
@@ -364,8 +352,8 @@ pub fn compact<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, _env: &mut dyn Env
 }
 
 /// CF.INFO key.
-pub fn info<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, _env: &mut dyn Env, argv: &[A]) -> Frame {
-    let i = match filter(store, argv[1].as_ref()) {
+pub fn info(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    let i = match filter(store, argv[1]) {
         Ok(Some(f)) => f.info(),
         Ok(None) => return Frame::error(err::NOT_FOUND),
         Err(f) => return f,
@@ -384,11 +372,11 @@ pub fn info<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, _env: &mut dyn Env, a
 }
 
 /// CF.SCANDUMP key position: the position is checked before the key.
-pub fn scandump<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, _env: &mut dyn Env, argv: &[A]) -> Frame {
-    let Some(pos) = parse_i64(argv[2].as_ref()).filter(|&p| p >= 0) else {
+pub fn scandump(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    let Some(pos) = parse_i64(argv[2]).filter(|&p| p >= 0) else {
         return Frame::error(err::CF_INVALID_POSITION);
     };
-    let f = match filter(store, argv[1].as_ref()) {
+    let f = match filter(store, argv[1]) {
         Ok(Some(f)) => f,
         Ok(None) => return Frame::error(err::NOT_FOUND),
         Err(reply) => return reply,
@@ -401,16 +389,16 @@ pub fn scandump<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, _env: &mut dyn En
 }
 
 /// CF.LOADCHUNK key position data.
-pub fn loadchunk<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
-    let Some(pos) = parse_i64(argv[2].as_ref()).filter(|&p| p != 0) else {
+pub fn loadchunk(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    let Some(pos) = parse_i64(argv[2]).filter(|&p| p != 0) else {
         return Frame::error(err::CF_INVALID_POSITION);
     };
-    let key = argv[1].as_ref();
-    let data = argv[3].as_ref();
-    let held = match store.lookup(key) {
-        Slot::Missing => None,
-        Slot::Cuckoo(_) => Some(true),
-        Slot::Bloom(_) | Slot::Other => Some(false),
+    let key = argv[1];
+    let data = argv[3];
+    let held = match store.get::<CuckooFilter>(key) {
+        Lookup::Missing => None,
+        Lookup::Found(_) => Some(true),
+        Lookup::WrongType => Some(false),
     };
     if pos == 1 {
         return match held {
@@ -420,7 +408,7 @@ pub fn loadchunk<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn En
                 let limits = load_limits(env);
                 match CuckooFilter::from_header(data, &limits) {
                     Ok(f) => {
-                        store.create_cuckoo(key, f);
+                        store.insert(key, f);
                         Frame::ok()
                     }
                     Err(CuckooHeaderError::Length) => Frame::error(err::CF_INVALID_HEADER),
@@ -444,17 +432,171 @@ pub fn loadchunk<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, env: &mut dyn En
 }
 
 /// CF.DEBUG key.
-pub fn debug<S: FilterStore, A: AsRef<[u8]>>(store: &mut S, _env: &mut dyn Env, argv: &[A]) -> Frame {
-    match filter(store, argv[1].as_ref()) {
+pub fn debug(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    match filter(store, argv[1]) {
         Ok(Some(f)) => Frame::Bulk(f.debug_line().into()),
         Ok(None) => Frame::error(err::NOT_FOUND),
         Err(reply) => reply,
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The family: the data type and the commands.
+
+/// The `cf` family: RedisBloom's cuckoo filter (`MBbloomCF`) and its commands.
+#[derive(Debug)]
+pub struct Cuckoo;
+
+const WRITE: Flags = Flags::WRITE.with(Flags::DENYOOM);
+const READ: Flags = Flags::READONLY.with(Flags::FAST);
+
+const fn command(
+    name: &'static str,
+    arity: i32,
+    flags: Flags,
+    acl: &'static [&'static str],
+    handler: crate::Handler,
+    summary: &'static str,
+) -> Command {
+    Command { name, arity, flags, acl, keys: KEY1, summary, handler }
+}
+
+impl Family for Cuckoo {
+    const NAME: &'static str = "cf";
+    type Type = CuckooFilter;
+    /// Arities of spec §2.3, flags and ACL categories of §2.5, in RedisBloom's order.
+    const COMMANDS: &'static [Command] = &[
+        command("cf.reserve", -3, WRITE, &["@write", "@fast", "@cuckoo"], reserve, "Creates a new Cuckoo Filter"),
+        command("cf.add", 3, WRITE, &["@write", "@cuckoo"], add, "Adds an item to a Cuckoo Filter"),
+        command("cf.addnx", 3, WRITE, &["@write", "@cuckoo"], addnx, "Adds an item to a Cuckoo Filter if the item did not exist previously."),
+        command("cf.insert", -4, WRITE, &["@write", "@cuckoo"], insert, "Adds one or more items to a Cuckoo Filter. A filter will be created if it does not exist"),
+        command("cf.insertnx", -4, WRITE, &["@write", "@cuckoo"], insertnx, "Adds one or more items to a Cuckoo Filter if the items did not exist previously. A filter will be created if it does not exist"),
+        command("cf.exists", 3, READ, &["@read", "@cuckoo"], exists, "Checks whether one or more items exist in a Cuckoo Filter"),
+        command("cf.mexists", -3, READ, &["@read", "@cuckoo"], mexists, "Checks whether one or more items exist in a Cuckoo Filter"),
+        command("cf.count", 3, READ, &["@read", "@cuckoo"], count, "Return the number of times an item might be in a Cuckoo Filter"),
+        command("cf.del", 3, Flags::WRITE.with(Flags::FAST), &["@write", "@cuckoo"], del, "Deletes an item from a Cuckoo Filter"),
+        // RedisBloom registers no arity (COMMAND reports -1) and the command read-only; it moves
+        // data, so it propagates its changes. The handler checks argc == 2.
+        command("cf.compact", -1, READ.with(Flags::PROPAGATES), &["@read", "@cuckoo"], compact, "Compacts a Cuckoo Filter"),
+        command("cf.info", 2, READ, &["@read", "@fast", "@cuckoo"], info, "Returns information about a Cuckoo Filter"),
+        command("cf.scandump", 3, READ, &["@read", "@cuckoo"], scandump, "Begins an incremental save of the bloom filter"),
+        command("cf.loadchunk", 4, WRITE, &["@write", "@cuckoo"], loadchunk, "Restores a filter previously saved using SCANDUMP"),
+        command("cf.debug", 2, READ, &["@read", "@cuckoo"], debug, "Returns the internal layout of a Cuckoo filter"),
+    ];
+}
+
+/// `MBbloomCF`: RedisBloom's type name and RDB encoding (encver 4, spec §12.4); in snapshots,
+/// tag 3 and the chunks of `CF.SCANDUMP` (header, then each sub-filter in pieces of at most
+/// 16 MiB with the position after it), also for an empty filter, which `CF.SCANDUMP` does not
+/// dump at all.
+impl DataType for CuckooFilter {
+    const NAME: &'static str = rdb::CUCKOO_TYPE_NAME;
+    const ENCVER: u32 = rdb::ENCVER;
+    const TAG: u8 = 3;
+
+    /// The INFO `Size` (spec §10).
+    fn mem_usage(&self) -> usize {
+        self.info().size as usize
+    }
+
+    fn dump_chunk(&self, cursor: u64) -> Option<(Chunk<'_>, u64)> {
+        if cursor == 0 {
+            return Some((Chunk { pos: 0, data: Cow::Owned(self.header().to_vec()) }, 1));
+        }
+        // Byte `cursor - 1` of the sub-filters' slots, one after the other.
+        let mut at = cursor - 1;
+        for f in self.filters() {
+            let slots = f.slots();
+            if at < slots.len() as u64 {
+                let piece = &slots[at as usize..slots.len().min(at as usize + MAX_CHUNK)];
+                let next = cursor + piece.len() as u64;
+                return Some((Chunk { pos: i64::try_from(next).ok()?, data: Cow::Borrowed(piece) }, next));
+            }
+            at -= slots.len() as u64;
+        }
+        None
+    }
+
+    fn restore(header: &[u8], cx: &LoadContext) -> Result<Self, String> {
+        CuckooFilter::from_header(header, &cx.limits).map_err(|e| e.to_string())
+    }
+
+    fn load_chunk(&mut self, pos: i64, data: &[u8]) -> Result<(), String> {
+        CuckooFilter::load_chunk(self, pos, data).map_err(|e| e.to_string())
+    }
+
+    fn rdb_save(&self, w: &mut dyn FieldWriter) {
+        rdb::save_cuckoo(self, w);
+    }
+
+    /// Encvers 0..3 do not store the bucket size, kick-out limit and expansion: current
+    /// RedisBloom takes the configured values (spec §12.4).
+    fn rdb_load(r: &mut dyn FieldReader, encver: u32, cx: &LoadContext) -> Result<Self, RdbError> {
+        let c = cx.defaults.cuckoo;
+        let defaults = CuckooRdbDefaults {
+            bucket_size: u16::try_from(c.bucket_size).unwrap_or(2),
+            max_iterations: u16::try_from(c.max_iterations).unwrap_or(20),
+            expansion: u16::try_from(c.expansion).unwrap_or(1),
+        };
+        rdb::load_cuckoo(r, encver, defaults, &cx.limits)
+    }
+
+    /// RedisBloom's sequence (spec §12.6): `CF.LOADCHUNK key 1 <header>`, then every sub-filter
+    /// with `CF.SCANDUMP`'s positions and pieces, also when the filter is empty (whose
+    /// `CF.SCANDUMP` is empty).
+    fn rewrite(&self, key: &[u8], emit: &mut dyn FnMut(&[&[u8]])) {
+        emit(&[b"CF.LOADCHUNK", key, b"1", &self.header()]);
+        let mut pos = 1i64;
+        for s in self.filters() {
+            for piece in s.slots().chunks(MAX_CHUNK) {
+                pos += piece.len() as i64;
+                emit(&[b"CF.LOADCHUNK", key, pos.to_string().as_bytes(), piece]);
+            }
+        }
+    }
+
+    /// No target (a cuckoo filter is sized by capacity and bucket size). Estimate: a lookup
+    /// compares the item's 8-bit fingerprint (1..=255) with every used slot of its two buckets in
+    /// each sub-filter; with `u` of a sub-filter's slots used, it matches a never-added item's
+    /// fingerprint with probability 1 - (1 - 1/255)^(2 · bucket size · u).
+    fn error_rate(&self) -> Option<ErrorRate> {
+        let per_lookup = 2.0 * f64::from(self.bucket_size());
+        let mut miss = 1.0f64;
+        for f in self.filters() {
+            let slots = f.slots();
+            if slots.is_empty() {
+                continue;
+            }
+            let used = slots.iter().filter(|&&s| s != 0).count() as f64 / slots.len() as f64;
+            miss *= (1.0 - 1.0 / 255.0f64).powf(per_lookup * used);
+        }
+        Some(ErrorRate { target: None, estimate: 1.0 - miss })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Deterministic: empty gives 0; a filter with a known share of used slots gives the formula's
+    /// value for that share, and more items a higher estimate.
+    #[test]
+    fn error_rate_follows_the_load() {
+        let mut f = new_filter(4096, 2, 20, 1, u64::MAX).unwrap();
+        assert_eq!(DataType::error_rate(&f).unwrap(), ErrorRate { target: None, estimate: 0.0 });
+        for i in 0..2048u32 {
+            f.insert(&i.to_le_bytes()).unwrap();
+        }
+        let used: usize = f.filters().iter().map(|s| s.slots().iter().filter(|&&b| b != 0).count()).sum();
+        let total: usize = f.filters().iter().map(|s| s.slots().len()).sum();
+        let want = 1.0 - (1.0 - 1.0 / 255.0f64).powf(4.0 * used as f64 / total as f64);
+        let half = DataType::error_rate(&f).unwrap().estimate;
+        assert!((half - want).abs() < 1e-12 && (0.007..0.009).contains(&half), "{half} vs {want}");
+        for i in 2048..4000u32 {
+            f.insert(&i.to_le_bytes()).unwrap();
+        }
+        assert!(DataType::error_rate(&f).unwrap().estimate > half);
+    }
 
     fn args(a: &[&str]) -> Vec<Vec<u8>> {
         a.iter().map(|s| s.as_bytes().to_vec()).collect()

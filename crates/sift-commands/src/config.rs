@@ -62,6 +62,16 @@ impl Default for CuckooDefaults {
     }
 }
 
+/// Every default a handler may need, as [`crate::Env::defaults`] gives them: a copy, cheap
+/// enough to take on every command.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Defaults {
+    /// BF defaults.
+    pub bloom: BloomDefaults,
+    /// CF defaults and bounds.
+    pub cuckoo: CuckooDefaults,
+}
+
 /// The canonical parameter names, in `CONFIG GET` order.
 pub const NAMES: [&str; 8] = [
     "bf-error-rate",
@@ -145,6 +155,11 @@ impl ConfigError {
 }
 
 impl FilterConfig {
+    /// The defaults the handlers use.
+    pub fn defaults(&self) -> Defaults {
+        Defaults { bloom: self.bloom, cuckoo: self.cuckoo }
+    }
+
     /// Sets one parameter (canonical name, alias, any case), validated as spec §3 says.
     pub fn set(&mut self, name: &str, value: &[u8]) -> Result<(), ConfigError> {
         let canon = canonical(name).ok_or_else(|| ConfigError::Unknown(name.to_string()))?;

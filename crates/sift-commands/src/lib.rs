@@ -1,40 +1,137 @@
-//! RedisBloom's `BF.*` and `CF.*` commands over an abstract key store: the one command layer that
-//! both `sift-server` and the `sift-redis` module run.
+//! The command layer of sift: RedisBloom's `BF.*` and `CF.*` commands (and every family added
+//! after them) over an abstract key store, and the registry of data types and command families
+//! that `sift-server` and the `sift-redis` module are both built from.
 //!
-//! A handler takes the request's arguments (name included, as `argv[0]`), a [`FilterStore`] (the
-//! keyspace, as far as filters care) and an [`Env`] (protocol, configuration, memory budget,
-//! propagation), checks the arguments in RedisBloom's order (spec §8: the first failing check
-//! decides the reply), applies the request and returns the reply as a [`Frame`] in its RESP3
-//! shape. The transport turns the frame into bytes: sift-server with [`Frame::encode`], the
-//! module through Redis's reply API, which downgrades RESP3 shapes for RESP2 clients as
-//! [`Frame::encode`] does. Where RESP2 is not the mechanical downgrade (BF.INFO with one field,
-//! CF.INSERT elements), the handler asks [`Env::protocol`].
+//! A handler takes the request's arguments (name included, as `argv[0]`), a [`Store`] (the
+//! keyspace) and an [`Env`] (protocol, configuration, memory budget, clock, propagation), checks
+//! the arguments in RedisBloom's order (spec §8: the first failing check decides the reply),
+//! applies the request and returns the reply as a [`Frame`] in its RESP3 shape. The transport
+//! turns the frame into bytes: sift-server with [`Frame::encode`], the module through Redis's
+//! reply API, which downgrades RESP3 shapes for RESP2 clients as [`Frame::encode`] does. Where
+//! RESP2 is not the mechanical downgrade (BF.INFO with one field, CF.INSERT elements), the
+//! handler asks [`Env::protocol`].
 //!
 //! No async runtime, no socket, no server type: a third consumer (a Valkey module, an embedded
-//! store) implements the two traits and gets the same replies byte for byte.
+//! store) implements [`Store`] and [`Env`] and gets the same replies byte for byte
+//! (`tests/memory_store.rs` does it over a `HashMap`).
+//!
+//! # The registry
+//!
+//! Every data type lives in one place, and every command is declared once.
+//!
+//! * A **data type** is one implementation of [`DataType`]: its Redis type name
+//!   ([`DataType::NAME`], also what `TYPE` answers), RDB encoding version ([`DataType::ENCVER`]),
+//!   snapshot tag ([`DataType::TAG`]), whether `COPY` may duplicate it ([`DataType::COPY`]),
+//!   memory usage, its dump as a stream of chunks and the way back ([`DataType::dump_chunk`],
+//!   [`DataType::restore`], [`DataType::load_chunk`]: sift-server's snapshots, `DEBUG RELOAD`,
+//!   the module's `DEBUG DIGEST-VALUE`), its RDB encoding through the field reader and writer of
+//!   `sift::compat::redisbloom::rdb` (unsigned, signed, double and string fields; the module maps
+//!   them onto `RedisModule_Save*` / `RedisModule_Load*`, which also gives `DUMP` / `RESTORE`),
+//!   and the commands that rebuild a value for the module's AOF rewrite ([`DataType::rewrite`]).
+//!   A store holds values type-erased as [`Data`], one box per value.
+//! * The **store** is generic over types: [`Store`] is four methods (read, write, read several,
+//!   set), and the typed lookups on `dyn Store` answer missing, found or wrong type:
+//!   `store.get::<BloomChain>(key)`, `store.get_mut::<T>(key)`, `store.insert(key, value)`. A
+//!   command that answers for any registered type (an `INFO` over every filter kind) reads
+//!   [`Store::read`] and asks the [`Data`] it finds, or downcasts it.
+//! * A **family** ([`Family`]) is a data type and its commands. A [`Command`] declares its name,
+//!   arity, [`Flags`], ACL categories, key positions ([`KeySpec`]: ranges, or a `numkeys` count
+//!   as EVAL's), summary and handler. Every key a handler touches must be declared: the server
+//!   locks the declared keys before the handler runs, the module opens them and registers the
+//!   key specs so that Redis Cluster routes the command and refuses keys of different slots.
+//!   Commands that change data open the keys of their first key spec for writing and read the
+//!   others, in both transports.
+//! * **The family list** is [`families`]: one line per family. From it sift-server builds its
+//!   command table, dispatch, `COMMAND` replies and snapshot tags; the module its commands (one
+//!   callback that dispatches by name), key specs and data types (one registration per type,
+//!   with Redis callbacks instantiated for each type from the list). [`registry()`] is the indexed,
+//!   type-erased view of the same list.
+//!
+//! ## Adding a family
+//!
+//! One new file, its `mod` line and one line in [`families`]; the worked example is the test
+//! family in `src/tally.rs` (behind the `test-family` feature, which the server's and the
+//! module's tests enable), a set of items with the time each was first added:
+//!
+//! 1. The type: `impl DataType for Tally` with a 9-character type name (`siftTally`), an encver,
+//!    an unused snapshot tag, and the dump, RDB and rewrite methods. Its encodings are its own,
+//!    and must keep reading what was once written (tags 2 and 3 stay `MBbloom--` and
+//!    `MBbloomCF`).
+//! 2. The commands: handlers `fn(&mut dyn Store, &mut dyn Env, &[&[u8]]) -> Frame`, declared in
+//!    a `const COMMANDS: &[Command]` with their key specs (`TALLY.MERGE dest numkeys src ...`
+//!    declares `[KeySpec::range(1, 1, 1), KeySpec::keynum(2)]`: the destination, then the counted
+//!    sources).
+//! 3. `impl Family for TallyFamily`, and `v.visit::<tally::TallyFamily>()` in [`families`].
+//!
+//! Nothing in sift-server or sift-redis changes: both serve the new commands, store, snapshot,
+//! save, load, copy, measure and rewrite the new type (`crates/sift-server/tests/registry.rs` and
+//! `crates/sift-redis/tests/registry.rs` check it end to end).
+//!
+//! ## What a family must respect
+//!
+//! * **Names and tags** are forever: the type name is stored in RDB files, the tag in snapshots.
+//!   [`registry()`] refuses (panics on first use, which every test reaches) a type name that is not
+//!   9 characters of `A-Z a-z 0-9 - _`, a reserved tag (0, 1, 255) and any name, tag or command
+//!   registered twice.
+//! * **Keys**: declare every key the handler touches. A count (`numkeys`) is parsed as
+//!   [`parse::parse_i64`] parses it, and keys it claims past the last argument are not declared,
+//!   so the handler parses the count the same way and refuses a count that does not match the
+//!   arguments before it touches any key. Commands whose keys the legacy `(first, last, step)`
+//!   cannot tell (a second spec, a count) are registered in the module with `getkeys-api`: Redis
+//!   7.0 routes cluster requests by the module's answer, and reports the key specs.
+//! * **Several keys**: [`Store::read_many`] gives shared access to several values at once; a
+//!   merge reads its sources with it, computes the result, then writes its destination
+//!   ([`Store::set`], or `get_mut` and assignment) — the result is complete before anything
+//!   changes, so an error leaves the destination as it was.
+//! * **Replacing a key** with a value of any type (a filter swapped in whole) is one
+//!   [`Store::set`]: readers see the old value or the new one, never a mix.
+//! * **Determinism**: what a replica or a log replay could compute differently — the time, the
+//!   configuration, random choices — is decided by the handler on the primary and propagated
+//!   explicitly (see Propagation below).
+//! * **Dumps** are streams: [`DataType::dump_chunk`] resumes at any cursor it returned and gives
+//!   bounded chunks (the filters' are at most 16 MiB), so a large value can be dumped piece by
+//!   piece; keep chunk boundaries a function of the value alone.
 //!
 //! # Propagation
 //!
-//! A write is propagated (logged, replicated) as received, except when a handler creates a filter,
-//! whose options left out take the configuration's values (BF.RESERVE, CF.RESERVE, and BF.ADD,
-//! BF.MADD, BF.INSERT, CF.ADD, CF.ADDNX, CF.INSERT, CF.INSERTNX on a missing key): the handler
-//! then calls [`Env::propagate`] with `BF.LOADCHUNK key 1 <header>` (or `CF.LOADCHUNK`) of the
-//! filter it just created, followed by the command when it also adds items. Replaying that builds
-//! exactly the same filter whatever the replica's or the restarted server's configuration is; an
-//! explicit `BF.RESERVE` would not, since its scaling depends on `bf-expansion-factor` at replay
-//! and a non-scaling chain with a stored growth cannot be expressed at all.
+//! A write is propagated (logged, replicated) as received, except when the handler calls
+//! [`Env::propagate`] with the commands to propagate instead. Two cases need it:
+//!
+//! * **Creation with configured options** (BF.RESERVE, CF.RESERVE, and BF.ADD, BF.MADD,
+//!   BF.INSERT, CF.ADD, CF.ADDNX, CF.INSERT, CF.INSERTNX on a missing key): the handler
+//!   propagates `BF.LOADCHUNK key 1 <header>` (or `CF.LOADCHUNK`) of the filter it just created,
+//!   followed by the command when it also adds items. Replaying that builds exactly the same
+//!   filter whatever the replica's or the restarted server's configuration is; an explicit
+//!   `BF.RESERVE` would not, since its scaling depends on `bf-expansion-factor` at replay and a
+//!   non-scaling chain with a stored growth cannot be expressed at all.
+//! * **Time**: [`Env::now_ms`] is the time on the server or primary that runs the command. A
+//!   handler whose effect depends on it propagates a command that carries the time explicitly
+//!   (as Redis turns `EXPIRE` into `PEXPIREAT`; `TALLY.ADD` becomes `TALLY.ADDAT key <ms> ...`),
+//!   so a replica, an AOF and sift-server's log replay apply the primary's time and never read
+//!   their own clock.
 
 #![deny(missing_docs)]
 
 pub mod bf;
 pub mod cf;
+pub mod command;
 pub mod config;
 pub mod err;
 pub mod frame;
 pub mod parse;
+pub mod registry;
+pub mod store;
+#[cfg(feature = "test-family")]
+pub mod tally;
 
-pub use config::{BloomDefaults, CuckooDefaults, FilterConfig};
+pub use command::{Command, FindKeys, Flags, Handler, KeyFlags, KeySpec, KEY1};
+pub use config::{BloomDefaults, CuckooDefaults, Defaults, FilterConfig};
 pub use frame::Frame;
+pub use registry::{
+    families, registry, Chunk, Data, DataType, ErrorRate, Family, FamilyInfo, LoadContext, Registry,
+    TypeInfo, Visitor,
+};
+pub use store::{Held, Lookup, Store};
 
 /// The RedisBloom version whose commands, replies and encodings this layer reproduces (the spec
 /// and its fixtures were captured from RedisBloom 2.6.28), as RedisBloom numbers it:
@@ -43,52 +140,23 @@ pub use frame::Frame;
 /// tests, for one, skip what RedisBloom added after the version they find.
 pub const REDISBLOOM_VERSION: i32 = 20628;
 
-use sift::compat::redisbloom::{BloomChain, CuckooFilter, LoadLimits};
+use std::sync::LazyLock;
 
-/// What a key holds, as the BF/CF commands see it: `B` / `C` are references to the filter,
-/// shared ([`Read`]) or exclusive ([`Write`]).
-#[derive(Debug)]
-pub enum Slot<B, C> {
-    /// No (live) key.
-    Missing,
-    /// A Bloom chain (`MBbloom--`).
-    Bloom(B),
-    /// A cuckoo filter (`MBbloomCF`).
-    Cuckoo(C),
-    /// Any other type.
-    Other,
-}
-
-/// A key looked up to read it.
-pub type Read<'a> = Slot<&'a BloomChain, &'a CuckooFilter>;
-/// A key looked up to change it.
-pub type Write<'a> = Slot<&'a mut BloomChain, &'a mut CuckooFilter>;
-
-/// The keyspace, as far as the filter commands need it. Every command has exactly one key,
-/// `argv[1]`, which the transport has locked or opened before calling the handler.
-pub trait FilterStore {
-    /// Looks `key` up to read it: must not count as a change.
-    fn lookup(&mut self, key: &[u8]) -> Read<'_>;
-    /// Looks `key` up to change it (the store may count a change, open the key for writing).
-    fn lookup_mut(&mut self, key: &[u8]) -> Write<'_>;
-    /// Stores a new Bloom chain at `key`, which [`FilterStore::lookup`] just reported missing.
-    fn create_bloom(&mut self, key: &[u8], chain: BloomChain) -> &mut BloomChain;
-    /// Stores a new cuckoo filter at `key`, which was just reported missing.
-    fn create_cuckoo(&mut self, key: &[u8], filter: CuckooFilter) -> &mut CuckooFilter;
-}
+use sift::compat::redisbloom::LoadLimits;
 
 /// The request's surroundings: who asks, with which configuration, within which memory budget,
-/// and what to propagate.
+/// at what time, and what to propagate.
 pub trait Env {
     /// RESP version of the client: 2 or 3.
     fn protocol(&self) -> u8;
-    /// The BF parameters of spec §3 (`bf-error-rate`, `bf-initial-size`, `bf-expansion-factor`).
-    fn bloom_defaults(&self) -> BloomDefaults;
-    /// The CF parameters of spec §3, with the current coupled bounds.
-    fn cuckoo_defaults(&self) -> CuckooDefaults;
-    /// The most bytes one new filter, Bloom link or cuckoo sub-filter may take. Called only when
+    /// The configured defaults (spec §3: `bf-error-rate`, `cf-bucket-size`, ...).
+    fn defaults(&self) -> Defaults;
+    /// The most bytes one new value, Bloom link or cuckoo sub-filter may take. Called only when
     /// something is about to be allocated (a module may find it costly to compute).
     fn memory_budget(&mut self) -> u64;
+    /// The time this command runs at, Unix milliseconds, on the server or primary that runs it.
+    /// A handler that depends on it propagates the time explicitly (see the crate docs).
+    fn now_ms(&self) -> u64;
     /// Propagate (log, replicate) these commands instead of the request as received.
     fn propagate(&mut self, commands: Vec<Vec<Vec<u8>>>);
 }
@@ -98,155 +166,37 @@ pub trait Env {
 /// bound of `cf-bucket-size` (spec §3, §7.2).
 pub fn load_limits(env: &mut dyn Env) -> LoadLimits {
     let max_bytes = env.memory_budget();
-    let bucket_max = env.cuckoo_defaults().bucket_size_max;
+    let bucket_max = env.defaults().cuckoo.bucket_size_max;
     LoadLimits { max_bytes, cf_max_bucket_size: bucket_max.clamp(1, 255) as u16 }
 }
 
-/// Flags a command is registered with in Redis (spec §2.5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// `write deny-oom`.
-    Write,
-    /// `write fast` (CF.DEL).
-    WriteFast,
-    /// `readonly fast`.
-    Read,
-    /// `readonly fast`, but the command moves data and must be propagated when it changed the
-    /// filter (CF.COMPACT, registered read-only as RedisBloom does).
-    ReadPropagates,
+/// RedisBloom's Bloom and cuckoo commands (the `bf` and `cf` families), in RedisBloom's
+/// registration order.
+pub static COMMANDS: LazyLock<Vec<&'static Command>> =
+    LazyLock::new(|| bf::Bloom::COMMANDS.iter().chain(cf::Cuckoo::COMMANDS).collect());
+
+/// Finds a registered command by name (any case).
+pub fn lookup(name: &[u8]) -> Option<&'static Command> {
+    registry().command(name)
 }
 
-impl Access {
-    /// The flags string of `RedisModule_CreateCommand`.
-    pub fn redis_flags(self) -> &'static str {
-        match self {
-            Access::Write => "write deny-oom",
-            Access::WriteFast => "write fast",
-            Access::Read | Access::ReadPropagates => "readonly fast",
-        }
-    }
-
-    /// Does a successful call change data that must be propagated?
-    pub fn propagates(self) -> bool {
-        !matches!(self, Access::Read)
-    }
-}
-
-/// A handler over any store: `(store, env, argv) → reply`. Generic over the argument type so the
-/// server passes its `Bytes` and the module borrowed `&[u8]` without copying.
-pub type Handler<S, A> = fn(&mut S, &mut dyn Env, &[A]) -> Frame;
-
-/// One BF/CF command: name, registered arity (spec §2.3), access, handler.
-#[derive(Debug, Clone, Copy)]
-pub struct Command {
-    /// Lower-case registered name.
-    pub name: &'static str,
-    /// Redis arity (n > 0: exactly n arguments, name included; n < 0: at least -n; 0: none
-    /// registered, the handler checks).
-    pub arity: i32,
-    /// Flags.
-    pub access: Access,
-}
-
-impl Command {
-    /// Does a request of `argc` arguments (name included) satisfy the registered arity?
-    pub fn arity_ok(&self, argc: usize) -> bool {
-        let a = self.arity as i64;
-        let n = argc as i64;
-        match a {
-            0 => true,
-            a if a > 0 => n == a,
-            a => n >= -a,
-        }
-    }
-}
-
-/// Every BF/CF command, in RedisBloom's registration order.
-pub const COMMANDS: [Command; 25] = {
-    const fn c(name: &'static str, arity: i32, access: Access) -> Command {
-        Command { name, arity, access }
-    }
-    use Access::*;
-    [
-        c("bf.reserve", -4, Write),
-        c("bf.add", 3, Write),
-        c("bf.madd", -3, Write),
-        c("bf.insert", -4, Write),
-        c("bf.exists", 3, Read),
-        c("bf.mexists", -3, Read),
-        c("bf.info", -2, Read),
-        c("bf.card", 2, Read),
-        c("bf.scandump", 3, Read),
-        c("bf.loadchunk", 4, Write),
-        c("bf.debug", 2, Read),
-        c("cf.reserve", -3, Write),
-        c("cf.add", 3, Write),
-        c("cf.addnx", 3, Write),
-        c("cf.insert", -4, Write),
-        c("cf.insertnx", -4, Write),
-        c("cf.exists", 3, Read),
-        c("cf.mexists", -3, Read),
-        c("cf.count", 3, Read),
-        c("cf.del", 3, WriteFast),
-        c("cf.compact", 0, ReadPropagates),
-        c("cf.info", 2, Read),
-        c("cf.scandump", 3, Read),
-        c("cf.loadchunk", 4, Write),
-        c("cf.debug", 2, Read),
-    ]
-};
-
-/// The handler of `COMMANDS[i]`, for a store `S` and argument type `A`.
-pub fn handler<S: FilterStore, A: AsRef<[u8]>>(i: usize) -> Handler<S, A> {
-    const H: usize = 25;
-    let table: [Handler<S, A>; H] = [
-        bf::reserve,
-        bf::add,
-        bf::madd,
-        bf::insert,
-        bf::exists,
-        bf::mexists,
-        bf::info,
-        bf::card,
-        bf::scandump,
-        bf::loadchunk,
-        bf::debug,
-        cf::reserve,
-        cf::add,
-        cf::addnx,
-        cf::insert,
-        cf::insertnx,
-        cf::exists,
-        cf::mexists,
-        cf::count,
-        cf::del,
-        cf::compact,
-        cf::info,
-        cf::scandump,
-        cf::loadchunk,
-        cf::debug,
-    ];
-    table[i]
-}
-
-/// Finds a command by name (any case).
-pub fn lookup(name: &[u8]) -> Option<(usize, &'static Command)> {
-    COMMANDS.iter().enumerate().find(|(_, c)| c.name.as_bytes().eq_ignore_ascii_case(name))
-}
-
-/// Runs command `i` with its arity check: what a transport that does not check arities itself
-/// (a Redis module: Redis registers module commands without one) calls.
-pub fn run<S: FilterStore, A: AsRef<[u8]>>(i: usize, store: &mut S, env: &mut dyn Env, argv: &[A]) -> Frame {
-    let cmd = &COMMANDS[i];
+/// Runs `cmd` with its arity check: what a transport that does not check arities itself (a
+/// Redis module: Redis 7.0 checks only the arities it was told, and not at all before) calls.
+pub fn run(cmd: &Command, store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
     if !cmd.arity_ok(argv.len()) {
         return Frame::error(err::arity(cmd.name));
     }
-    handler::<S, A>(i)(store, env, argv)
+    (cmd.handler)(store, env, argv)
 }
 
 /// `argv` as owned byte vectors (for [`Env::propagate`]).
-pub(crate) fn owned<A: AsRef<[u8]>>(argv: &[A]) -> Vec<Vec<u8>> {
-    argv.iter().map(|a| a.as_ref().to_vec()).collect()
+pub(crate) fn owned(argv: &[&[u8]]) -> Vec<Vec<u8>> {
+    argv.iter().map(|a| a.to_vec()).collect()
+}
+
+/// `WRONGTYPE`.
+pub(crate) fn wrongtype() -> Frame {
+    Frame::error(err::WRONGTYPE)
 }
 
 #[cfg(test)]
@@ -255,10 +205,15 @@ mod tests {
 
     #[test]
     fn table_names_match_handlers_and_spec_flags() {
-        assert_eq!(lookup(b"BF.ADD").map(|(i, _)| i), Some(1));
-        assert_eq!(lookup(b"Cf.Debug").map(|(i, _)| i), Some(24));
-        assert_eq!(COMMANDS.iter().filter(|c| c.access == Access::Write).count(), 11);
-        assert!(COMMANDS[20].arity_ok(1) && COMMANDS[20].name == "cf.compact");
-        assert!(!COMMANDS[1].arity_ok(4));
+        assert_eq!(lookup(b"BF.ADD").map(|c| c.name), Some("bf.add"));
+        assert_eq!(lookup(b"Cf.Debug").map(|c| c.name), Some("cf.debug"));
+        assert_eq!(COMMANDS.len(), 25);
+        assert_eq!(COMMANDS[1].name, "bf.add");
+        assert_eq!(COMMANDS[24].name, "cf.debug");
+        let writes = COMMANDS.iter().filter(|c| c.flags == Flags::WRITE.with(Flags::DENYOOM)).count();
+        assert_eq!(writes, 11);
+        let compact = lookup(b"cf.compact").unwrap();
+        assert!(compact.arity_ok(1) && compact.arity == -1 && compact.flags.changes_data());
+        assert!(!lookup(b"bf.add").unwrap().arity_ok(4));
     }
 }

@@ -5,46 +5,45 @@
 
 use std::collections::HashMap;
 
-use sift::compat::redisbloom::{BloomChain, CuckooFilter};
-use sift_commands::{lookup, run, BloomDefaults, CuckooDefaults, Env, FilterStore, Frame, Read, Slot, Write};
+use sift_commands::{lookup, run, Data, Defaults, Env, Frame, Held, Store};
 
 enum Value {
-    Bloom(BloomChain),
-    Cuckoo(CuckooFilter),
+    Data(Box<dyn Data>),
     Text,
 }
 
 #[derive(Default)]
 struct MapStore(HashMap<Vec<u8>, Value>);
 
-impl FilterStore for MapStore {
-    fn lookup(&mut self, key: &[u8]) -> Read<'_> {
+impl Store for MapStore {
+    fn read(&mut self, key: &[u8]) -> Held<&dyn Data> {
         match self.0.get(key) {
-            None => Slot::Missing,
-            Some(Value::Bloom(b)) => Slot::Bloom(b),
-            Some(Value::Cuckoo(c)) => Slot::Cuckoo(c),
-            Some(Value::Text) => Slot::Other,
+            None => Held::Missing,
+            Some(Value::Data(d)) => Held::Data(&**d),
+            Some(Value::Text) => Held::Other,
         }
     }
-    fn lookup_mut(&mut self, key: &[u8]) -> Write<'_> {
+    fn write(&mut self, key: &[u8]) -> Held<&mut dyn Data> {
         match self.0.get_mut(key) {
-            None => Slot::Missing,
-            Some(Value::Bloom(b)) => Slot::Bloom(b),
-            Some(Value::Cuckoo(c)) => Slot::Cuckoo(c),
-            Some(Value::Text) => Slot::Other,
+            None => Held::Missing,
+            Some(Value::Data(d)) => Held::Data(&mut **d),
+            Some(Value::Text) => Held::Other,
         }
     }
-    fn create_bloom(&mut self, key: &[u8], chain: BloomChain) -> &mut BloomChain {
-        self.0.insert(key.to_vec(), Value::Bloom(chain));
-        match self.0.get_mut(key) {
-            Some(Value::Bloom(b)) => b,
-            _ => unreachable!(),
-        }
+    fn read_many<'s>(&'s mut self, keys: &[&[u8]]) -> Vec<Held<&'s dyn Data>> {
+        let map = &self.0;
+        keys.iter()
+            .map(|k| match map.get(*k) {
+                None => Held::Missing,
+                Some(Value::Data(d)) => Held::Data(&**d),
+                Some(Value::Text) => Held::Other,
+            })
+            .collect()
     }
-    fn create_cuckoo(&mut self, key: &[u8], filter: CuckooFilter) -> &mut CuckooFilter {
-        self.0.insert(key.to_vec(), Value::Cuckoo(filter));
+    fn set(&mut self, key: &[u8], value: Box<dyn Data>) -> &mut dyn Data {
+        self.0.insert(key.to_vec(), Value::Data(value));
         match self.0.get_mut(key) {
-            Some(Value::Cuckoo(c)) => c,
+            Some(Value::Data(d)) => &mut **d,
             _ => unreachable!(),
         }
     }
@@ -60,14 +59,14 @@ impl Env for FixedEnv {
     fn protocol(&self) -> u8 {
         self.protocol
     }
-    fn bloom_defaults(&self) -> BloomDefaults {
-        BloomDefaults::default()
-    }
-    fn cuckoo_defaults(&self) -> CuckooDefaults {
-        CuckooDefaults::default()
+    fn defaults(&self) -> Defaults {
+        Defaults::default()
     }
     fn memory_budget(&mut self) -> u64 {
         self.budget
+    }
+    fn now_ms(&self) -> u64 {
+        1_700_000_000_000
     }
     fn propagate(&mut self, commands: Vec<Vec<Vec<u8>>>) {
         self.propagated = Some(commands);
@@ -76,9 +75,9 @@ impl Env for FixedEnv {
 
 fn exec(store: &mut MapStore, env: &mut FixedEnv, args: &[&str]) -> Frame {
     let argv: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-    let (i, _) = lookup(argv[0]).expect("a BF/CF command");
+    let cmd = lookup(argv[0]).expect("a BF/CF command");
     env.propagated = None;
-    run(i, store, env, &argv)
+    run(cmd, store, env, &argv)
 }
 
 #[test]

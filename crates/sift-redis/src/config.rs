@@ -19,14 +19,9 @@ pub fn current() -> FilterConfig {
     CONFIG.read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
-/// The BF defaults (no allocation: read on every BF write).
-pub fn bloom() -> sift_commands::BloomDefaults {
-    CONFIG.read().unwrap_or_else(|e| e.into_inner()).bloom
-}
-
-/// The CF defaults and bounds.
-pub fn cuckoo() -> sift_commands::CuckooDefaults {
-    CONFIG.read().unwrap_or_else(|e| e.into_inner()).cuckoo
+/// The defaults the handlers use (no allocation: read on every BF/CF write).
+pub fn defaults() -> sift_commands::Defaults {
+    CONFIG.read().unwrap_or_else(|e| e.into_inner()).defaults()
 }
 
 /// Sets one parameter (any of its names), as `CONFIG SET` would.
@@ -112,7 +107,7 @@ extern "C" fn set_string(
     err: *mut *mut raw::RedisModuleString,
 ) -> c_int {
     // SAFETY: Redis passes a valid string for the duration of the call.
-    let bytes = unsafe { crate::store::string_bytes(val) }.to_vec();
+    let bytes = unsafe { crate::strings::string_bytes(val) }.to_vec();
     match set(NAMES[index_of(privdata)], &bytes) {
         Ok(()) => raw::REDISMODULE_OK as c_int,
         Err(e) => {

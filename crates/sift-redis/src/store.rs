@@ -1,141 +1,209 @@
-//! The shared command layer's store and environment over Redis: a command's key is opened with
-//! `RedisModule_OpenKey` (lazily, once), its value is the boxed filter of our data types, and the
-//! reply, replication and memory budget go through the module API.
+//! The shared command layer's store and environment over Redis: a command's keys are opened with
+//! `RedisModule_OpenKey` (lazily, once each), their values are the boxed values of our data types
+//! ([`crate::types`]), and the reply, replication, clock and memory budget go through the module
+//! API.
 
-use std::ffi::{c_int, c_void, CString};
+use std::ffi::{c_int, CString};
 
 use redis_module::raw;
-use sift::compat::redisbloom::{BloomChain, CuckooFilter, LoadLimits};
-use sift_commands::{Access, BloomDefaults, CuckooDefaults, Env, FilterStore, Read, Slot, Write, COMMANDS};
+use sift::compat::redisbloom::LoadLimits;
+use sift_commands::{Command, Data, Defaults, Env, Held, Store};
 
-use crate::types::{bloom_type, cuckoo_type};
+use crate::strings::{string_bytes, OwnedStrings};
+use crate::types;
 
-/// The bytes of a Redis string (valid while the string is).
-///
-/// # Safety
-/// `s` is a valid Redis module string that outlives the returned slice.
-pub unsafe fn string_bytes<'a>(s: *const raw::RedisModuleString) -> &'a [u8] {
-    let mut len = 0usize;
-    // SAFETY: per the caller, `s` is valid; Redis returns a pointer to `len` bytes.
-    unsafe {
-        let p = raw::RedisModule_StringPtrLen.unwrap()(s, &mut len);
-        if p.is_null() || len == 0 {
-            return &[];
-        }
-        std::slice::from_raw_parts(p.cast(), len)
-    }
+/// One key this command opened.
+struct Open {
+    /// The key's name: an argument of the command, or a string this store created.
+    name: *mut raw::RedisModuleString,
+    /// The open key (null when Redis refused to open it).
+    key: *mut raw::RedisModuleKey,
+    /// Opened for writing.
+    write: bool,
 }
 
-/// The one key of a BF/CF command (`argv[1]`), opened on first use and closed on drop.
-pub struct KeyStore {
+/// The keys of one command: opened on first use and closed on drop. A key is opened for writing
+/// when the command changes data and the key is one of its first key spec's (the keys a
+/// RedisBloom command opens `READ|WRITE` even to read them), or when the handler writes it; the
+/// others are opened for reading.
+pub struct KeyStore<'a> {
     ctx: *mut raw::RedisModuleCtx,
-    name: *mut raw::RedisModuleString,
-    key: *mut raw::RedisModuleKey,
-    mode: c_int,
-    /// A filter was created or looked up for writing: the command changed (or may have changed)
-    /// data and must be replicated.
+    cmd: &'a Command,
+    argv: &'a [*mut raw::RedisModuleString],
+    args: &'a [&'a [u8]],
+    /// Does the command change data?
+    writes: bool,
+    /// The first key opened (most commands open one: no allocation for it), then the others.
+    first: Option<Open>,
+    more: Vec<Open>,
+    /// Names created for keys that are not arguments (freed on drop).
+    created: Vec<OwnedStrings>,
+    /// A value was written or created: the command changed (or may have changed) data and must
+    /// be replicated.
     pub dirty: bool,
 }
 
-impl KeyStore {
-    fn key(&mut self) -> *mut raw::RedisModuleKey {
-        if self.key.is_null() && !self.name.is_null() {
-            // SAFETY: `ctx` and `name` are the running command's (see `dispatch`).
-            self.key = unsafe { raw::RedisModule_OpenKey.unwrap()(self.ctx, self.name, self.mode) };
+impl<'a> KeyStore<'a> {
+    /// The store of `cmd` called with `argv` (whose bytes are `args`).
+    pub fn new(
+        ctx: *mut raw::RedisModuleCtx,
+        cmd: &'a Command,
+        argv: &'a [*mut raw::RedisModuleString],
+        args: &'a [&'a [u8]],
+    ) -> KeyStore<'a> {
+        let writes = cmd.flags.changes_data();
+        KeyStore {
+            ctx,
+            cmd,
+            argv,
+            args,
+            writes,
+            first: None,
+            more: Vec::new(),
+            created: Vec::new(),
+            dirty: false,
         }
-        self.key
     }
 
-    /// What the key holds, as a raw value pointer tagged with its type.
-    fn probe(&mut self) -> Slot<*mut BloomChain, *mut CuckooFilter> {
-        let key = self.key();
+    /// The open key named `key` (opening it, or reopening it for writing when `write` and it was
+    /// opened for reading).
+    fn key(&mut self, key: &[u8], write: bool) -> *mut raw::RedisModuleKey {
+        // SAFETY: every name is an argument of this command or a string this store owns.
+        let same = |o: &Open| unsafe { string_bytes(o.name) == key };
+        let found = self.first.iter_mut().chain(self.more.iter_mut()).find(|o| same(o));
+        if let Some(o) = found {
+            if write && !o.write {
+                // SAFETY: opened by this store and not closed; no borrow of its value outlives
+                // the `&mut self` call that made it.
+                unsafe { raw::RedisModule_CloseKey.unwrap()(o.key) };
+                o.key = open_raw(self.ctx, o.name, true);
+                o.write = true;
+            }
+            return o.key;
+        }
+        // The argument holding the key, a position of the first key spec first (opened for
+        // writing by a command that changes data).
+        let main = self.cmd.main_key_positions(self.args).find(|&p| self.args[p] == key);
+        let position = main.or_else(|| (1..self.args.len()).find(|&p| self.args[p] == key));
+        let write = write || (self.writes && main.is_some());
+        let name = match position {
+            Some(p) => self.argv[p],
+            None => {
+                // A key that is not an argument (a handler deriving a key name): a string of our
+                // own, freed when the store is.
+                // SAFETY: the module is loaded; the bytes are valid for the call.
+                let s = unsafe { OwnedStrings::new(&[key]) };
+                let name = s.0[0];
+                self.created.push(s);
+                name
+            }
+        };
+        let handle = open_raw(self.ctx, name, write);
+        let open = Open { name, key: handle, write };
+        if self.first.is_none() {
+            self.first = Some(open);
+        } else {
+            self.more.push(open);
+        }
+        handle
+    }
+
+    /// What an open key holds, as a raw value pointer.
+    fn probe(key: *mut raw::RedisModuleKey) -> Held<*mut dyn Data> {
         if key.is_null() {
-            return Slot::Missing;
+            return Held::Missing;
         }
         // SAFETY: `key` is an open key of this context.
         unsafe {
             let kt = raw::RedisModule_KeyType.unwrap()(key);
             if kt == raw::REDISMODULE_KEYTYPE_EMPTY as c_int {
-                return Slot::Missing;
+                return Held::Missing;
             }
             if kt != raw::REDISMODULE_KEYTYPE_MODULE as c_int {
-                return Slot::Other;
+                return Held::Other;
             }
             let t = raw::RedisModule_ModuleTypeGetType.unwrap()(key);
-            let v = raw::RedisModule_ModuleTypeGetValue.unwrap()(key);
-            if t == bloom_type() {
-                Slot::Bloom(v.cast())
-            } else if t == cuckoo_type() {
-                Slot::Cuckoo(v.cast())
-            } else {
-                Slot::Other
+            match types::by_raw(t) {
+                Some(reg) => Held::Data((reg.as_dyn)(raw::RedisModule_ModuleTypeGetValue.unwrap()(key))),
+                None => Held::Other,
             }
         }
     }
-
-    fn set_value(&mut self, t: *mut raw::RedisModuleType, value: *mut c_void) {
-        let key = self.key();
-        // SAFETY: the key is open for writing (write commands only create) and empty; Redis
-        // takes ownership of `value` and frees it with the type's `free` callback.
-        unsafe {
-            raw::RedisModule_ModuleTypeSetValue.unwrap()(key, t, value);
-        }
-        self.dirty = true;
-    }
 }
 
-impl Drop for KeyStore {
+impl Drop for KeyStore<'_> {
     fn drop(&mut self) {
-        if !self.key.is_null() {
-            // SAFETY: the key was opened by this store and not closed yet.
-            unsafe { raw::RedisModule_CloseKey.unwrap()(self.key) };
+        for o in self.first.iter().chain(&self.more) {
+            if !o.key.is_null() {
+                // SAFETY: opened by this store and not closed yet.
+                unsafe { raw::RedisModule_CloseKey.unwrap()(o.key) };
+            }
         }
     }
 }
 
-// The values behind the pointers are boxes owned by Redis's keyspace; they live while the key is
-// open, which is as long as `self` is borrowed.
-impl FilterStore for KeyStore {
-    fn lookup(&mut self, _key: &[u8]) -> Read<'_> {
-        match self.probe() {
-            Slot::Missing => Slot::Missing,
+// The values behind the pointers are boxes owned by Redis's keyspace; they live while their key
+// is open, which is as long as `self` is borrowed, and no key is closed while a borrow lasts.
+impl Store for KeyStore<'_> {
+    fn read(&mut self, key: &[u8]) -> Held<&dyn Data> {
+        let k = self.key(key, false);
+        match Self::probe(k) {
+            Held::Missing => Held::Missing,
             // SAFETY: see above; the value is one of our boxes, of the type Redis reports.
-            Slot::Bloom(b) => Slot::Bloom(unsafe { &*b }),
-            Slot::Cuckoo(c) => Slot::Cuckoo(unsafe { &*c }),
-            Slot::Other => Slot::Other,
+            Held::Data(d) => Held::Data(unsafe { &*d }),
+            Held::Other => Held::Other,
         }
     }
 
-    fn lookup_mut(&mut self, _key: &[u8]) -> Write<'_> {
-        match self.probe() {
-            Slot::Missing => Slot::Missing,
-            Slot::Bloom(b) => {
+    fn write(&mut self, key: &[u8]) -> Held<&mut dyn Data> {
+        let k = self.key(key, self.writes);
+        match Self::probe(k) {
+            Held::Missing => Held::Missing,
+            Held::Data(d) => {
                 self.dirty = true;
-                // SAFETY: as in `lookup`; `&mut self` makes the borrow exclusive.
-                Slot::Bloom(unsafe { &mut *b })
+                // SAFETY: as in `read`; `&mut self` makes the borrow exclusive.
+                Held::Data(unsafe { &mut *d })
             }
-            Slot::Cuckoo(c) => {
-                self.dirty = true;
-                // SAFETY: as above.
-                Slot::Cuckoo(unsafe { &mut *c })
-            }
-            Slot::Other => Slot::Other,
+            Held::Other => Held::Other,
         }
     }
 
-    fn create_bloom(&mut self, _key: &[u8], chain: BloomChain) -> &mut BloomChain {
-        let p = Box::into_raw(Box::new(chain));
-        self.set_value(bloom_type(), p.cast());
+    fn read_many<'s>(&'s mut self, keys: &[&[u8]]) -> Vec<Held<&'s dyn Data>> {
+        let handles: Vec<_> = keys.iter().map(|k| self.key(k, false)).collect();
+        handles
+            .into_iter()
+            .map(|k| match Self::probe(k) {
+                Held::Missing => Held::Missing,
+                // SAFETY: as in `read`; the values are only read while `self` is borrowed.
+                Held::Data(d) => Held::Data(unsafe { &*d }),
+                Held::Other => Held::Other,
+            })
+            .collect()
+    }
+
+    fn set(&mut self, key: &[u8], value: Box<dyn Data>) -> &mut dyn Data {
+        let k = self.key(key, true);
+        let reg = types::by_type_id(value.as_any().type_id())
+            .unwrap_or_else(|| panic!("{} is not a registered data type", value.type_name()));
+        let raw_value = (reg.into_raw)(value);
+        // SAFETY: the key is open for writing; Redis deletes what it held (any type) and takes
+        // ownership of `raw_value`, freed with the type's `free` callback.
+        let stored = unsafe { raw::RedisModule_ModuleTypeSetValue.unwrap()(k, reg.raw(), raw_value) };
+        assert_eq!(stored, raw::REDISMODULE_OK as c_int, "RedisModule_ModuleTypeSetValue failed");
+        self.dirty = true;
         // SAFETY: Redis now owns the box and keeps it while the key is open.
-        unsafe { &mut *p }
+        unsafe { &mut *(reg.as_dyn)(raw_value) }
     }
+}
 
-    fn create_cuckoo(&mut self, _key: &[u8], filter: CuckooFilter) -> &mut CuckooFilter {
-        let p = Box::into_raw(Box::new(filter));
-        self.set_value(cuckoo_type(), p.cast());
-        // SAFETY: as above.
-        unsafe { &mut *p }
-    }
+fn open_raw(
+    ctx: *mut raw::RedisModuleCtx,
+    name: *mut raw::RedisModuleString,
+    write: bool,
+) -> *mut raw::RedisModuleKey {
+    let mode = raw::REDISMODULE_READ as c_int | if write { raw::REDISMODULE_WRITE as c_int } else { 0 };
+    // SAFETY: `ctx` is the running command's and `name` a valid string.
+    unsafe { raw::RedisModule_OpenKey.unwrap()(ctx, name, mode).cast() }
 }
 
 /// `maxmemory`, read with `CONFIG GET` (only when a filter, link or sub-filter is about to be
@@ -185,12 +253,8 @@ impl Env for ModuleEnv {
         }
     }
 
-    fn bloom_defaults(&self) -> BloomDefaults {
-        crate::config::bloom()
-    }
-
-    fn cuckoo_defaults(&self) -> CuckooDefaults {
-        crate::config::cuckoo()
+    fn defaults(&self) -> Defaults {
+        crate::config::defaults()
     }
 
     /// `maxmemory` when set, else the library's default LOADCHUNK budget (4 GiB), as in
@@ -202,6 +266,13 @@ impl Env for ModuleEnv {
         }
     }
 
+    /// Redis's clock. A command replicated from a primary or replayed from the AOF carries its
+    /// time explicitly (the handlers propagate it so), so only the primary's clock is read.
+    fn now_ms(&self) -> u64 {
+        // SAFETY: the module is loaded.
+        unsafe { raw::RedisModule_Milliseconds.unwrap()() }.max(0) as u64
+    }
+
     fn propagate(&mut self, commands: Vec<Vec<Vec<u8>>>) {
         self.propagate = Some(commands);
     }
@@ -210,53 +281,47 @@ impl Env for ModuleEnv {
 /// Replicates (and feeds the AOF) one command given as byte strings.
 unsafe fn replicate(ctx: *mut raw::RedisModuleCtx, cmd: &[Vec<u8>]) {
     let Some((name, args)) = cmd.split_first() else { return };
-    // SAFETY: `ctx` is the running command's; the strings are created and freed here, and
-    // Redis retains what it keeps ("v": a vector of module strings and its length).
+    let args: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
+    // SAFETY: `ctx` is the running command's; Redis retains what it keeps of the strings ("v": a
+    // vector of module strings and its length), which are freed when `strings` drops.
     unsafe {
-        let create = raw::RedisModule_CreateString.unwrap();
-        let strings: Vec<*mut raw::RedisModuleString> =
-            args.iter().map(|a| create(std::ptr::null_mut(), a.as_ptr().cast(), a.len())).collect();
+        let strings = OwnedStrings::new(&args);
         let name = CString::new(name.clone()).unwrap_or_default();
         raw::RedisModule_Replicate.unwrap()(
             ctx,
             name.as_ptr(),
             c"v".as_ptr(),
-            strings.as_ptr(),
-            strings.len(),
+            strings.0.as_ptr(),
+            strings.0.len(),
         );
-        for s in strings {
-            raw::RedisModule_FreeString.unwrap()(std::ptr::null_mut(), s);
-        }
     }
 }
 
-/// Runs `COMMANDS[i]`: opens its key, calls the shared handler, replies, and replicates a write
-/// that changed data (verbatim, or the handler's explicit commands after an auto-create).
+/// Runs a registered command: opens its keys, calls the shared handler (after the arity check),
+/// replies, and replicates a call that changed data (verbatim, or the handler's explicit
+/// commands: an auto-create's header, a time made explicit).
 ///
 /// # Safety
-/// Called by Redis with a valid context and `argc` valid strings in `argv`.
+/// Called from a command callback, with Redis's valid context and `argc` valid strings in `argv`.
 pub unsafe fn dispatch(
-    i: usize,
+    cmd: &Command,
     ctx: *mut raw::RedisModuleCtx,
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
 ) -> c_int {
     let argc = argc.max(0) as usize;
     // SAFETY: per the contract, `argv[0..argc]` are valid for the whole call.
-    let args: Vec<&[u8]> = (0..argc).map(|j| unsafe { string_bytes(*argv.add(j)) }).collect();
-    let cmd = &COMMANDS[i];
-    let writes = cmd.access != Access::Read;
-    let mode = raw::REDISMODULE_READ as c_int | if writes { raw::REDISMODULE_WRITE as c_int } else { 0 };
-    // CF.COMPACT registers no arity: `argv[1]` may be missing, and the handler refuses that
-    // before it looks anything up.
-    let name = if argc > 1 { unsafe { *argv.add(1) } } else { std::ptr::null_mut() };
-    let mut store = KeyStore { ctx, name, key: std::ptr::null_mut(), mode, dirty: false };
+    let strings: &[*mut raw::RedisModuleString] =
+        if argc == 0 { &[] } else { unsafe { std::slice::from_raw_parts(argv, argc) } };
+    // SAFETY: as above.
+    let args: Vec<&[u8]> = strings.iter().map(|&s| unsafe { string_bytes(s) }).collect();
+    let mut store = KeyStore::new(ctx, cmd, strings, &args);
     let mut env = ModuleEnv { ctx, propagate: None };
-    let reply = sift_commands::run::<KeyStore, &[u8]>(i, &mut store, &mut env, &args);
+    let reply = sift_commands::run(cmd, &mut store, &mut env, &args);
     // SAFETY: `ctx` is the running command's.
     unsafe {
         crate::reply::send(ctx, &reply);
-        if writes && store.dirty {
+        if cmd.flags.changes_data() && store.dirty {
             match env.propagate.take() {
                 Some(cmds) => cmds.iter().for_each(|c| replicate(ctx, c)),
                 None => {

@@ -1,51 +1,123 @@
-//! The two module data types, `MBbloom--` (a [`BloomChain`]) and `MBbloomCF` (a
-//! [`CuckooFilter`]), with RedisBloom's type names and encver 4, so Redis stores and finds them
-//! under the same module ids as RedisBloom (spec §12.1).
+//! The module data types: one Redis type per registered data type (`sift_commands::families`),
+//! each value a plain `Box<T>` that Redis holds, and the Redis callbacks, instantiated for each
+//! type from `sift_commands::DataType`:
 //!
-//! * RDB save/load: the field sequence of spec §12.3 / §12.4, written by the library's
-//!   `redisbloom::rdb` over `RedisModule_Save*` / `RedisModule_Load*` ([`IoWriter`],
-//!   [`IoReader`]). Loads accept encvers 0..=4 and fail (a NULL value, which Redis reports as a
-//!   load error or `ERR Bad data format`) on anything invalid, never abort: the module sets
-//!   `HANDLE_IO_ERRORS` and checks `RedisModule_IsIOError` after every read.
-//! * AOF rewrite: `BF.LOADCHUNK` / `CF.LOADCHUNK` commands exactly as RedisBloom emits them
-//!   (spec §12.6).
-//! * Memory usage: the filter's INFO `Size`; digest: the dump chunks; free: drop the box.
+//! * RDB save/load: the type's field sequence over `RedisModule_Save*` / `RedisModule_Load*`
+//!   ([`IoWriter`], [`IoReader`]), which also gives `DUMP` / `RESTORE` and `DEBUG RELOAD`. For
+//!   `MBbloom--` and `MBbloomCF` that is RedisBloom's encoding (encver 4, spec §12.3 / §12.4),
+//!   under RedisBloom's type names, so Redis stores and finds them under the same module ids as
+//!   RedisBloom (spec §12.1). Loads fail (a NULL value, which Redis reports as a load error or
+//!   `ERR Bad data format`) on anything invalid, never abort: the module sets `HANDLE_IO_ERRORS`
+//!   and checks `RedisModule_IsIOError` after every read.
+//! * AOF rewrite: the commands the type emits ([`sift_commands::DataType::rewrite`]; for BF and CF
+//!   the `LOADCHUNK` sequence RedisBloom emits, spec §12.6).
+//! * Memory usage: the type's; digest (`DEBUG DIGEST-VALUE`): the chunks of its dump; copy: the
+//!   type's `COPY`, when it has one (else Redis refuses COPY); free: drop the box.
 
-use std::ffi::{c_int, c_longlong, c_void};
+use std::any::TypeId;
+use std::ffi::{c_int, c_void, CString};
+use std::sync::OnceLock;
 
-use redis_module::native_types::RedisType;
 use redis_module::raw;
-use sift::compat::redisbloom::rdb::{
-    load_bloom, load_cuckoo, save_bloom, save_cuckoo, CuckooRdbDefaults, FieldReader, FieldWriter, RdbError,
-};
-use sift::compat::redisbloom::{BloomChain, CuckooFilter, LoadLimits, MAX_CHUNK};
+use sift::compat::redisbloom::rdb::{FieldReader, FieldWriter, RdbError};
+use sift::compat::redisbloom::LoadLimits;
+use sift_commands::{Data, DataType, LoadContext};
 
-/// The encoding version written (RedisBloom's current one).
-pub const ENCVER: i32 = 4;
+use crate::strings::{string_bytes, OwnedStrings};
 
-const fn methods(
-    rdb_load: raw::RedisModuleTypeLoadFunc,
-    rdb_save: raw::RedisModuleTypeSaveFunc,
-    aof_rewrite: raw::RedisModuleTypeRewriteFunc,
-    mem_usage: raw::RedisModuleTypeMemUsageFunc,
-    digest: raw::RedisModuleTypeDigestFunc,
-    free: raw::RedisModuleTypeFreeFunc,
-) -> raw::RedisModuleTypeMethods {
+/// A registered Redis type and how to reach its values.
+pub struct Registered {
+    /// The type name.
+    pub name: &'static str,
+    raw: RawType,
+    /// The Rust type of its values.
+    pub type_id: TypeId,
+    /// A value pointer Redis holds, as the value.
+    pub as_dyn: unsafe fn(*mut c_void) -> *mut dyn Data,
+    /// A value of this type, as the pointer Redis will hold.
+    pub into_raw: fn(Box<dyn Data>) -> *mut c_void,
+}
+
+impl Registered {
+    /// Redis's handle of the type.
+    pub fn raw(&self) -> *mut raw::RedisModuleType {
+        self.raw.0
+    }
+}
+
+/// A type handle, written once during the module's load and only read afterwards.
+struct RawType(*mut raw::RedisModuleType);
+
+// SAFETY: the handle is an opaque pointer Redis keeps for the life of the module; it is only
+// passed back to Redis, from its own threads.
+unsafe impl Send for RawType {}
+// SAFETY: as above.
+unsafe impl Sync for RawType {}
+
+static TYPES: OnceLock<Vec<Registered>> = OnceLock::new();
+
+/// Every registered type (empty before the module's load registered them).
+pub fn registered() -> &'static [Registered] {
+    TYPES.get().map_or(&[], |t| t.as_slice())
+}
+
+/// The registered type whose Redis handle is `t`.
+pub fn by_raw(t: *mut raw::RedisModuleType) -> Option<&'static Registered> {
+    registered().iter().find(|r| r.raw.0 == t)
+}
+
+/// The registered type of Rust type `id`.
+pub fn by_type_id(id: TypeId) -> Option<&'static Registered> {
+    registered().iter().find(|r| r.type_id == id)
+}
+
+/// Records the registered types (once, during the load).
+pub fn set_registered(types: Vec<Registered>) {
+    let _ = TYPES.set(types);
+}
+
+/// The entry of type `T`, whose Redis handle is `raw`.
+pub fn entry<T: DataType>(raw: *mut raw::RedisModuleType) -> Registered {
+    Registered {
+        name: T::NAME,
+        raw: RawType(raw),
+        type_id: TypeId::of::<T>(),
+        as_dyn: as_dyn::<T>,
+        into_raw: into_raw::<T>,
+    }
+}
+
+/// # Safety
+/// `p` is a value of type `T` that this module gave Redis.
+unsafe fn as_dyn<T: DataType>(p: *mut c_void) -> *mut dyn Data {
+    p.cast::<T>() as *mut dyn Data
+}
+
+fn into_raw<T: DataType>(value: Box<dyn Data>) -> *mut c_void {
+    let value = value.into_any().downcast::<T>().unwrap_or_else(|_| panic!("a {} value", T::NAME));
+    Box::into_raw(value).cast()
+}
+
+/// The callbacks of type `T`: version 1 of the struct (understood by every Redis since 4.0),
+/// or version 3 when the type can be copied (the `copy` callback).
+pub const fn methods<T: DataType>() -> raw::RedisModuleTypeMethods {
     raw::RedisModuleTypeMethods {
-        // Version 1 fields only (plus nothing newer): understood by every Redis since 4.0.
-        version: 1,
-        rdb_load,
-        rdb_save,
-        aof_rewrite,
-        mem_usage,
-        digest,
-        free,
+        version: if T::COPY.is_some() { 3 } else { 1 },
+        rdb_load: Some(rdb_load::<T>),
+        rdb_save: Some(rdb_save::<T>),
+        aof_rewrite: Some(aof_rewrite::<T>),
+        mem_usage: Some(mem_usage::<T>),
+        digest: Some(digest::<T>),
+        free: Some(free::<T>),
         aux_load: None,
         aux_save: None,
         aux_save_triggers: 0,
         free_effort: None,
         unlink: None,
-        copy: None,
+        copy: match T::COPY {
+            Some(_) => Some(copy::<T>),
+            None => None,
+        },
         defrag: None,
         mem_usage2: None,
         free_effort2: None,
@@ -55,44 +127,6 @@ const fn methods(
     }
 }
 
-/// `MBbloom--`: RedisBloom's scalable Bloom filter type.
-pub static BLOOM_TYPE: RedisType = RedisType::new(
-    "MBbloom--",
-    ENCVER,
-    methods(
-        Some(bloom_rdb_load),
-        Some(bloom_rdb_save),
-        Some(bloom_aof_rewrite),
-        Some(bloom_mem_usage),
-        Some(bloom_digest),
-        Some(bloom_free),
-    ),
-);
-
-/// `MBbloomCF`: RedisBloom's cuckoo filter type.
-pub static CUCKOO_TYPE: RedisType = RedisType::new(
-    "MBbloomCF",
-    ENCVER,
-    methods(
-        Some(cuckoo_rdb_load),
-        Some(cuckoo_rdb_save),
-        Some(cuckoo_aof_rewrite),
-        Some(cuckoo_mem_usage),
-        Some(cuckoo_digest),
-        Some(cuckoo_free),
-    ),
-);
-
-/// The registered `MBbloom--` type.
-pub fn bloom_type() -> *mut raw::RedisModuleType {
-    *BLOOM_TYPE.raw_type.borrow()
-}
-
-/// The registered `MBbloomCF` type.
-pub fn cuckoo_type() -> *mut raw::RedisModuleType {
-    *CUCKOO_TYPE.raw_type.borrow()
-}
-
 /// [`FieldWriter`] over `RedisModule_Save*`.
 pub struct IoWriter(pub *mut raw::RedisModuleIO);
 
@@ -100,6 +134,11 @@ impl FieldWriter for IoWriter {
     fn save_unsigned(&mut self, v: u64) {
         // SAFETY: `self.0` is the RDB handle Redis passed to the save callback.
         unsafe { raw::RedisModule_SaveUnsigned.unwrap()(self.0, v) }
+    }
+
+    fn save_signed(&mut self, v: i64) {
+        // SAFETY: as above.
+        unsafe { raw::RedisModule_SaveSigned.unwrap()(self.0, v) }
     }
 
     fn save_double(&mut self, v: f64) {
@@ -136,6 +175,12 @@ impl FieldReader for IoReader {
         self.check(v)
     }
 
+    fn load_signed(&mut self) -> Result<i64, RdbError> {
+        // SAFETY: see `check`.
+        let v = unsafe { raw::RedisModule_LoadSigned.unwrap()(self.0) };
+        self.check(v)
+    }
+
     fn load_double(&mut self) -> Result<f64, RdbError> {
         // SAFETY: see `check`.
         let v = unsafe { raw::RedisModule_LoadDouble.unwrap()(self.0) };
@@ -148,27 +193,15 @@ impl FieldReader for IoReader {
         // NULL on error), which we copy and free.
         unsafe {
             let p = raw::RedisModule_LoadStringBuffer.unwrap()(self.0, &mut len);
-            let out = if p.is_null() {
-                Vec::new()
-            } else {
-                std::slice::from_raw_parts(p.cast::<u8>(), len).to_vec()
-            };
-            if !p.is_null() {
-                raw::RedisModule_Free.unwrap()(p.cast());
-            }
             if p.is_null() {
                 self.check(())?;
                 return Err(RdbError::Io("RedisModule_LoadStringBuffer returned NULL".into()));
             }
+            let out = std::slice::from_raw_parts(p.cast::<u8>(), len).to_vec();
+            raw::RedisModule_Free.unwrap()(p.cast());
             self.check(out)
         }
     }
-}
-
-/// Payload limits for an RDB load: the library's default (4 GiB of bitmaps), as for LOADCHUNK
-/// without `maxmemory` (no command context to ask for `maxmemory` during a load).
-fn rdb_limits() -> LoadLimits {
-    LoadLimits::DEFAULT
 }
 
 fn log_load_error(what: &str, e: &RdbError) {
@@ -176,164 +209,91 @@ fn log_load_error(what: &str, e: &RdbError) {
     // SAFETY: both strings are NUL-terminated and live across the call.
     unsafe {
         if let Some(log) = raw::RedisModule_Log {
-            let msg =
-                std::ffi::CString::new(format!("sift-redis: cannot load {what}: {e}")).unwrap_or_default();
+            let msg = CString::new(format!("sift-redis: cannot load {what}: {e}")).unwrap_or_default();
             log(std::ptr::null_mut(), c"warning".as_ptr(), c"%s".as_ptr(), msg.as_ptr());
         }
     }
 }
 
-unsafe extern "C" fn bloom_rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
-    match load_bloom(&mut IoReader(rdb), encver.max(0) as u32, &rdb_limits()) {
-        Ok(c) => Box::into_raw(Box::new(c)).cast(),
+/// Payload limits for an RDB load: the library's default (4 GiB of bitmaps), as for LOADCHUNK
+/// without `maxmemory` (no command context to ask for `maxmemory` during a load); the configured
+/// defaults for what old encodings leave out.
+fn load_context() -> LoadContext {
+    LoadContext { limits: LoadLimits::DEFAULT, defaults: crate::config::defaults() }
+}
+
+unsafe extern "C" fn rdb_load<T: DataType>(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
+    match T::rdb_load(&mut IoReader(rdb), encver.max(0) as u32, &load_context()) {
+        Ok(v) => Box::into_raw(Box::new(v)).cast(),
         Err(e) => {
-            log_load_error("MBbloom--", &e);
+            log_load_error(T::NAME, &e);
             std::ptr::null_mut()
         }
     }
 }
 
-unsafe extern "C" fn bloom_rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
-    // SAFETY: `value` is one of our boxed chains.
-    let chain = unsafe { &*(value as *const BloomChain) };
-    save_bloom(chain, &mut IoWriter(rdb));
+unsafe extern "C" fn rdb_save<T: DataType>(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
+    // SAFETY: `value` is one of our boxed `T`s.
+    let v = unsafe { &*value.cast::<T>() };
+    v.rdb_save(&mut IoWriter(rdb));
 }
 
-unsafe extern "C" fn cuckoo_rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
-    let c = crate::config::current().cuckoo;
-    // Encvers 0..3 do not store these: current RedisBloom takes the configured values (§12.4).
-    let defaults = CuckooRdbDefaults {
-        bucket_size: u16::try_from(c.bucket_size).unwrap_or(2),
-        max_iterations: u16::try_from(c.max_iterations).unwrap_or(20),
-        expansion: u16::try_from(c.expansion).unwrap_or(1),
-    };
-    match load_cuckoo(&mut IoReader(rdb), encver.max(0) as u32, defaults, &rdb_limits()) {
-        Ok(f) => Box::into_raw(Box::new(f)).cast(),
-        Err(e) => {
-            log_load_error("MBbloomCF", &e);
-            std::ptr::null_mut()
-        }
-    }
-}
-
-unsafe extern "C" fn cuckoo_rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
-    // SAFETY: `value` is one of our boxed filters.
-    let f = unsafe { &*(value as *const CuckooFilter) };
-    save_cuckoo(f, &mut IoWriter(rdb));
-}
-
-/// `<cmd> key <it> <data>` into the AOF.
-unsafe fn emit(
-    aof: *mut raw::RedisModuleIO,
-    cmd: &std::ffi::CStr,
-    key: *mut raw::RedisModuleString,
-    it: i64,
-    data: &[u8],
-) {
-    // SAFETY: "slb" = a module string, a long long, a buffer and its length.
-    unsafe {
-        raw::RedisModule_EmitAOF.unwrap()(
-            aof,
-            cmd.as_ptr(),
-            c"slb".as_ptr(),
-            key,
-            it as c_longlong,
-            data.as_ptr(),
-            data.len(),
-        );
-    }
-}
-
-unsafe extern "C" fn bloom_aof_rewrite(
+unsafe extern "C" fn aof_rewrite<T: DataType>(
     aof: *mut raw::RedisModuleIO,
     key: *mut raw::RedisModuleString,
     value: *mut c_void,
 ) {
-    // SAFETY: `value` is one of our boxed chains; `aof` and `key` are Redis's.
+    // SAFETY: `value` is one of our boxed `T`s; `aof` and `key` are Redis's for this call.
     unsafe {
-        let chain = &*(value as *const BloomChain);
-        // The header at iterator 1, then each SCANDUMP chunk with the iterator SCANDUMP returns
-        // with it (spec §12.6).
-        emit(aof, c"BF.LOADCHUNK", key, 1, &chain.header());
-        let mut it = 0i64;
-        while let Some((next, data)) = chain.scandump(it) {
-            if it > 0 {
-                emit(aof, c"BF.LOADCHUNK", key, next, &data);
-            }
-            it = next;
-        }
+        let v = &*value.cast::<T>();
+        v.rewrite(string_bytes(key), &mut |cmd| {
+            let Some((name, args)) = cmd.split_first() else { return };
+            let name = CString::new(name.to_vec()).unwrap_or_default();
+            let args = OwnedStrings::new(args);
+            // "v": a vector of module strings and its length.
+            raw::RedisModule_EmitAOF.unwrap()(
+                aof,
+                name.as_ptr(),
+                c"v".as_ptr(),
+                args.0.as_ptr(),
+                args.0.len(),
+            );
+        });
     }
 }
 
-unsafe extern "C" fn cuckoo_aof_rewrite(
-    aof: *mut raw::RedisModuleIO,
-    key: *mut raw::RedisModuleString,
-    value: *mut c_void,
-) {
-    // SAFETY: `value` is one of our boxed filters.
+unsafe extern "C" fn mem_usage<T: DataType>(value: *const c_void) -> usize {
+    // SAFETY: `value` is one of our boxed `T`s.
+    unsafe { (*value.cast::<T>()).mem_usage() }
+}
+
+unsafe extern "C" fn digest<T: DataType>(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
+    // SAFETY: `value` is one of our boxed `T`s; `md` is Redis's digest handle and every buffer is
+    // valid for its length.
     unsafe {
-        let f = &*(value as *const CuckooFilter);
-        // Always the header and every sub-filter, also when the filter is empty (whose SCANDUMP
-        // is empty): positions and pieces as SCANDUMP's (spec §12.6).
-        emit(aof, c"CF.LOADCHUNK", key, 1, &f.header());
-        let mut pos = 1i64;
-        for s in f.filters() {
-            for piece in s.slots().chunks(MAX_CHUNK) {
-                pos += piece.len() as i64;
-                emit(aof, c"CF.LOADCHUNK", key, pos, piece);
-            }
-        }
-    }
-}
-
-unsafe extern "C" fn bloom_mem_usage(value: *const c_void) -> usize {
-    // SAFETY: `value` is one of our boxed chains.
-    unsafe { (*(value as *const BloomChain)).info().size as usize }
-}
-
-unsafe extern "C" fn cuckoo_mem_usage(value: *const c_void) -> usize {
-    // SAFETY: `value` is one of our boxed filters.
-    unsafe { (*(value as *const CuckooFilter)).info().size as usize }
-}
-
-unsafe fn digest_chunks(
-    md: *mut raw::RedisModuleDigest,
-    header: &[u8],
-    chunks: impl Iterator<Item = Vec<u8>>,
-) {
-    // SAFETY: `md` is Redis's digest handle; buffers are valid for their lengths.
-    unsafe {
+        let v: &dyn Data = &*value.cast::<T>();
         let add = raw::RedisModule_DigestAddStringBuffer.unwrap();
-        add(md, header.as_ptr().cast(), header.len());
-        for c in chunks {
-            add(md, c.as_ptr().cast(), c.len());
+        for chunk in v.chunks() {
+            add(md, chunk.data.as_ptr().cast(), chunk.data.len());
         }
         raw::RedisModule_DigestEndSequence.unwrap()(md);
     }
 }
 
-unsafe extern "C" fn bloom_digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
-    // SAFETY: `value` is one of our boxed chains.
-    unsafe {
-        let c = &*(value as *const BloomChain);
-        digest_chunks(md, &c.header(), c.links().iter().map(|l| l.bitmap().to_vec()));
+unsafe extern "C" fn copy<T: DataType>(
+    _from: *mut raw::RedisModuleString,
+    _to: *mut raw::RedisModuleString,
+    value: *const c_void,
+) -> *mut c_void {
+    // SAFETY: `value` is one of our boxed `T`s; registered only when `T::COPY` is set.
+    let v = unsafe { &*value.cast::<T>() };
+    match T::COPY {
+        Some(copy) => Box::into_raw(Box::new(copy(v))).cast(),
+        None => std::ptr::null_mut(),
     }
 }
 
-unsafe extern "C" fn cuckoo_digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
-    // SAFETY: `value` is one of our boxed filters.
-    unsafe {
-        let f = &*(value as *const CuckooFilter);
-        digest_chunks(md, &f.header(), f.filters().iter().map(|s| s.slots().to_vec()));
-    }
-}
-
-unsafe extern "C" fn bloom_free(value: *mut c_void) {
+unsafe extern "C" fn free<T: DataType>(value: *mut c_void) {
     // SAFETY: Redis frees each value once; it is a box we made.
-    drop(unsafe { Box::from_raw(value as *mut BloomChain) });
-}
-
-unsafe extern "C" fn cuckoo_free(value: *mut c_void) {
-    // SAFETY: as above.
-    drop(unsafe { Box::from_raw(value as *mut CuckooFilter) });
+    drop(unsafe { Box::from_raw(value.cast::<T>()) });
 }

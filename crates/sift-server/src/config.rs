@@ -39,6 +39,9 @@ enum Kind {
 }
 
 /// (canonical name, kind). The order is CONFIG GET's order.
+/// Default `lua-maxmemory`: the Lua VM's allocation cap.
+pub const LUA_MAXMEMORY_DEFAULT: usize = 256 * 1024 * 1024;
+
 const PARAMS: &[(&str, Kind)] = &[
     ("bf-error-rate", Kind::Filter),
     ("bf-initial-size", Kind::Filter),
@@ -130,7 +133,7 @@ impl Default for Params {
             maxmemory: 0,
             maxclients: 10000,
             busy_reply_threshold: 5000,
-            lua_maxmemory: crate::script::DEFAULT_MEMORY_LIMIT,
+            lua_maxmemory: LUA_MAXMEMORY_DEFAULT,
         }
     }
 }

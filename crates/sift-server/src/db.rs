@@ -49,11 +49,11 @@
 //!
 //! # Values
 //!
-//! [`Value`] is the enum of what a key can hold. The BF/CF engineer adds the filter variants
-//! (`Bloom(BloomChain)`, `Cuckoo(CuckooFilter)`); every `match` on it below then fails to compile
-//! until the new variant's type name, memory usage and COPY behaviour are given.
+//! [`Value`] is what a key holds: the server's own strings (and bitmaps, which are strings), or a
+//! value of a data type registered in `sift_commands` (the RedisBloom filters, and every family
+//! added there), behind one box. Everything the keyspace needs of such a value — its type name,
+//! its size, whether `COPY` may duplicate it — comes from its type ([`sift_commands::Data`]).
 
-use sift::compat::redisbloom::{BloomChain, CuckooFilter};
 use std::cell::Cell;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -62,6 +62,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use parking_lot::{Mutex, MutexGuard};
+use sift_commands::Data;
 
 /// Number of shards. A power of two well above the core count keeps contention low.
 pub const SHARDS: usize = 64;
@@ -79,10 +80,8 @@ pub enum Value {
     /// `cmd::bitmap`). Charged its length; the spare capacity a growing bitmap keeps (at most
     /// min(length, 1 MB)) is not.
     String(Bytes),
-    /// A RedisBloom scalable Bloom filter (`BF.*`).
-    Bloom(Box<BloomChain>),
-    /// A RedisBloom cuckoo filter (`CF.*`).
-    Cuckoo(Box<CuckooFilter>),
+    /// A value of a registered data type (`BF.*`, `CF.*`, ...): one box.
+    Data(Box<dyn Data>),
 }
 
 impl Value {
@@ -90,27 +89,26 @@ impl Value {
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::String(_) => "string",
-            Value::Bloom(_) => "MBbloom--",
-            Value::Cuckoo(_) => "MBbloomCF",
+            Value::Data(d) => d.type_name(),
         }
     }
 
     /// Bytes of payload the value holds; `MEMORY USAGE` adds the per-key overhead to it. For the
-    /// filters this is their INFO `Size` (spec §10).
+    /// RedisBloom filters this is their INFO `Size` (spec §10).
     pub fn payload_size(&self) -> usize {
         match self {
             Value::String(b) => b.len(),
-            Value::Bloom(f) => f.info().size as usize,
-            Value::Cuckoo(f) => f.info().size as usize,
+            Value::Data(d) => d.mem_usage(),
         }
     }
 
-    /// A copy for `COPY`, or `None` for module types, which Redis refuses to copy
-    /// (`ERR not supported for this module key`, spec §10).
+    /// A copy for `COPY`, or `None` for a type that refuses it (the RedisBloom types, as Redis
+    /// refuses module types without a copy callback: `ERR not supported for this module key`,
+    /// spec §10).
     pub fn copy_value(&self) -> Option<Value> {
         match self {
             Value::String(b) => Some(Value::String(b.clone())),
-            Value::Bloom(_) | Value::Cuckoo(_) => None,
+            Value::Data(d) => d.copy_data().map(Value::Data),
         }
     }
 }
@@ -627,6 +625,14 @@ impl Locked<'_> {
         &mut self.guards[pos].1
     }
 
+    fn shard_ref(&self, key: &[u8]) -> &Shard {
+        let i = shard_of(key);
+        let pos = self.guards.binary_search_by_key(&i, |(j, _)| *j).unwrap_or_else(|_| {
+            panic!("key not locked: the command table must declare every key a command touches")
+        });
+        &self.guards[pos].1
+    }
+
     /// Runs `f` on `key`'s shard and applies its memory change to the total.
     fn with_accounting<R>(&mut self, key: &[u8], f: impl FnOnce(&mut Shard) -> R) -> R {
         let db = self.db;
@@ -649,7 +655,7 @@ impl Locked<'_> {
 
     /// Marks `key`'s watchers dirty without changing it: for commands that Redis reports as
     /// modifying their key even when nothing changed (a module's write command that looked its
-    /// key up, see `cmd::bf::run`). `key`'s shard must be locked.
+    /// key up, see `cmd::family::run`). `key`'s shard must be locked.
     pub fn signal_modified(&mut self, key: &[u8]) {
         self.shard(key).signal(key);
     }
@@ -710,6 +716,16 @@ impl Locked<'_> {
     /// hints (`cmd::batch` prefetching a filter's cache lines), never for what a command replies.
     pub fn peek(&mut self, key: &[u8]) -> Option<&Entry> {
         self.shard(key).map.get(key)
+    }
+
+    /// The live entries of `keys` at once (expired ones are removed first), for a command that
+    /// reads several keys together. A key may appear twice.
+    pub fn get_many<'s>(&'s mut self, keys: &[&[u8]]) -> Vec<Option<&'s Entry>> {
+        for key in keys {
+            self.live(key);
+        }
+        let this = &*self;
+        keys.iter().map(|key| this.shard_ref(key).map.get(*key)).collect()
     }
 
     /// Removes `key` if it has expired (with its charge); returns whether it is live.
@@ -1011,6 +1027,17 @@ mod tests {
         drop(l);
         assert_eq!(db.active_expire(10), 1);
         assert!(take(&a));
+    }
+
+    /// A value of a registered data type is one box behind the same 32 bytes as a string: the
+    /// per-key cost does not grow with the number of registered types.
+    #[test]
+    fn a_value_is_a_string_or_one_box() {
+        assert_eq!(std::mem::size_of::<Value>(), 32);
+        let v =
+            Value::Data(Box::new(sift::compat::redisbloom::BloomChain::new(100, 0.01, 2, false).unwrap()));
+        assert_eq!(v.type_name(), "MBbloom--");
+        assert!(v.copy_value().is_none(), "RedisBloom's types refuse COPY");
     }
 
     #[test]

@@ -12,8 +12,10 @@
 //! * [`script`]: the Lua engine behind EVAL and SCRIPT, and [`lualib`] Redis's `bit`, `cjson`, `cmsgpack` and `struct` for it;
 //! * [`server`]: accept loop, limits, graceful shutdown.
 //!
-//! Integration points for the RedisBloom commands: the `Value` enum in [`db`] (add the filter
-//! variants) and the BF/CF rows of [`cmd::table`] (set their handlers).
+//! The RedisBloom commands, and every other family registered in `sift_commands`, are not
+//! written here: their commands and data types are declared there once, and [`cmd::table`],
+//! [`cmd::family`], the keyspace's [`db::Value::Data`] and [`persist::snapshot`] serve, store and
+//! persist any registered type without naming it.
 
 #![deny(missing_docs)]
 
@@ -28,3 +30,4 @@ pub mod persist;
 pub mod script;
 pub mod server;
 pub mod shared;
+pub mod version;

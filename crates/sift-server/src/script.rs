@@ -79,9 +79,6 @@ use crate::frame::{format_double, Frame};
 /// A single C call is still not interrupted (a pathological `string.find` pattern).
 pub const HOOK_EVERY: u32 = 1_000;
 
-/// Default `lua-maxmemory`: the Lua VM's allocation cap.
-pub const DEFAULT_MEMORY_LIMIT: usize = 256 * 1024 * 1024;
-
 /// Nesting depth at which a returned table is cut (Redis's "reached lua stack limit"): a table
 /// that contains itself must not recurse forever.
 const MAX_DEPTH: usize = 1000;
@@ -354,8 +351,8 @@ impl Vm {
         redis.set("LOG_VERBOSE", 1)?;
         redis.set("LOG_NOTICE", 2)?;
         redis.set("LOG_WARNING", 3)?;
-        redis.set("REDIS_VERSION", crate::cmd::server::REDIS_VERSION)?;
-        redis.set("REDIS_VERSION_NUM", version_num(crate::cmd::server::REDIS_VERSION))?;
+        redis.set("REDIS_VERSION", crate::version::REDIS_VERSION)?;
+        redis.set("REDIS_VERSION_NUM", version_num(crate::version::REDIS_VERSION))?;
         redis.set(
             "sha1hex",
             lua.create_function(|_, args: Variadic<Value>| {
@@ -1028,7 +1025,7 @@ mod tests {
             .lua
             .create_function(|lua, _: Variadic<Value>| Ok((1, error_table(lua, "ERR no keyspace")?)))
             .unwrap();
-        let limits = RunLimits { time_limit_ms: 1000, memory_limit: DEFAULT_MEMORY_LIMIT };
+        let limits = RunLimits { time_limit_ms: 1000, memory_limit: crate::config::LUA_MAXMEMORY_DEFAULT };
         vm.run(
             &sha,
             f,
@@ -1283,7 +1280,7 @@ mod tests {
     #[test]
     fn runaway_scripts_are_aborted_even_through_pcall() {
         let mut vm = Vm::new().unwrap();
-        let limits = RunLimits { time_limit_ms: 50, memory_limit: DEFAULT_MEMORY_LIMIT };
+        let limits = RunLimits { time_limit_ms: 50, memory_limit: crate::config::LUA_MAXMEMORY_DEFAULT };
         for body in [
             "while true do end",
             "while true do pcall(function() while true do end end) end",
@@ -1320,12 +1317,13 @@ mod tests {
             // One call's time, now: 20 calls without a limit.
             let calls = b"for i = 1, 20 do local s = string.rep('x', 4 * 1024 * 1024) end";
             let (csha, cf) = vm.load(calls).map(|(h, s)| (h, s.function)).unwrap();
-            let unlimited = RunLimits { time_limit_ms: 0, memory_limit: DEFAULT_MEMORY_LIMIT };
+            let unlimited =
+                RunLimits { time_limit_ms: 0, memory_limit: crate::config::LUA_MAXMEMORY_DEFAULT };
             let t = Instant::now();
             let done = vm.run(&csha, cf, &[], &[], raw.clone(), unlimited, &Arc::default());
             assert_eq!(done, Frame::Null);
             let per_call = t.elapsed() / 20;
-            let limits = RunLimits { time_limit_ms: 100, memory_limit: DEFAULT_MEMORY_LIMIT };
+            let limits = RunLimits { time_limit_ms: 100, memory_limit: crate::config::LUA_MAXMEMORY_DEFAULT };
             let t = Instant::now();
             let reply = vm.run(&sha, f, &[], &[], raw, limits, &Arc::default());
             tx.send((reply, t.elapsed(), per_call)).unwrap();

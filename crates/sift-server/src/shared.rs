@@ -109,6 +109,17 @@ impl std::fmt::Debug for Shared {
 }
 
 impl Shared {
+    /// The `maxmemory` check Redis runs before a command flagged `denyoom` (SET, COPY, every
+    /// BF/CF command that may add; [`crate::cmd::execute`] applies it after the unknown-command,
+    /// arity and NOAUTH errors, which Redis gives first): true while a limit is set and the
+    /// charged memory of the keyspace ([`crate::db::Db::used_memory`], the sum of `MEMORY USAGE`
+    /// over all keys) exceeds it. Reads, deletions and `FLUSHALL` still run, so a full server can
+    /// be emptied.
+    pub fn over_maxmemory(&self) -> bool {
+        let max = self.config.read().maxmemory;
+        max > 0 && self.db.used_memory() > max
+    }
+
     /// New state around a configuration and a persistence engine.
     pub fn new(config: Params, persistence: Box<dyn Persistence>) -> Shared {
         Shared {

@@ -4,7 +4,7 @@
 //! on them (a server maps them to protocol replies, a CLI to exit codes) and their messages say how
 //! to fix the problem.
 
-use crate::format::FilterKind;
+use crate::kind::FilterKind;
 
 /// Result alias used throughout the crate.
 pub type Result<T, E = Error> = core::result::Result<T, E>;

@@ -61,6 +61,7 @@ pub mod error;
 pub mod filters;
 pub mod format;
 pub mod hash;
+mod kind;
 pub mod math;
 pub mod plan;
 pub mod recommend;

@@ -21,6 +21,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
+use sift::compat::redisbloom::BloomChain;
 
 use super::table::{self, CommandSpec, LockPlan};
 use super::{execute, is_script, resolve, run_locked, After, Session};
@@ -53,7 +54,7 @@ fn plain(server: &Shared, session: &Session, argv: &[Bytes]) -> Option<&'static 
     if server.scripting.pending.load(Ordering::SeqCst) != 0 {
         return None;
     }
-    if spec.flags & table::DENYOOM != 0 && super::server::over_maxmemory(server) {
+    if spec.flags & table::DENYOOM != 0 && server.over_maxmemory() {
         return None;
     }
     if spec.flags & table::WRITE != 0 && server.persistence.write_error().is_some() {
@@ -107,9 +108,11 @@ fn prefetch_ahead(
     if ahead.peek().is_none() {
         return;
     }
-    if let Some(Value::Bloom(chain)) = keys.peek(key).map(|e| &e.value) {
-        for next in ahead {
-            chain.prefetch(&next[2]);
+    if let Some(Value::Data(d)) = keys.peek(key).map(|e| &e.value) {
+        if let Some(chain) = d.downcast_ref::<BloomChain>() {
+            for next in ahead {
+                chain.prefetch(&next[2]);
+            }
         }
     }
 }

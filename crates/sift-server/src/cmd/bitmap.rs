@@ -40,7 +40,7 @@
 use bytes::Bytes;
 
 use super::parse::{eq_ignore_case, parse_i64};
-use super::{err, server, Ctx};
+use super::{err, Ctx};
 use crate::db::Value;
 use crate::frame::Frame;
 use crate::shared::Shared;
@@ -174,13 +174,13 @@ pub fn setbit(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
     };
     let grow = (byte + 1).saturating_sub(len.unwrap_or(0));
     if grow > 0 && !ctx.session.replaying && growth_refused(ctx.server, grow) {
-        return Frame::error(server::OOM);
+        return Frame::error(err::OOM);
     }
     match len {
         None => {
             let mut v = Vec::new();
             if v.try_reserve_exact(byte + 1).is_err() {
-                return Frame::error(server::OOM);
+                return Frame::error(err::OOM);
             }
             v.resize(byte + 1, 0);
             if on {
@@ -194,7 +194,7 @@ pub fn setbit(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
             if write_bit(b, byte, mask, on).is_err() {
                 // Nothing changed: record nothing.
                 ctx.propagate = Some(Vec::new());
-                return Frame::error(server::OOM);
+                return Frame::error(err::OOM);
             }
         }
     }
@@ -735,7 +735,7 @@ fn bitfield_generic(ctx: &mut Ctx<'_, '_>, argv: &[Bytes], read_only_command: bo
         return Frame::Array(replies);
     }
     if grow > 0 && !ctx.session.replaying && growth_refused(ctx.server, grow) {
-        return Frame::error(server::OOM);
+        return Frame::error(err::OOM);
     }
     let apply = |buf: &mut [u8]| {
         for (&i, &v) in &changes {
@@ -746,7 +746,7 @@ fn bitfield_generic(ctx: &mut Ctx<'_, '_>, argv: &[Bytes], read_only_command: bo
         None => {
             let mut v = Vec::new();
             if v.try_reserve_exact(need).is_err() {
-                return Frame::error(server::OOM);
+                return Frame::error(err::OOM);
             }
             v.resize(need, 0);
             apply(&mut v);
@@ -757,7 +757,7 @@ fn bitfield_generic(ctx: &mut Ctx<'_, '_>, argv: &[Bytes], read_only_command: bo
             let Value::String(b) = &mut entry.value else { unreachable!("a string, read above") };
             if edit_string(b, need, apply).is_err() {
                 ctx.propagate = Some(Vec::new());
-                return Frame::error(server::OOM);
+                return Frame::error(err::OOM);
             }
         }
     }
@@ -814,13 +814,13 @@ pub fn setrange(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
     }
     let grow = end.saturating_sub(len.unwrap_or(0));
     if grow > 0 && !ctx.session.replaying && growth_refused(ctx.server, grow) {
-        return Frame::error(server::OOM);
+        return Frame::error(err::OOM);
     }
     match len {
         None => {
             let mut v = Vec::new();
             if v.try_reserve_exact(end).is_err() {
-                return Frame::error(server::OOM);
+                return Frame::error(err::OOM);
             }
             v.resize(end, 0);
             v[offset..end].copy_from_slice(value);
@@ -832,7 +832,7 @@ pub fn setrange(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
             let Value::String(b) = &mut entry.value else { unreachable!("a string, read above") };
             if edit_string(b, end, |buf| buf[offset..end].copy_from_slice(value)).is_err() {
                 ctx.propagate = Some(Vec::new());
-                return Frame::error(server::OOM);
+                return Frame::error(err::OOM);
             }
             Frame::Integer(l.max(end) as i64)
         }

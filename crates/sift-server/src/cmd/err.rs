@@ -3,6 +3,10 @@
 
 pub use sift_commands::err::*;
 
+/// Redis's reply to a `denyoom` command while the used memory exceeds `maxmemory` (with the
+/// `noeviction` policy, the only one here).
+pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+
 /// A malformed option list.
 pub const SYNTAX: &str = "ERR syntax error";
 /// A bad integer argument of a generic command.

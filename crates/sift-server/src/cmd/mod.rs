@@ -15,13 +15,13 @@
 //!
 //! Handlers have the type [`Handler`]. Command groups: [`keys`] (generic key commands),
 //! [`server`] (connection, server, transactions, config), [`bitmap`] (SETBIT, GETBIT, BITCOUNT,
-//! BITPOS, STRLEN on strings), and [`bf`] / [`cf`] for the RedisBloom commands.
+//! BITPOS, STRLEN on strings), and [`family`] for the commands of the families registered in
+//! `sift_commands` (the RedisBloom commands and the others), which run there.
 
 pub mod batch;
-pub mod bf;
 pub mod bitmap;
-pub mod cf;
 pub mod err;
+pub mod family;
 pub mod keys;
 pub mod parse;
 pub mod script;
@@ -36,7 +36,7 @@ use bytes::Bytes;
 use crate::db::Locked;
 use crate::frame::Frame;
 use crate::shared::Shared;
-use table::{CommandSpec, LockPlan};
+use table::{CommandSpec, LockPlan, Run};
 
 /// A command implementation: arguments (name included, as `argv[0]`) to reply.
 pub type Handler = fn(&mut Ctx<'_, '_>, &[Bytes]) -> Frame;
@@ -133,7 +133,9 @@ pub struct Ctx<'a, 'k> {
 
 /// Runs one request. `None` for an empty request (`*0`, a blank inline line): no reply.
 pub fn execute(server: &Shared, session: &mut Session, argv: Vec<Bytes>) -> Option<Frame> {
-    let name = argv.first()?;
+    if argv.is_empty() {
+        return None;
+    }
     let in_multi = session.multi.is_some();
     let spec = match resolve(&argv) {
         Ok(spec) => spec,
@@ -158,20 +160,17 @@ pub fn execute(server: &Shared, session: &mut Session, argv: Vec<Bytes>) -> Opti
                 .multi
                 .as_ref()
                 .is_some_and(|m| m.queued.iter().any(|(s, _)| s.flags & table::DENYOOM != 0)));
-    if may_grow && server::over_maxmemory(server) {
+    if may_grow && server.over_maxmemory() {
         if spec.name == "exec" {
             // Redis aborts the whole transaction, naming the reason.
             session.multi = None;
             unwatch_all(server, session);
-            return Some(Frame::error(format!(
-                "EXECABORT Transaction discarded because of: {}",
-                server::OOM
-            )));
+            return Some(Frame::error(format!("EXECABORT Transaction discarded because of: {}", err::OOM)));
         }
         if let Some(m) = session.multi.as_mut() {
             m.aborted = true;
         }
-        return Some(Frame::error(server::OOM));
+        return Some(Frame::error(err::OOM));
     }
     let writes = spec.flags & table::WRITE != 0
         || (spec.name == "exec"
@@ -192,7 +191,6 @@ pub fn execute(server: &Shared, session: &mut Session, argv: Vec<Bytes>) -> Opti
         session.multi.as_mut().expect("in multi").queued.push((spec, argv));
         return Some(Frame::Simple("QUEUED".into()));
     }
-    let _ = name;
     Some(match spec.name {
         "exec" => {
             let reply = exec(server, session);
@@ -338,9 +336,8 @@ pub(crate) fn run_locked(
         return stopped(session);
     }
     let before = keys.mutations();
-    let handler = spec.handler.expect("resolve returns only rows with a handler");
     let mut ctx = Ctx { session, server, keys, propagate: None };
-    let reply = handler(&mut ctx, argv);
+    let reply = call(spec, &mut ctx, argv);
     let propagate = ctx.propagate.take();
     // Counted once it ran, as Redis does: INFO does not count itself, CONFIG RESETSTAT does.
     if !session.replaying {
@@ -376,6 +373,14 @@ fn stopped(session: &mut Session) -> Frame {
     Frame::Null
 }
 
+/// Calls a resolved command's handler.
+fn call(spec: &'static CommandSpec, ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    match spec.handler.expect("resolve returns only rows with a handler") {
+        Run::Server(handler) => handler(ctx, argv),
+        Run::Family(cmd) => family::run(ctx, cmd, argv),
+    }
+}
+
 /// Hands one write's record to persistence, or to the transaction being collected
 /// ([`Session::tx_log`]).
 fn log(server: &Shared, session: &mut Session, argv: &[Bytes]) {
@@ -402,11 +407,10 @@ pub(crate) fn log_transaction(server: &Shared, records: Vec<Vec<Bytes>>) {
 pub fn replay(server: &Shared, keys: &mut Locked<'_>, argv: &[Bytes]) -> Result<Frame, String> {
     debug_assert!(keys.holds_all());
     let spec = resolve(argv)?;
-    let handler = spec.handler.expect("resolve returns only rows with a handler");
     let mut session = Session::new(0, true);
     session.replaying = true;
     let mut ctx = Ctx { session: &mut session, server, keys, propagate: None };
-    let reply = handler(&mut ctx, argv);
+    let reply = call(spec, &mut ctx, argv);
     keys.settle();
     Ok(reply)
 }

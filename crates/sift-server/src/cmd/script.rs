@@ -19,7 +19,7 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 use mlua::{Value, Variadic};
 
-use super::{err, server, table, Ctx, Session};
+use super::{err, table, Ctx, Session};
 use crate::frame::Frame;
 use crate::script::{self, frame_to_lua, value_to_arg, RunLimits};
 
@@ -114,7 +114,7 @@ fn run(ctx: &mut Ctx<'_, '_>, argv: &[Bytes], by_sha: bool, read_only: bool) -> 
     };
     // maxmemory is judged once, before the script (Redis's pre-command OOM state), and refuses
     // only DENYOOM calls made before the script's first write.
-    let oom = server::over_maxmemory(server);
+    let oom = server.over_maxmemory();
     let flags = engine.flags.clone();
     flags.kill.store(false, Ordering::Relaxed);
     flags.wrote.store(false, Ordering::Relaxed);
@@ -229,7 +229,7 @@ fn call(
         }
     }
     if oom && spec.flags & table::DENYOOM != 0 && !flags.wrote.load(Ordering::Relaxed) {
-        return (1, Frame::error(server::OOM));
+        return (1, Frame::error(err::OOM));
     }
     if writes {
         flags.wrote.store(true, Ordering::Relaxed);

@@ -9,28 +9,11 @@ use super::parse::{eq_ignore_case, parse_i64};
 use super::{err, table, After, Ctx};
 use crate::frame::Frame;
 use crate::shared::{ClientInfo, Shared};
-
-/// The Redis version this server reports (INFO, HELLO). RedisBloom's test-suite gates tests on
-/// `>= 7.99.99`, so it must look like Redis 8 (spec §10).
-pub const REDIS_VERSION: &str = "8.0.0";
+use crate::version::REDIS_VERSION;
 
 /// The version of module `bf` reported in `MODULE LIST`, `INFO modules` and `HELLO`: the
 /// RedisBloom version the commands reproduce, as the sift-redis module reports it too.
 pub const MODULE_VERSION: i64 = sift_commands::REDISBLOOM_VERSION as i64;
-
-/// Redis's reply to a `denyoom` command while the used memory exceeds `maxmemory` (with the
-/// `noeviction` policy, the only one here). Belongs with the other constants in `err`.
-pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
-
-/// The `maxmemory` check Redis runs before a command flagged `denyoom` (SET, COPY, every BF/CF
-/// command that may add; [`super::execute`] applies it after the unknown-command, arity and
-/// NOAUTH errors, which Redis gives first): true while a limit is set and the charged memory of
-/// the keyspace ([`crate::db::Db::used_memory`], the sum of `MEMORY USAGE` over all keys)
-/// exceeds it. Reads, deletions and `FLUSHALL` still run, so a full server can be emptied.
-pub fn over_maxmemory(server: &Shared) -> bool {
-    let max = server.config.read().maxmemory;
-    max > 0 && server.db.used_memory() > max
-}
 
 fn bulk(s: impl Into<String>) -> Frame {
     Frame::bulk(s.into())

@@ -2,24 +2,27 @@
 //! positions, ACL categories and handler. It drives dispatch ([`lookup`]), arity errors, shard
 //! locking (which keys a command touches) and the `COMMAND` replies.
 //!
-//! # The BF/CF rows
+//! # The family rows
 //!
-//! The BF.* and CF.* rows carry the arities of spec §2.3 and the flags and categories of §2.5;
-//! their handlers are in [`super::bf`] and [`super::cf`]. A row whose `handler` is `None` does
-//! not exist for clients (unknown command, not listed by COMMAND). Key position is `argv[1]` for
-//! all of them; the dispatcher locks that key's shard before calling the handler. Extra
-//! argument-count rules of §2.3 (BF.RESERVE at most 7, CF.RESERVE odd, CF.COMPACT exactly 2,
-//! BF.INFO at most 3) are checked by the handlers, with [`super::err::arity`]. CF.COMPACT is
-//! registered read-only, as RedisBloom does, with the internal [`PROPAGATE`] flag so that its
-//! changes still reach persistence.
+//! The commands of the registered families (`BF.*`, `CF.*`, and every family of
+//! `sift_commands::families`) are not written here: each is declared once in `sift_commands`
+//! (arity, flags, ACL categories, key specs, summary, handler), and [`commands`] turns each
+//! declaration into a row, ahead of the server's own rows ([`SERVER_COMMANDS`]). They report the
+//! `module` flag, and `COMMAND DOCS` names their module `bf`, as for RedisBloom's commands. The
+//! dispatcher locks the keys their key specs find before calling the handler; extra
+//! argument-count rules (BF.RESERVE at most 7, CF.RESERVE odd, CF.COMPACT exactly 2, BF.INFO at
+//! most 3) are checked by the handlers. A command registered read-only that moves data (CF.COMPACT,
+//! as RedisBloom registers it) has the internal [`PROPAGATE`] flag, so its changes still reach
+//! persistence.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use bytes::Bytes;
+use sift_commands::{FindKeys, KeyFlags, KeySpec};
 
 use super::Handler;
-use super::{bf, bitmap, cf, keys, script, server};
+use super::{bitmap, keys, script, server};
 use crate::frame::Frame;
 
 /// Changes data.
@@ -98,8 +101,36 @@ pub enum LockPlan {
     EachShard,
 }
 
+/// The positions of a request's keys ([`CommandSpec::key_positions`]).
+pub enum KeyPositions<'a> {
+    /// One range of positions.
+    One(std::iter::StepBy<std::ops::Range<usize>>),
+    /// Several key specs.
+    Many(Box<dyn Iterator<Item = usize> + 'a>),
+}
+
+impl Iterator for KeyPositions<'_> {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        match self {
+            KeyPositions::One(r) => r.next(),
+            KeyPositions::Many(it) => it.next(),
+        }
+    }
+}
+
+/// How a row's command runs.
+#[derive(Debug, Clone, Copy)]
+pub enum Run {
+    /// A command of the server's own.
+    Server(Handler),
+    /// A command of a registered family, run by `cmd::family::run`.
+    Family(&'static sift_commands::Command),
+}
+
 /// One command (or subcommand: `name` is then `container|sub`).
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub struct CommandSpec {
     /// Lower-case registered name.
     pub name: &'static str,
@@ -116,7 +147,10 @@ pub struct CommandSpec {
     /// ACL categories, with their `@`.
     pub acl: &'static [&'static str],
     /// The implementation; `None` = not available (yet).
-    pub handler: Option<Handler>,
+    pub handler: Option<Run>,
+    /// A family command's key specs (they then replace `first_key`, `last_key` and `step` for
+    /// locking, `COMMAND GETKEYS` and `COMMAND INFO`'s key specs); empty for the server's rows.
+    pub key_specs: &'static [KeySpec],
     /// Subcommands of a container command (CLIENT, CONFIG, MEMORY).
     pub subcommands: &'static [CommandSpec],
     /// `COMMAND DOCS` group.
@@ -144,10 +178,49 @@ const fn row(
         last_key: keys.1,
         step: keys.2,
         acl,
-        handler,
+        handler: match handler {
+            Some(h) => Some(Run::Server(h)),
+            None => None,
+        },
+        key_specs: &[],
         subcommands: &[],
         group,
         summary,
+    }
+}
+
+/// The row of a family's command.
+fn family_row(c: &'static sift_commands::Command) -> CommandSpec {
+    use sift_commands::Flags;
+    let mut flags = MODULE;
+    for (f, bit) in [
+        (Flags::WRITE, WRITE),
+        (Flags::READONLY, READONLY),
+        (Flags::DENYOOM, DENYOOM),
+        (Flags::FAST, FAST),
+        (Flags::PROPAGATES, PROPAGATE),
+    ] {
+        if c.flags.contains(f) {
+            flags |= bit;
+        }
+    }
+    if c.movable_keys() {
+        flags |= MOVABLE_KEYS;
+    }
+    let (first_key, last_key, step) = c.legacy_keys();
+    CommandSpec {
+        name: c.name,
+        arity: c.arity,
+        flags,
+        first_key,
+        last_key,
+        step,
+        acl: c.acl,
+        handler: Some(Run::Family(c)),
+        key_specs: c.keys,
+        subcommands: &[],
+        group: "bf",
+        summary: c.summary,
     }
 }
 
@@ -188,24 +261,29 @@ impl CommandSpec {
             LockPlan::All
         } else if self.flags & EACH_SHARD != 0 {
             LockPlan::EachShard
-        } else if self.first_key > 0 {
+        } else if self.first_key > 0 || !self.key_specs.is_empty() {
             LockPlan::Keys
         } else {
             LockPlan::None
         }
     }
 
-    /// The keys of a request, from the table's key positions.
-    pub fn keys<'a>(&self, argv: &'a [Bytes]) -> impl Iterator<Item = &'a Bytes> + 'a {
-        let n = argv.len() as i64;
-        let first = self.first_key as i64;
-        let last = if self.last_key < 0 { n + self.last_key as i64 } else { self.last_key as i64 };
-        let last = last.min(n - 1);
-        let step = self.step.max(1) as usize;
-        // An empty slice when the command has no keys or the request is too short for them.
-        let keys =
-            if first > 0 && first <= last { &argv[first as usize..=last as usize] } else { &argv[..0] };
-        keys.iter().step_by(step)
+    /// The positions of a request's keys: from the key specs of a family command, else from
+    /// the row's key positions. One range (nearly every command) needs no more than the range.
+    pub fn key_positions<'a>(&'a self, argv: &'a [Bytes]) -> KeyPositions<'a> {
+        match self.key_specs {
+            [] if self.first_key > 0 => KeyPositions::One(
+                KeySpec::range(self.first_key, self.last_key, self.step.max(1)).positions(argv),
+            ),
+            [] => KeyPositions::One((0..0).step_by(1)),
+            [one] => KeyPositions::One(one.positions(argv)),
+            specs => KeyPositions::Many(Box::new(specs.iter().flat_map(move |s| s.positions(argv)))),
+        }
+    }
+
+    /// The keys of a request.
+    pub fn keys<'a>(&'a self, argv: &'a [Bytes]) -> impl Iterator<Item = &'a Bytes> + 'a {
+        self.key_positions(argv).map(move |i| &argv[i])
     }
 
     /// This command's `COMMAND INFO` entry: `[name, arity, flags, first key, last key, step,
@@ -234,6 +312,9 @@ impl CommandSpec {
 
     fn key_specs(&self) -> Vec<Frame> {
         let b = |s: &str| Frame::bulk(s.to_string());
+        if let Some(Run::Family(c)) = self.handler {
+            return self.key_specs.iter().map(|s| key_spec_frame(s, s.flags.resolve(c.flags))).collect();
+        }
         if self.flags & MOVABLE_KEYS != 0 {
             // EVAL-family: numkeys at argv[2], keys from argv[3] (Redis's keynum spec).
             let flags: &[&str] =
@@ -328,45 +409,39 @@ impl CommandSpec {
     }
 }
 
+/// A family command's key spec as `COMMAND INFO` reports it.
+fn key_spec_frame(spec: &KeySpec, flags: KeyFlags) -> Frame {
+    let b = |s: &str| Frame::bulk(s.to_string());
+    let int = |v: i32| Frame::Integer(v as i64);
+    let find = match spec.find {
+        FindKeys::Range { lastkey, step } => {
+            (b("range"), vec![(b("lastkey"), int(lastkey)), (b("keystep"), int(step)), (b("limit"), int(0))])
+        }
+        FindKeys::Keynum { keynumidx, firstkey, step } => (
+            b("keynum"),
+            vec![(b("keynumidx"), int(keynumidx)), (b("firstkey"), int(firstkey)), (b("keystep"), int(step))],
+        ),
+    };
+    Frame::Map(vec![
+        (b("flags"), Frame::Set(flags.names().map(|f| Frame::Simple(f.to_string())).collect())),
+        (
+            b("begin_search"),
+            Frame::Map(vec![
+                (b("type"), b("index")),
+                (b("spec"), Frame::Map(vec![(b("index"), int(spec.begin))])),
+            ]),
+        ),
+        (b("find_keys"), Frame::Map(vec![(b("type"), find.0), (b("spec"), Frame::Map(find.1))])),
+    ])
+}
+
 const NO_KEYS: (i32, i32, i32) = (0, 0, 0);
 const KEY1: (i32, i32, i32) = (1, 1, 1);
 const ALL_ARGS_KEYS: (i32, i32, i32) = (1, -1, 1);
 
-// Flag sets of spec §2.5.
-const BF_WRITE: u32 = WRITE | DENYOOM | MODULE;
-const BF_READ: u32 = READONLY | FAST | MODULE;
-const CF_DEL: u32 = WRITE | FAST | MODULE;
-
-/// Every command.
-pub static COMMANDS: &[CommandSpec] = &[
-    // --- RedisBloom: Bloom (spec §2.3, §2.5) ---
-    row("bf.reserve", -4, BF_WRITE, KEY1, &["@write", "@fast", "@bloom"], Some(bf::reserve), "bf", "Creates a new Bloom Filter"),
-    row("bf.add", 3, BF_WRITE, KEY1, &["@write", "@bloom"], Some(bf::add), "bf", "Adds an item to a Bloom Filter"),
-    row("bf.madd", -3, BF_WRITE, KEY1, &["@write", "@bloom"], Some(bf::madd), "bf", "Adds one or more items to a Bloom Filter. A filter will be created if it does not exist"),
-    row("bf.insert", -4, BF_WRITE, KEY1, &["@write", "@bloom"], Some(bf::insert), "bf", "Adds one or more items to a Bloom Filter. A filter will be created if it does not exist"),
-    row("bf.exists", 3, BF_READ, KEY1, &["@read", "@bloom"], Some(bf::exists), "bf", "Checks whether an item exists in a Bloom Filter"),
-    row("bf.mexists", -3, BF_READ, KEY1, &["@read", "@bloom"], Some(bf::mexists), "bf", "Checks whether one or more items exist in a Bloom Filter"),
-    row("bf.info", -2, BF_READ, KEY1, &["@read", "@fast", "@bloom"], Some(bf::info), "bf", "Returns information about a Bloom Filter"),
-    row("bf.card", 2, BF_READ, KEY1, &["@read", "@fast", "@bloom"], Some(bf::card), "bf", "Returns the cardinality of a Bloom filter"),
-    row("bf.scandump", 3, BF_READ, KEY1, &["@read", "@bloom"], Some(bf::scandump), "bf", "Begins an incremental save of the bloom filter"),
-    row("bf.loadchunk", 4, BF_WRITE, KEY1, &["@write", "@bloom"], Some(bf::loadchunk), "bf", "Restores a filter previously saved using SCANDUMP"),
-    row("bf.debug", 2, BF_READ, KEY1, &["@read", "@bloom"], Some(bf::debug), "bf", "Returns the internal layout of a Bloom filter"),
-    // --- RedisBloom: cuckoo ---
-    row("cf.reserve", -3, BF_WRITE, KEY1, &["@write", "@fast", "@cuckoo"], Some(cf::reserve), "bf", "Creates a new Cuckoo Filter"),
-    row("cf.add", 3, BF_WRITE, KEY1, &["@write", "@cuckoo"], Some(cf::add), "bf", "Adds an item to a Cuckoo Filter"),
-    row("cf.addnx", 3, BF_WRITE, KEY1, &["@write", "@cuckoo"], Some(cf::addnx), "bf", "Adds an item to a Cuckoo Filter if the item did not exist previously."),
-    row("cf.insert", -4, BF_WRITE, KEY1, &["@write", "@cuckoo"], Some(cf::insert), "bf", "Adds one or more items to a Cuckoo Filter. A filter will be created if it does not exist"),
-    row("cf.insertnx", -4, BF_WRITE, KEY1, &["@write", "@cuckoo"], Some(cf::insertnx), "bf", "Adds one or more items to a Cuckoo Filter if the items did not exist previously. A filter will be created if it does not exist"),
-    row("cf.exists", 3, BF_READ, KEY1, &["@read", "@cuckoo"], Some(cf::exists), "bf", "Checks whether one or more items exist in a Cuckoo Filter"),
-    row("cf.mexists", -3, BF_READ, KEY1, &["@read", "@cuckoo"], Some(cf::mexists), "bf", "Checks whether one or more items exist in a Cuckoo Filter"),
-    row("cf.count", 3, BF_READ, KEY1, &["@read", "@cuckoo"], Some(cf::count), "bf", "Return the number of times an item might be in a Cuckoo Filter"),
-    row("cf.del", 3, CF_DEL, KEY1, &["@write", "@cuckoo"], Some(cf::del), "bf", "Deletes an item from a Cuckoo Filter"),
-    // No arity registered by RedisBloom (COMMAND reports -1); the handler checks argc == 2.
-    row("cf.compact", -1, BF_READ | PROPAGATE, KEY1, &["@read", "@cuckoo"], Some(cf::compact), "bf", "Compacts a Cuckoo Filter"),
-    row("cf.info", 2, BF_READ, KEY1, &["@read", "@fast", "@cuckoo"], Some(cf::info), "bf", "Returns information about a Cuckoo Filter"),
-    row("cf.scandump", 3, BF_READ, KEY1, &["@read", "@cuckoo"], Some(cf::scandump), "bf", "Begins an incremental save of the bloom filter"),
-    row("cf.loadchunk", 4, BF_WRITE, KEY1, &["@write", "@cuckoo"], Some(cf::loadchunk), "bf", "Restores a filter previously saved using SCANDUMP"),
-    row("cf.debug", 2, BF_READ, KEY1, &["@read", "@cuckoo"], Some(cf::debug), "bf", "Returns the internal layout of a Cuckoo filter"),
+/// The server's own commands: everything but the families' (see [`commands`]).
+#[rustfmt::skip]
+pub static SERVER_COMMANDS: &[CommandSpec] = &[
     // --- connection ---
     row("ping", -1, FAST | STALE, NO_KEYS, &["@fast", "@connection"], Some(server::ping), "connection", "Returns the server's liveliness response."),
     row("echo", 2, FAST | STALE | LOADING, NO_KEYS, &["@fast", "@connection"], Some(server::echo), "connection", "Returns the given string."),
@@ -465,6 +540,15 @@ pub static COMMANDS: &[CommandSpec] = &[
     row("unwatch", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, NO_KEYS, &["@fast", "@transaction"], Some(super::unwatch), "transactions", "Forget about all watched keys"),
 ];
 
+/// Every command: the registered families' (in family order), then the server's own.
+pub fn commands() -> &'static [CommandSpec] {
+    static ALL: OnceLock<Vec<CommandSpec>> = OnceLock::new();
+    ALL.get_or_init(|| {
+        let families = sift_commands::registry().commands().map(family_row);
+        families.chain(SERVER_COMMANDS.iter().copied()).collect()
+    })
+}
+
 /// The command names, hashed with foldhash: SipHash of the name was most of
 /// [`lookup`]'s cost, itself ~2% of a pipelined BF.ADD's server CPU (perf; the names are ours, so
 /// no attacker chooses them).
@@ -472,7 +556,7 @@ type Index = HashMap<&'static str, &'static CommandSpec, foldhash::fast::FixedSt
 
 fn index() -> &'static Index {
     static INDEX: OnceLock<Index> = OnceLock::new();
-    INDEX.get_or_init(|| COMMANDS.iter().filter(|c| c.available()).map(|c| (c.name, c)).collect())
+    INDEX.get_or_init(|| commands().iter().filter(|c| c.available()).map(|c| (c.name, c)).collect())
 }
 
 /// The available command named `name` (any case).
@@ -491,12 +575,12 @@ pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
 
 /// Every available top-level command, in table order.
 pub fn available() -> impl Iterator<Item = &'static CommandSpec> {
-    COMMANDS.iter().filter(|c| c.available())
+    commands().iter().filter(|c| c.available())
 }
 
 /// A table row by name whether or not it is available (for tests and tooling).
 pub fn row_named(name: &str) -> Option<&'static CommandSpec> {
-    COMMANDS.iter().find(|c| c.name == name)
+    commands().iter().find(|c| c.name == name)
 }
 
 #[cfg(test)]
@@ -506,7 +590,7 @@ mod tests {
     #[test]
     fn names_are_lower_case_and_unique() {
         let mut seen = std::collections::HashSet::new();
-        for c in COMMANDS {
+        for c in commands() {
             assert_eq!(c.name, c.name.to_ascii_lowercase());
             assert!(seen.insert(c.name), "duplicate {}", c.name);
             for s in c.subcommands {

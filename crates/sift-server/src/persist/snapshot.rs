@@ -1,7 +1,8 @@
 //! Snapshot files: every live key with its type, deadline and value, in one versioned file with
-//! a CRC32C trailer. The RedisBloom values are stored as their `SCANDUMP` header and chunks and
-//! rebuilt with `from_header` + `load_chunk`, so every counter and bit comes back exactly (a
-//! `DEBUG RELOAD` gives byte-identical `SCANDUMP`s).
+//! a CRC32C trailer. A value of a registered data type is stored as its type's tag and its dump
+//! chunks (`sift_commands::DataType::dump_chunk`) and rebuilt from them, so every counter and bit
+//! comes back exactly (a `DEBUG RELOAD` gives byte-identical `SCANDUMP`s for the RedisBloom
+//! filters, whose chunks are their `SCANDUMP` header and chunks).
 //!
 //! ```text
 //! header (32 bytes)
@@ -12,15 +13,16 @@
 //!     16   8  creation time, Unix ms (u64)
 //!     24   8  reserved (0)
 //! entries, back to back, each:
-//!      0   1  type: 1 string, 2 Bloom chain (MBbloom--), 3 cuckoo filter (MBbloomCF)
+//!      0   1  type: 1 string, else a registered data type's tag (2 Bloom chain, MBbloom--;
+//!             3 cuckoo filter, MBbloomCF; see `sift_commands::families`)
 //!      1   1  flags: bit 0 = has a deadline
 //!     [2   8  deadline, Unix ms (u64), only with flag bit 0]
 //!          4  key length K (u32), then K bytes
 //!          value, by type:
 //!            string: length (u64), bytes
-//!            filter: chunk count C ≥ 1 (u32), then C × (iterator i64, length u64, bytes);
-//!                    chunk 0 is the SCANDUMP header (iterator 0), the others are passed to
-//!                    LOADCHUNK with their iterator
+//!            data type: chunk count C ≥ 1 (u32), then C × (position i64, length u64, bytes);
+//!                    chunk 0 is the header (position 0), the others are loaded in order with
+//!                    their position (for the filters, what LOADCHUNK takes)
 //! trailer
 //!      0   1  0xFF (end of entries)
 //!      1   8  number of entries (u64)
@@ -35,10 +37,9 @@
 //! encoding, so it has its own container built the same way (magic, version refused when newer,
 //! explicit little-endian fields, CRC32C trailer).
 
-use std::borrow::Cow;
-
 use bytes::Bytes;
-use sift::compat::redisbloom::{BloomChain, CuckooFilter, LoadLimits, MAX_CHUNK};
+use sift::compat::redisbloom::LoadLimits;
+use sift_commands::{registry, Chunk, Defaults, LoadContext};
 
 use crate::db::{Entry, Shard, Value};
 
@@ -52,8 +53,6 @@ pub const HEADER_LEN: usize = 32;
 pub const TRAILER_LEN: usize = 13;
 
 const T_STRING: u8 = 1;
-const T_BLOOM: u8 = 2;
-const T_CUCKOO: u8 = 3;
 const T_END: u8 = 0xFF;
 
 /// The file header.
@@ -75,41 +74,11 @@ pub fn trailer(entries: u64, crc_so_far: u32) -> [u8; TRAILER_LEN] {
     t
 }
 
-/// The chunks of a filter value: (iterator, bytes), the header first with iterator 0.
-fn filter_chunks(value: &Value) -> Option<Vec<(i64, Cow<'_, [u8]>)>> {
-    match value {
-        Value::String(_) => None,
-        Value::Bloom(b) => {
-            let mut out = vec![(0, Cow::Owned(b.header()))];
-            let mut it = 1;
-            while let Some((next, data)) = b.scandump(it) {
-                out.push((next, data));
-                it = next;
-            }
-            Some(out)
-        }
-        Value::Cuckoo(c) => {
-            // Not CF.SCANDUMP itself: it has no dump for an empty filter, and an empty filter
-            // must survive a restart too. Same chunks otherwise.
-            let mut out = vec![(0, Cow::Owned(c.header().to_vec()))];
-            let mut pos: i64 = 1;
-            for f in c.filters() {
-                for piece in f.slots().chunks(MAX_CHUNK) {
-                    pos += piece.len() as i64;
-                    out.push((pos, Cow::Borrowed(piece)));
-                }
-            }
-            Some(out)
-        }
-    }
-}
-
 /// Appends one entry.
 pub fn encode_entry(key: &[u8], entry: &Entry, out: &mut Vec<u8>) {
-    let ty = match entry.value {
+    let ty = match &entry.value {
         Value::String(_) => T_STRING,
-        Value::Bloom(_) => T_BLOOM,
-        Value::Cuckoo(_) => T_CUCKOO,
+        Value::Data(d) => d.snapshot_tag(),
     };
     out.push(ty);
     match entry.expires_at() {
@@ -126,13 +95,13 @@ pub fn encode_entry(key: &[u8], entry: &Entry, out: &mut Vec<u8>) {
             out.extend_from_slice(&(s.len() as u64).to_le_bytes());
             out.extend_from_slice(s);
         }
-        v => {
-            let chunks = filter_chunks(v).expect("a filter value");
+        Value::Data(d) => {
+            let chunks: Vec<Chunk<'_>> = d.chunks().collect();
             out.extend_from_slice(&(chunks.len() as u32).to_le_bytes());
-            for (it, data) in chunks {
-                out.extend_from_slice(&it.to_le_bytes());
-                out.extend_from_slice(&(data.len() as u64).to_le_bytes());
-                out.extend_from_slice(&data);
+            for c in chunks {
+                out.extend_from_slice(&c.pos.to_le_bytes());
+                out.extend_from_slice(&(c.data.len() as u64).to_le_bytes());
+                out.extend_from_slice(&c.data);
             }
         }
     }
@@ -235,10 +204,13 @@ pub fn decode(
                 let len = r.u64()?;
                 Value::String(Bytes::copy_from_slice(r.take(len)?))
             }
-            T_BLOOM | T_CUCKOO => {
+            tag => {
+                let Some(ty) = registry().type_by_tag(tag) else {
+                    return Err(format!("unknown entry type {tag} at offset {at}"));
+                };
                 let count = r.u32()?;
                 if count == 0 {
-                    return Err(format!("filter without a header at offset {at}"));
+                    return Err(format!("value without a header at offset {at}"));
                 }
                 let mut chunks = Vec::new();
                 for _ in 0..count {
@@ -246,26 +218,12 @@ pub fn decode(
                     let len = r.u64()?;
                     chunks.push((it, r.take(len)?));
                 }
-                let bad = |e: String| format!("filter of the entry at offset {at}: {e}");
-                let (it0, head) = chunks[0];
-                if it0 != 0 {
-                    return Err(bad("first chunk is not the header".into()));
-                }
-                if ty == T_BLOOM {
-                    let mut b = BloomChain::from_header(head, limits).map_err(|e| bad(e.to_string()))?;
-                    for &(it, c) in &chunks[1..] {
-                        b.load_chunk(it, c).map_err(|e| bad(e.to_string()))?;
-                    }
-                    Value::Bloom(Box::new(b))
-                } else {
-                    let mut c = CuckooFilter::from_header(head, limits).map_err(|e| bad(e.to_string()))?;
-                    for &(it, d) in &chunks[1..] {
-                        c.load_chunk(it, d).map_err(|e| bad(e.to_string()))?;
-                    }
-                    Value::Cuckoo(Box::new(c))
-                }
+                let cx = LoadContext { limits: *limits, defaults: Defaults::default() };
+                let value = ty
+                    .load_chunks(chunks.into_iter(), &cx)
+                    .map_err(|e| format!("{} of the entry at offset {at}: {e}", ty.name))?;
+                Value::Data(value)
             }
-            other => return Err(format!("unknown entry type {other} at offset {at}")),
         };
         f(key, Entry::with_expiry(value, expires))?;
         n += 1;
@@ -282,6 +240,7 @@ pub fn decode(
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use sift::compat::redisbloom::{BloomChain, CuckooFilter};
 
     fn entries() -> Vec<(Bytes, Entry)> {
         let mut bloom = BloomChain::new(100, 0.01, 2, false).unwrap();
@@ -297,19 +256,23 @@ mod tests {
         vec![
             (Bytes::from_static(b"s"), Entry::new(Value::String(Bytes::from_static(b"hello")))),
             (Bytes::from_static(b""), Entry::with_expiry(Value::String(Bytes::new()), Some(1 << 50))),
-            (Bytes::from_static(b"bf"), Entry::with_expiry(Value::Bloom(Box::new(bloom)), Some(99))),
-            (Bytes::from_static(b"cf"), Entry::new(Value::Cuckoo(Box::new(cuckoo)))),
-            (Bytes::from_static(b"cf0"), Entry::new(Value::Cuckoo(Box::new(empty_cuckoo)))),
+            (Bytes::from_static(b"bf"), Entry::with_expiry(Value::Data(Box::new(bloom)), Some(99))),
+            (Bytes::from_static(b"cf"), Entry::new(Value::Data(Box::new(cuckoo)))),
+            (Bytes::from_static(b"cf0"), Entry::new(Value::Data(Box::new(empty_cuckoo)))),
         ]
     }
 
+    /// The value as its `SCANDUMP` replies give it (for the filters), or its bytes.
     fn dump(v: &Value) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
         let mut it = 0;
         loop {
             let next = match v {
-                Value::Bloom(b) => b.scandump(it).map(|(n, d)| (n, d.into_owned())),
-                Value::Cuckoo(c) => c.scandump(it).map(|(n, d)| (n, d.into_owned())),
+                Value::Data(d) => match (d.downcast_ref::<BloomChain>(), d.downcast_ref::<CuckooFilter>()) {
+                    (Some(b), _) => b.scandump(it).map(|(n, d)| (n, d.into_owned())),
+                    (_, Some(c)) => c.scandump(it).map(|(n, d)| (n, d.into_owned())),
+                    _ => panic!("{d:?}"),
+                },
                 Value::String(s) => return vec![s.to_vec()],
             };
             let Some((n, d)) = next else { break };
@@ -336,9 +299,12 @@ mod tests {
             assert_eq!(e1.value.type_name(), e2.value.type_name());
             assert_eq!(dump(&e1.value), dump(&e2.value), "key {k1:?}");
         }
-        if let (Value::Cuckoo(a), Value::Cuckoo(b)) = (&src[4].1.value, &got[4].1.value) {
-            assert_eq!(a.header(), b.header());
-        }
+        let header = |v: &Value| match v {
+            Value::Data(d) => d.downcast_ref::<CuckooFilter>().map(|c| c.header()),
+            Value::String(_) => None,
+        };
+        assert!(header(&src[4].1.value).is_some());
+        assert_eq!(header(&src[4].1.value), header(&got[4].1.value), "the empty cuckoo filter");
     }
 
     #[test]

@@ -411,7 +411,7 @@ impl Default for CuckooRdbDefaults {
 
 /// `rdb_save` of `MBbloom--` at encver 4 (§12.3): size, nfilters, options, growth, then per link
 /// (oldest first) entries, error, hashes, bpe, bits, n2, bitmap, size.
-pub fn save_bloom(chain: &BloomChain, w: &mut impl FieldWriter) {
+pub fn save_bloom(chain: &BloomChain, w: &mut (impl FieldWriter + ?Sized)) {
     w.save_unsigned(chain.len());
     w.save_unsigned(chain.links().len() as u64);
     w.save_unsigned(chain.options() as u64);
@@ -454,7 +454,7 @@ fn narrow(field: &'static str, value: u64, max: u64) -> Result<u64, RdbError> {
 /// 255, and bitmaps totalling more than `limits.max_bytes`. Not checked, like RedisBloom: the sum
 /// of the link sizes and the option bits.
 pub fn load_bloom(
-    r: &mut impl FieldReader,
+    r: &mut (impl FieldReader + ?Sized),
     encver: u32,
     limits: &LoadLimits,
 ) -> Result<BloomChain, RdbError> {
@@ -500,7 +500,7 @@ pub fn load_bloom(
 
 /// `rdb_save` of `MBbloomCF` at encver 4 (§12.4): numFilters, numBuckets, numItems, numDeletes,
 /// bucketSize, maxIterations, expansion, then per sub-filter its bucket count and slot array.
-pub fn save_cuckoo(f: &CuckooFilter, w: &mut impl FieldWriter) {
+pub fn save_cuckoo(f: &CuckooFilter, w: &mut (impl FieldWriter + ?Sized)) {
     w.save_unsigned(f.filters().len() as u64);
     w.save_unsigned(f.num_buckets());
     w.save_unsigned(f.len());
@@ -524,7 +524,7 @@ pub fn save_cuckoo(f: &CuckooFilter, w: &mut impl FieldWriter) {
 /// string is read when the reader can). Not checked, like RedisBloom: `numItems`, `numDeletes`,
 /// and `maxIterations` / `expansion` being 0.
 pub fn load_cuckoo(
-    r: &mut impl FieldReader,
+    r: &mut (impl FieldReader + ?Sized),
     encver: u32,
     defaults: CuckooRdbDefaults,
     limits: &LoadLimits,
@@ -591,7 +591,7 @@ pub fn load_cuckoo(
 }
 
 /// `rdb_save` of `CMSk-TYPE` (sketches spec §10.3): width, depth, count, the cells.
-pub fn save_cms(c: &CountMinSketch, w: &mut impl FieldWriter) {
+pub fn save_cms(c: &CountMinSketch, w: &mut (impl FieldWriter + ?Sized)) {
     w.save_unsigned(c.width());
     w.save_unsigned(c.depth());
     w.save_unsigned(c.count());
@@ -604,7 +604,7 @@ pub fn save_cms(c: &CountMinSketch, w: &mut impl FieldWriter) {
 /// `4 · width · depth` bytes; and, where RedisBloom is fooled by wrap-around, a product that
 /// overflows or exceeds `limits.max_bytes` (refused before the string is read).
 pub fn load_cms(
-    r: &mut impl FieldReader,
+    r: &mut (impl FieldReader + ?Sized),
     encver: u32,
     limits: &LoadLimits,
 ) -> Result<CountMinSketch, RdbError> {
@@ -627,7 +627,11 @@ pub fn load_cms(
 }
 
 /// Loads a string that must be exactly `len` bytes (refused before allocating when longer).
-fn load_exact(r: &mut impl FieldReader, len: u64, field: &'static str) -> Result<Vec<u8>, RdbError> {
+fn load_exact(
+    r: &mut (impl FieldReader + ?Sized),
+    len: u64,
+    field: &'static str,
+) -> Result<Vec<u8>, RdbError> {
     let s = r.load_string_max(len, field)?;
     if s.len() as u64 != len {
         return Err(RdbError::StringLength { field, len: s.len() as u64, expected: len });
@@ -641,7 +645,7 @@ const TOPK_HEAP_RECORD: u64 = 24;
 /// `rdb_save` of `TopK-TYPE` (§10.4): k, width, depth, decay, the buckets, the heap records,
 /// then each slot's item. Items are stored up to their first NUL, plus a NUL; the record's
 /// pointer field (an address in RedisBloom) is written as 1 for an occupied slot, 0 otherwise.
-pub fn save_topk(t: &TopK, w: &mut impl FieldWriter) {
+pub fn save_topk(t: &TopK, w: &mut (impl FieldWriter + ?Sized)) {
     w.save_unsigned(t.k() as u64);
     w.save_unsigned(t.width() as u64);
     w.save_unsigned(t.depth() as u64);
@@ -684,7 +688,11 @@ fn u32_field(field: &'static str, v: u64) -> Result<u32, RdbError> {
 /// fields (the item's length is its string's minus one). A one-byte item string is an empty
 /// slot when the slot's count is 0, and the empty item otherwise (RedisBloom loads "no item"
 /// there and crashes on TOPK.LIST).
-pub fn load_topk(r: &mut impl FieldReader, encver: u32, limits: &LoadLimits) -> Result<TopK, RdbError> {
+pub fn load_topk(
+    r: &mut (impl FieldReader + ?Sized),
+    encver: u32,
+    limits: &LoadLimits,
+) -> Result<TopK, RdbError> {
     check_encver_max(TOPK_TYPE_NAME, encver, SKETCH_ENCVER)?;
     let k = u32_field("k", r.load_unsigned()?)?;
     let width = u32_field("width", r.load_unsigned()?)?;
@@ -729,7 +737,7 @@ pub fn load_topk(r: &mut impl FieldReader, encver: u32, limits: &LoadLimits) -> 
 /// weights. RedisBloom compresses the digest first; this writes the compressed form of `t`
 /// without changing it (a compressed copy is made when `t` has buffered nodes). `SAVE` and
 /// `DUMP` compress the live key: call [`TDigest::compress`] first for that.
-pub fn save_tdigest(t: &TDigest, w: &mut impl FieldWriter) {
+pub fn save_tdigest(t: &TDigest, w: &mut (impl FieldWriter + ?Sized)) {
     if t.unmerged_nodes() > 0 {
         let mut c = t.clone();
         c.compress();
@@ -739,7 +747,7 @@ pub fn save_tdigest(t: &TDigest, w: &mut impl FieldWriter) {
     }
 }
 
-fn write_tdigest_fields(t: &TDigest, w: &mut impl FieldWriter) {
+fn write_tdigest_fields(t: &TDigest, w: &mut (impl FieldWriter + ?Sized)) {
     w.save_double(t.compression());
     w.save_double(t.min());
     w.save_double(t.max());
@@ -768,7 +776,7 @@ fn write_tdigest_fields(t: &TDigest, w: &mut impl FieldWriter) {
 /// `0 <= unmerged_nodes <= cap − merged_nodes`. Weights are converted from f64 as C does
 /// (NaN and out-of-range values become `i64::MIN`).
 pub fn load_tdigest(
-    r: &mut impl FieldReader,
+    r: &mut (impl FieldReader + ?Sized),
     _encver: u32,
     limits: &LoadLimits,
 ) -> Result<TDigest, RdbError> {

@@ -867,6 +867,24 @@ mod tests {
         assert_eq!(crc64(crc64(0, b"1234"), b"56789"), 0xe9c6_d914_c4b8_d9ca);
     }
 
+    /// `SaveSigned` is an unsigned field (opcode 2) of the two's-complement bits, as Redis writes
+    /// it (the t-digest counters of `TDIS-TYPE` are saved so): -1 is opcode 2, then the 9-byte
+    /// length form of `u64::MAX`.
+    #[test]
+    fn signed_fields_are_opcode_2_twos_complement() {
+        let mut out = Vec::new();
+        let mut w = ModuleFieldWriter { out: &mut out };
+        w.save_signed(-1);
+        w.save_signed(i64::MIN);
+        w.save_signed(7);
+        assert_eq!(&out[..10], &[OPCODE_UINT as u8, 0x81, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]);
+        let mut cur = RdbCursor::new(&out);
+        let mut r = ModuleFieldReader { cur: &mut cur, max_string: 0 };
+        assert_eq!(r.load_signed().unwrap(), -1);
+        assert_eq!(r.load_signed().unwrap(), i64::MIN);
+        assert_eq!(r.load_unsigned().unwrap(), 7);
+    }
+
     #[test]
     fn lengths_all_forms() {
         for (v, len) in

@@ -1,18 +1,154 @@
-//! The RedisBloom cuckoo commands (`CF.*`, spec §8): thin adapters from the command table to the
-//! shared command layer, `sift_commands::cf` (the store and environment are in [`super::bf`]).
+//! The commands of the registered families (`BF.*`, `CF.*`, and every family of
+//! `sift_commands::families`): their handlers run in `sift_commands`, which the Redis module runs
+//! too; this file gives them the keyspace as a [`Store`] ([`KeyAccess`]) and the server's
+//! surroundings as an [`Env`] ([`ServerEnv`]).
+
+use std::cell::Cell;
 
 use bytes::Bytes;
+use sift::compat::redisbloom::LoadLimits;
+use sift_commands::{Command, Data, Defaults, Env, Held, Store};
 
-use super::bf::{adapters, run};
 use super::Ctx;
+use crate::db::{Locked, Value};
 use crate::frame::Frame;
 
-adapters!(cf: reserve, add, addnx, insert, insertnx, exists, mexists, count, del, compact, info, scandump, loadchunk, debug);
+/// The keyspace as a handler's store, noting whether the handler reached a key.
+pub struct KeyAccess<'a, 'k> {
+    keys: &'a mut Locked<'k>,
+    reached: bool,
+}
+
+fn held(value: Option<&Value>) -> Held<&dyn Data> {
+    match value {
+        None => Held::Missing,
+        Some(Value::Data(d)) => Held::Data(&**d),
+        Some(Value::String(_)) => Held::Other,
+    }
+}
+
+impl Store for KeyAccess<'_, '_> {
+    fn read(&mut self, key: &[u8]) -> Held<&dyn Data> {
+        self.reached = true;
+        held(self.keys.get(key).map(|e| &e.value))
+    }
+
+    fn write(&mut self, key: &[u8]) -> Held<&mut dyn Data> {
+        self.reached = true;
+        match self.keys.get_mut(key).map(|e| &mut e.value) {
+            None => Held::Missing,
+            Some(Value::Data(d)) => Held::Data(&mut **d),
+            Some(Value::String(_)) => Held::Other,
+        }
+    }
+
+    fn read_many<'s>(&'s mut self, keys: &[&[u8]]) -> Vec<Held<&'s dyn Data>> {
+        self.reached = true;
+        self.keys.get_many(keys).into_iter().map(|e| held(e.map(|e| &e.value))).collect()
+    }
+
+    fn set(&mut self, key: &[u8], value: Box<dyn Data>) -> &mut dyn Data {
+        self.reached = true;
+        self.keys.insert(Bytes::copy_from_slice(key), Value::Data(value));
+        match self.keys.get_mut(key).map(|e| &mut e.value) {
+            Some(Value::Data(d)) => &mut **d,
+            _ => unreachable!("stored just above under the same lock"),
+        }
+    }
+}
+
+/// The server's side of a request: the session's protocol, the configuration, the memory
+/// budget, the clock and the command's propagation slot ([`Ctx::propagate`]).
+pub struct ServerEnv<'a> {
+    protocol: u8,
+    server: &'a crate::shared::Shared,
+    propagate: &'a mut Option<Vec<Vec<Bytes>>>,
+    /// The time, read on first use (0: not yet): most commands never need it.
+    now: Cell<u64>,
+}
+
+impl Env for ServerEnv<'_> {
+    fn protocol(&self) -> u8 {
+        self.protocol
+    }
+
+    fn defaults(&self) -> Defaults {
+        self.server.config.read().filters.defaults()
+    }
+
+    /// `maxmemory` when set, else the library's default LOADCHUNK budget (4 GiB, enough for the
+    /// largest realistic RedisBloom filter: 2^30 items at 10^-6 is 3.9 GB). RedisBloom allocates
+    /// whatever it is asked (lazily, with calloc); this server zeroes what it allocates, so a
+    /// request beyond the budget is refused before allocating, with the reply of a failed
+    /// allocation.
+    fn memory_budget(&mut self) -> u64 {
+        let max = self.server.config.read().maxmemory;
+        if max > 0 {
+            max
+        } else {
+            LoadLimits::DEFAULT.max_bytes
+        }
+    }
+
+    /// This server's clock: commands replayed from the log carry their time explicitly (the
+    /// handlers propagate it so), never this.
+    fn now_ms(&self) -> u64 {
+        if self.now.get() == 0 {
+            self.now.set(crate::db::now_ms());
+        }
+        self.now.get()
+    }
+
+    fn propagate(&mut self, commands: Vec<Vec<Vec<u8>>>) {
+        *self.propagate =
+            Some(commands.into_iter().map(|c| c.into_iter().map(Bytes::from).collect()).collect());
+    }
+}
+
+/// Calls `f` with `argv` as byte slices: on the stack for the usual short requests.
+fn with_slices<R>(argv: &[Bytes], f: impl FnOnce(&[&[u8]]) -> R) -> R {
+    const INLINE: usize = 8;
+    if argv.len() <= INLINE {
+        let mut buf: [&[u8]; INLINE] = [&[]; INLINE];
+        for (b, a) in buf.iter_mut().zip(argv) {
+            *b = a;
+        }
+        f(&buf[..argv.len()])
+    } else {
+        f(&argv.iter().map(|a| &a[..]).collect::<Vec<_>>())
+    }
+}
+
+/// Runs a family's command on this server's keyspace and surroundings (its arity was checked
+/// by the dispatcher, its keys locked).
+///
+/// WATCH: a module's command that changes data opens its keys for writing when it first looks
+/// them up, and Redis signals such a key as modified when the module closes it, whatever the
+/// command did (an item already present, a filter not found, even an error reply after the
+/// lookup). So such a command that reached its keys counts as modifying the keys it opens for
+/// writing (those of its first key spec) here too, changed or not (checked against redis-server
+/// 7.0.15 with the sift-redis module, which opens keys as RedisBloom does). Keys that do change
+/// are signalled by the keyspace itself ([`crate::db`]).
+pub(crate) fn run(ctx: &mut Ctx<'_, '_>, cmd: &'static Command, argv: &[Bytes]) -> Frame {
+    let mut env = ServerEnv {
+        protocol: ctx.session.protocol,
+        server: ctx.server,
+        propagate: &mut ctx.propagate,
+        now: Cell::new(0),
+    };
+    let mut store = KeyAccess { keys: ctx.keys, reached: false };
+    let reply = with_slices(argv, |args| (cmd.handler)(&mut store, &mut env, args));
+    if store.reached && cmd.flags.changes_data() && ctx.server.db.watched() {
+        for i in cmd.main_key_positions(argv) {
+            ctx.keys.signal_modified(&argv[i]);
+        }
+    }
+    reply
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::db::Locked;
 
     fn args(a: &[&str]) -> Vec<Bytes> {
         a.iter().map(|s| Bytes::copy_from_slice(s.as_bytes())).collect()

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Server CPU time per request of two builds, side by side: pipelined BF.ADD and BF.EXISTS
+# (redis-benchmark -c 50 --threads 2 -P 64 -r 10000000) on one `BF.RESERVE bench:bf 0.01 10000000`
+# each, the order of the two builds alternating between rounds. CPU time (user + system of the
+# server process, /proc/<pid>/stat) per request is what other jobs on a shared machine disturb
+# least; requests/s is printed too.
+#
+#   scripts/bench_cpu_ab.sh server OLD_SIFT_SERVER NEW_SIFT_SERVER     # sift-server, --appendonly no
+#   scripts/bench_cpu_ab.sh module OLD_LIBSIFT_REDIS.so NEW_LIBSIFT_REDIS.so   # on redis-server
+#
+# Build the old side into its own target directory, e.g.
+#   git archive <commit> | tar -x -C /tmp/old && (cd /tmp/old && \
+#     CARGO_TARGET_DIR=/tmp/old-target cargo build --release -p sift-server -p sift-redis)
+# Knobs: ROUNDS=4, REQUESTS=2000000 per run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MODE=$1
+OLD=$2
+NEW=$3
+ROUNDS=${ROUNDS:-4}
+REQUESTS=${REQUESTS:-2000000}
+. scripts/bench_lib.sh
+bench_workdir sift-cpu-ab
+
+# start NAME BUILD -> "pid port" in $work/NAME.info
+start() {
+  local dir="$work/$1" port pid
+  mkdir -p "$dir"
+  if [ "$MODE" = server ]; then
+    RUST_LOG=warn "$2" --port 0 --dir "$dir/data" --appendonly no >"$dir/out" 2>"$dir/err" &
+    pid=$!
+    for _ in $(seq 1 200); do grep -q "listening on" "$dir/out" && break; sleep 0.05; done
+    port=$(sed -n 's/.*listening on .*://p' "$dir/out" | head -1)
+  else
+    port=$(free_port)
+    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \
+      --logfile "$dir/log" --loadmodule "$(realpath "$2")" &
+    pid=$!
+  fi
+  pids+=("$pid")
+  wait_ping "$port"
+  redis-cli -p "$port" BF.RESERVE bench:bf 0.01 10000000 >/dev/null
+  echo "$pid $port" >"$work/$1.info"
+}
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# run PID PORT COMMAND -> "requests/s µs-of-server-CPU-per-request"
+run() {
+  local before after out rps
+  before=$(cpu_ticks "$1")
+  out=$(redis-benchmark -p "$2" -c 50 --threads 2 -P 64 -n "$REQUESTS" -r 10000000 -q "$3" bench:bf \
+    'item:__rand_int__' 2>/dev/null | tr '\r' '\n' | grep "requests per second" | tail -1)
+  after=$(cpu_ticks "$1")
+  rps=$(echo "$out" | awk '{for (i = 1; i <= NF; i++) if ($i == "requests") print $(i - 1)}')
+  echo "$rps $(python3 -c "print(round(($after - $before) * 1e6 / $(getconf CLK_TCK) / $REQUESTS, 3))")"
+}
+
+start old "$OLD"
+start new "$NEW"
+read -r OPID OPORT <"$work/old.info"
+read -r NPID NPORT <"$work/new.info"
+echo "| round | command | old req/s | old µs/req | new req/s | new µs/req |"
+echo "|---|---|---|---|---|---|"
+for r in $(seq 1 "$ROUNDS"); do
+  for c in BF.ADD BF.EXISTS; do
+    if [ $((r % 2)) -eq 1 ]; then
+      o=$(run "$OPID" "$OPORT" "$c"); n=$(run "$NPID" "$NPORT" "$c")
+    else
+      n=$(run "$NPID" "$NPORT" "$c"); o=$(run "$OPID" "$OPORT" "$c")
+    fi
+    echo "| $r | $c | ${o% *} | ${o#* } | ${n% *} | ${n#* } |"
+  done
+done
+log "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
