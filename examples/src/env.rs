@@ -432,6 +432,11 @@ fn build(package: &str, profile: &str, extra: &[&str]) -> Result<()> {
     Ok(())
 }
 
+/// A binary of this package (`cache-guard`, …) next to the running one, built when missing.
+pub fn example_bin(name: &str) -> Result<PathBuf> {
+    workspace_bin("SIFT_EXAMPLES_BIN_UNSET", name, env!("CARGO_PKG_NAME"))
+}
+
 /// `sift-server`: `$SIFT_SERVER_BIN`, else next to this executable.
 pub fn sift_server_bin() -> Result<PathBuf> {
     workspace_bin("SIFT_SERVER_BIN", "sift-server", "sift-server")
