@@ -15,5 +15,6 @@
 
 pub mod env;
 pub mod guard;
+pub mod jobs;
 pub mod load;
 pub mod stats;

@@ -92,6 +92,14 @@ impl Guard {
         })
     }
 
+    /// A guard with an empty filter for `capacity` ids at `fpr` (for `Bf`, the key is replaced).
+    pub async fn fresh(kind: &GuardKind, capacity: u64, fpr: f64) -> Result<Guard> {
+        let g = Guard::connect(kind).await?;
+        let stage = g.stage(capacity, fpr).await?;
+        g.install(stage).await?;
+        Ok(g)
+    }
+
     /// `false` only when `id` was surely never added.
     pub async fn may_contain(&self, id: i64) -> Result<bool> {
         match self {
@@ -105,18 +113,19 @@ impl Guard {
         }
     }
 
-    /// Adds `id`; returns once every later [`Guard::may_contain`] sees it.
-    pub async fn add(&self, id: i64) -> Result<()> {
+    /// Adds `id`; returns once every later [`Guard::may_contain`] sees it. The answer is
+    /// whether the filter changed: `true` means `id` was surely new, `false` "maybe seen".
+    /// `BF.ADD` answers atomically (of all the clients adding one id, at most one hears
+    /// `true`); the in-process filter may tell two threads adding the same new id at the same
+    /// instant both `true`.
+    pub async fn add(&self, id: i64) -> Result<bool> {
         match self {
-            Guard::Off => Ok(()),
-            Guard::Local(f) => {
-                f.load().insert(item(id));
-                Ok(())
-            }
+            Guard::Off => Ok(true),
+            Guard::Local(f) => Ok(f.load().insert(item(id))),
             Guard::Bf { conn, key } => {
                 let mut c = conn.clone();
-                let _: i64 = redis::cmd("BF.ADD").arg(key).arg(item(id)).query_async(&mut c).await?;
-                Ok(())
+                let v: i64 = redis::cmd("BF.ADD").arg(key).arg(item(id)).query_async(&mut c).await?;
+                Ok(v == 1)
             }
         }
     }
