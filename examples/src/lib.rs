@@ -14,6 +14,7 @@
 #![deny(missing_docs)]
 
 pub mod env;
+pub mod feed;
 pub mod guard;
 pub mod jobs;
 pub mod load;
