@@ -145,6 +145,21 @@ async fn rebuild_while_writing_loses_no_row() {
         load.write = 0.8;
         load.attack = 0.0;
         let writer = tokio::spawn(async move { sift_examples::load::run(&load).await });
+        // The rebuilds start once the writers have committed rows the dump did not see, so the
+        // file's install has rows to catch up however the scheduler orders the tasks.
+        let started = std::time::Instant::now();
+        loop {
+            let n: i64 = db.query_one("SELECT count(*) FROM items", &[]).await.unwrap().get(0);
+            if n as u64 >= fill.rows + 50 {
+                break;
+            }
+            assert!(
+                started.elapsed().as_secs() < 60,
+                "{kind:?}: the writers wrote {} rows in 60 s",
+                n as u64 - fill.rows
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
         let mut reports = Vec::new();
         for round in 0..4 {
             let source = if round % 2 == 0 {
