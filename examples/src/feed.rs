@@ -7,10 +7,10 @@
 //!   an `intset` (8 bytes an item) as long as it holds at most `set-max-intset-entries` (512).
 //! * [`Design::Bf`] — the seed's second: one Bloom filter per user (`BF.RESERVE` sized for a
 //!   week, `BF.MADD`, `BF.MEXISTS`), on sift-server or the sift module. It never forgets.
-//! * [`Design::Sf`] — one aging filter per user, "seen in the last `window` seconds"
-//!   (`SF.RESERVE … KIND aging TTL`, `SF.MADD`, `SF.MEXISTS`): the design the seed wants, whose
-//!   old items come back by themselves. It needs the `SF.*` commands (issue 16); on a server
-//!   without them it fails with that message.
+//!
+//! The design the seed wants, one aging filter per user ("seen in the last 7 days", whose old
+//! items come back by themselves), needs the `SF.*` commands of issue 16; it joins this harness
+//! once they are on main.
 //!
 //! The workload: `users` users, each shown `per_day` items a day for `days` days (the items of a
 //! user and a day are derived from a seed, so nothing is kept in the harness); a query is one
@@ -18,7 +18,7 @@
 //! window (which must come back "seen": a miss is a false negative, counted) and the rest fresh
 //! ids (a "seen" among them is a false positive, counted).
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use redis::aio::MultiplexedConnection;
@@ -31,20 +31,14 @@ pub enum Design {
     Set,
     /// One `BF` filter per user.
     Bf,
-    /// One aging `SF` filter per user, items kept `window_s` seconds.
-    Sf {
-        /// The window, seconds.
-        window_s: u64,
-    },
 }
 
 impl Design {
-    /// `set`, `bf`, `sf`.
+    /// `set`, `bf`.
     pub fn name(&self) -> &'static str {
         match self {
             Design::Set => "set",
             Design::Bf => "bf",
-            Design::Sf { .. } => "sf",
         }
     }
 }
@@ -104,14 +98,15 @@ pub async fn check_server(design: &Design, conn: &mut MultiplexedConnection) -> 
     let command = match design {
         Design::Set => return Ok(()),
         Design::Bf => "BF.MEXISTS",
-        Design::Sf { .. } => "SF.MEXISTS",
     };
     let info: redis::Value = redis::cmd("COMMAND").arg("INFO").arg(command).query_async(conn).await?;
     let known =
         matches!(&info, redis::Value::Array(v) if v.first().is_some_and(|x| !matches!(x, redis::Value::Nil)));
     if !known {
-        bail!("this server has no {command}: the {} design needs it (sift-server or redis-server with libsift_redis.so{})",
-            design.name(), if matches!(design, Design::Sf{..}) { ", with the SF.* commands of issue 16" } else { "" });
+        bail!(
+            "this server has no {command}: the {} design needs it (sift-server or redis-server with libsift_redis.so)",
+            design.name()
+        );
     }
     Ok(())
 }
@@ -127,17 +122,6 @@ pub async fn reserve(design: &Design, cfg: &FeedConfig, conn: &mut MultiplexedCo
                 Design::Set => return Ok(()),
                 Design::Bf => {
                     p.cmd("BF.RESERVE").arg(key(u)).arg(cfg.fpr).arg(capacity).ignore();
-                }
-                Design::Sf { window_s } => {
-                    p.cmd("SF.RESERVE")
-                        .arg(key(u))
-                        .arg(cfg.fpr)
-                        .arg(capacity)
-                        .arg("KIND")
-                        .arg("aging")
-                        .arg("TTL")
-                        .arg(*window_s)
-                        .ignore();
                 }
             }
         }
@@ -158,7 +142,6 @@ pub async fn add_day(
     let verb = match design {
         Design::Set => "SADD",
         Design::Bf => "BF.MADD",
-        Design::Sf { .. } => "SF.MADD",
     };
     let mut users = 0..cfg.users;
     loop {
@@ -187,7 +170,6 @@ pub async fn seen(
     let verb = match design {
         Design::Set => "SMISMEMBER",
         Design::Bf => "BF.MEXISTS",
-        Design::Sf { .. } => "SF.MEXISTS",
     };
     let v: Vec<i64> = redis::cmd(verb).arg(key(user)).arg(ids).query_async(conn).await?;
     Ok(v.into_iter().map(|x| x == 1).collect())
@@ -301,7 +283,7 @@ pub async fn memory_per_key(cfg: &FeedConfig, conn: &mut MultiplexedConnection, 
 /// One design's measurements.
 #[derive(Clone, Debug, Serialize)]
 pub struct FeedReport {
-    /// `set`, `bf`, `sf`.
+    /// `set`, `bf`.
     pub design: String,
     /// Users.
     pub users: u64,
@@ -315,9 +297,6 @@ pub struct FeedReport {
     pub memory_usage_per_key: f64,
     /// Queries of items in the window.
     pub query: QueryReport,
-    /// Queries of items older than the window (after it passed): their seen candidates that
-    /// still answer "seen" are the old items that do not come back. `None` when not measured.
-    pub after_window: Option<QueryReport>,
 }
 
 /// Loads `days` days for every user, measures memory and the query rate. The server should be
@@ -348,20 +327,5 @@ pub async fn measure(
         bytes_per_user: after.saturating_sub(before) as f64 / cfg.users as f64,
         memory_usage_per_key,
         query: q,
-        after_window: None,
     })
-}
-
-/// Waits until `deadline` (for designs whose window runs on the server's clock).
-pub async fn sleep_until(deadline: Instant) {
-    let now = Instant::now();
-    if deadline > now {
-        tokio::time::sleep(deadline - now).await;
-    }
-}
-
-/// For [`Design::Sf`] with a window of seconds: how long after the last add the old items must
-/// be gone (the window plus one slice of it, the aging filters' granularity).
-pub fn forget_after(window_s: u64, slices: u32) -> Duration {
-    Duration::from_secs(window_s) + Duration::from_secs_f64(window_s as f64 / slices.max(1) as f64)
 }

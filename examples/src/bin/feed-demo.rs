@@ -41,7 +41,7 @@ struct Cli {
     /// The filters' false-positive rate.
     #[arg(long, default_value_t = 0.01)]
     fpr: f64,
-    /// Designs: set, bf-module, bf-sift, sf-module, sf-sift (SF.* needs issue 16's commands).
+    /// Designs: set, bf-module, bf-sift.
     #[arg(long, value_delimiter = ',', default_value = "set,bf-module,bf-sift")]
     designs: Vec<String>,
     /// Rounds (designs alternate).
@@ -76,13 +76,10 @@ async fn go(cli: Cli) -> Result<()> {
         let n = cli.designs.len();
         for i in 0..n {
             let name = &cli.designs[(i + round) % n];
-            let week = 7 * 86_400;
             let (design, server) = match name.as_str() {
                 "set" => (Design::Set, Server::redis(&[])?),
                 "bf-module" => (Design::Bf, Server::redis_with_module()?),
                 "bf-sift" => (Design::Bf, Server::sift()?),
-                "sf-module" => (Design::Sf { window_s: week }, Server::redis_with_module()?),
-                "sf-sift" => (Design::Sf { window_s: week }, Server::sift()?),
                 other => bail!("unknown design {other:?}"),
             };
             let mut conn = redis::Client::open(server.url())?.get_multiplexed_async_connection().await?;
