@@ -151,7 +151,11 @@ async fn send(
 /// Runs the load and returns what it saw.
 pub async fn run(cfg: &LoadConfig) -> Result<LoadResult> {
     let total = cfg.legit + cfg.write + cfg.attack;
-    if !(total > 0.0) || cfg.legit < 0.0 || cfg.write < 0.0 || cfg.attack < 0.0 {
+    if total.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
+        || cfg.legit < 0.0
+        || cfg.write < 0.0
+        || cfg.attack < 0.0
+    {
         bail!("the mix weights must be non-negative and not all zero");
     }
     if cfg.existing == 0 && cfg.legit > 0.0 {
@@ -286,7 +290,7 @@ pub async fn service_stats(url: &str) -> Result<Stats> {
     let http: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
     let resp = http.get(format!("{url}/stats").parse()?).await.with_context(|| format!("GET {url}/stats"))?;
     let body = resp.into_body().collect().await?.to_bytes();
-    Ok(serde_json::from_slice(&body).context("parse /stats")?)
+    serde_json::from_slice(&body).context("parse /stats")
 }
 
 /// Calls of the lookup statement so far, from `pg_stat_statements` (`None` when the extension
