@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what the tests drive (redis-cli, redis-server,
-# libclang-dev, strace and LazyFS's build dependencies from Debian, redis-py and xxhash from PyPI) when
+# libclang-dev, strace, LazyFS's build dependencies and postgresql from Debian, redis-py and xxhash from PyPI) when
 # missing, then runs `cargo test --workspace`. Extra arguments go to cargo test (e.g.
 # `scripts/test.sh -p sift-filters`).
 #
@@ -10,8 +10,10 @@
 # the module; sift-client's interoperability test runs scripts/redis_bitmap_bloom.py (redis-py,
 # xxhash); sift-server's power-loss test (tests/powerloss.rs) builds LazyFS (g++, cmake, make,
 # pkg-config, libfuse3-dev, fuse3, libtoml11-dev, libspdlog-dev: see scripts/build_lazyfs.sh) and
-# mounts it (root, /dev/fuse), and it and the durability tests slow fdatasync with strace. Without
-# root (or sudo), install them by hand and re-run.
+# mounts it (root, /dev/fuse), and it and the durability tests slow fdatasync with strace; the
+# examples' tests (examples/) start their own PostgreSQL instances with initdb and pg_ctl (as the
+# `postgres` account the package creates, when run as root). Without root (or sudo), install them
+# by hand and re-run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,10 +24,16 @@ dpkg -s libclang-dev >/dev/null 2>&1 || need+=(libclang-dev)
 for p in strace g++ cmake make pkg-config libfuse3-dev fuse3 libtoml11-dev libspdlog-dev; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+sudo=""
+[ "$(id -u)" = 0 ] || sudo="sudo"
+if [[ " ${need[*]} " == *" postgresql "* ]]; then
+  # The tests make their own instances: no system-wide cluster created and started on 5432.
+  $sudo mkdir -p /etc/postgresql-common/createcluster.d
+  echo "create_main_cluster = false" | $sudo tee /etc/postgresql-common/createcluster.d/sift-tests.conf >/dev/null
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]} (apt-get)" >&2
-  sudo=""
-  [ "$(id -u)" = 0 ] || sudo="sudo"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
 fi
@@ -37,5 +45,12 @@ redis-cli --version
 redis-server --version
 python3 -c "import redis; print('redis-py', redis.__version__)"
 python3 -c "import xxhash; print('xxhash', xxhash.VERSION)"
+pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+if [ -z "$pg_bin" ] || [ ! -x "$pg_bin/initdb" ]; then
+  # The examples' tests fail without it too (they never skip): say why once, here.
+  echo "PostgreSQL's server programs are missing (apt-get install -y postgresql)" >&2
+  exit 1
+fi
+"$pg_bin/postgres" --version
 
 exec cargo test --workspace "$@"

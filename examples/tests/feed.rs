@@ -1,0 +1,51 @@
+//! Per-user "already shown" filters against one Redis set per user, on a real redis-server (the
+//! sets, and the sift module's BF) and sift-server: no seen item ever missed, false positives
+//! within the binomial bound, and the memory each design costs a user.
+
+use sift_examples::env::Server;
+use sift_examples::feed::{measure, Design, FeedConfig};
+use sift_examples::stats::binomial_upper;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sets_and_filters_per_user() {
+    let cfg = FeedConfig {
+        users: 2_000,
+        per_day: 40,
+        days: 7,
+        candidates: 100,
+        seen_candidates: 30,
+        fpr: 0.01,
+        batch: 200,
+        seed: 5,
+    };
+    let mut set_bytes = None;
+    for (design, server) in [
+        (Design::Set, Server::redis(&[]).unwrap()),
+        (Design::Bf, Server::redis_with_module().unwrap()),
+        (Design::Bf, Server::sift().unwrap()),
+    ] {
+        let mut conn =
+            redis::Client::open(server.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+        let r = measure(&design, &cfg, &mut conn, 2_000, 4).await.unwrap();
+        let at = format!("{r:?}");
+        assert_eq!(r.query.queries, 2_000, "{at}");
+        assert_eq!(r.query.seen_asked, 2_000 * 30, "{at}");
+        assert_eq!(r.query.false_negatives, 0, "a seen item reported unseen: {at}");
+        assert!(r.memory_usage_per_key > 0.0, "{at}");
+        match design {
+            Design::Set => {
+                assert_eq!(r.query.false_positives, 0, "sets are exact: {at}");
+                // 280 ids of 8 bytes in an intset, and the key's overhead.
+                assert!(r.memory_usage_per_key >= 280.0 * 8.0, "{at}");
+                set_bytes = Some(r.memory_usage_per_key);
+            }
+            _ => {
+                assert!(
+                    r.query.false_positives <= binomial_upper(r.query.fresh_asked, cfg.fpr, 1e-6),
+                    "{at}"
+                );
+                assert!(r.memory_usage_per_key < set_bytes.unwrap() / 3.0, "{at}");
+            }
+        }
+    }
+}
