@@ -176,7 +176,7 @@ impl CommandStats {
         let addr = spec as *const CommandSpec as usize;
         let all = table::commands();
         let base = all.as_ptr() as usize;
-        if addr >= base && addr < base + all.len() * size {
+        if addr >= base && addr < base + std::mem::size_of_val(all) {
             return Some((addr - base) / size);
         }
         self.subcommands

@@ -175,9 +175,19 @@ struct Walk {
     figures: Figures,
 }
 
-/// One step of the walk of shard `index`: `Some(figures)` once the walk is complete (or
-/// unnecessary: the shard did not change since the published walk).
-fn step(s: &mut Shard, published: Option<(u64, usize)>, walk: &mut Walk) -> bool {
+/// What one step may read: keys visited, bytes of filter values (the first filter of a step
+/// is read whatever its size).
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    keys: usize,
+    bytes: usize,
+}
+
+const BUDGET: Budget = Budget { keys: STEP_KEYS, bytes: STEP_BYTES };
+
+/// One step of the walk of a shard: true once the walk is complete (or unnecessary: the shard
+/// did not change since the published walk, `published`).
+fn step(s: &mut Shard, published: Option<(u64, usize)>, walk: &mut Walk, budget: Budget) -> bool {
     if walk.after.is_none() {
         walk.seen = (s.dirty(), s.len());
         if published == Some(walk.seen) {
@@ -195,7 +205,7 @@ fn step(s: &mut Shard, published: Option<(u64, usize)>, walk: &mut Walk) -> bool
         if walk.after.as_ref().is_some_and(|(ah, ak)| (h, key) <= (*ah, ak)) {
             continue;
         }
-        if keys >= STEP_KEYS || bytes >= STEP_BYTES {
+        if keys >= budget.keys || bytes >= budget.bytes {
             done = false;
             break;
         }
@@ -228,7 +238,8 @@ pub async fn run(shared: Arc<Shared>) {
                 let s = shared.clone();
                 let stepped = tokio::task::spawn_blocking(move || {
                     let t0 = Instant::now();
-                    let done = s.db.unlocked().with_shard(index, |shard| step(shard, published, &mut walk));
+                    let done =
+                        s.db.unlocked().with_shard(index, |shard| step(shard, published, &mut walk, BUDGET));
                     (done, walk, t0.elapsed())
                 })
                 .await;
@@ -253,6 +264,67 @@ pub async fn run(shared: Arc<Shared>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cmd::{execute, Session};
+    use crate::config::Params;
+    use crate::persist::MemoryOnly;
+
+    /// Walks shard `index` to the end with `budget`: (steps taken, figures).
+    fn walk(shared: &Shared, index: usize, published: Option<(u64, usize)>, budget: Budget) -> (usize, Walk) {
+        let mut w = Walk::default();
+        let mut steps = 0;
+        loop {
+            steps += 1;
+            let done = shared.db.unlocked().with_shard(index, |s| step(s, published, &mut w, budget));
+            if done {
+                return (steps, w);
+            }
+            assert!(steps < 10_000, "the walk does not end");
+        }
+    }
+
+    /// Steps read at most their budget and, between them, resume after the last key read:
+    /// every filter of the shard is counted once, whatever the budget; an unchanged shard is
+    /// not walked again, a changed one is.
+    #[test]
+    fn a_walk_in_small_steps_counts_every_filter_once() {
+        let shared = Shared::new(Params::default(), Box::new(MemoryOnly::default()));
+        let mut session = Session::new(1, true);
+        let mut run = |args: &[&str]| {
+            let argv = args.iter().map(|a| Bytes::copy_from_slice(a.as_bytes())).collect();
+            execute(&shared, &mut session, argv).unwrap()
+        };
+        for i in 0..3000 {
+            let key = format!("bf{i}");
+            run(&["BF.RESERVE", &key, "0.01", "100"]);
+            if i % 7 == 0 {
+                run(&["SET", &format!("s{i}"), "x"]);
+            }
+        }
+        let index = crate::db::shard_of(b"bf0");
+        let (keys, filters) = shared
+            .db
+            .unlocked()
+            .with_shard(index, |s| (s.len(), s.keys_from(0).filter(|(_, k)| k.starts_with(b"bf")).count()));
+        assert!(filters > 20 && keys > filters, "{keys} {filters}");
+        let (steps, all) = walk(&shared, index, None, BUDGET);
+        assert_eq!((steps, all.figures.filters), (1, filters));
+        // Three keys per step.
+        let (steps, w) = walk(&shared, index, None, Budget { keys: 3, bytes: usize::MAX });
+        assert_eq!(w.figures, all.figures);
+        assert!((keys.div_ceil(3)..=keys.div_ceil(3) + 1).contains(&steps), "{keys} keys, {steps} steps");
+        // One filter per step when every filter exceeds the byte budget (the strings after the
+        // last filter, if any, take one more).
+        let (steps, w) = walk(&shared, index, None, Budget { keys: usize::MAX, bytes: 1 });
+        assert_eq!(w.figures, all.figures);
+        assert!((filters..=filters + 1).contains(&steps), "{filters} filters, {steps} steps");
+        // Unchanged: nothing read; changed: walked again.
+        let (steps, again) = walk(&shared, index, Some(all.seen), Budget { keys: 1, bytes: usize::MAX });
+        assert_eq!((steps, again.figures.filters), (1, 0));
+        let key = shared.db.unlocked().with_shard(index, |s| s.keys_from(0).next().unwrap().1.clone());
+        run(&["DEL", std::str::from_utf8(&key).unwrap()]);
+        let (_, after) = walk(&shared, index, Some(all.seen), BUDGET);
+        assert_eq!(after.figures.filters, filters - key.starts_with(b"bf") as usize);
+    }
 
     fn w(key: &str, target: f64, estimate: f64) -> Worst {
         Worst { key: Bytes::copy_from_slice(key.as_bytes()), target, estimate }
