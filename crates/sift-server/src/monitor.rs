@@ -13,21 +13,20 @@
 //! * a changed shard is walked in key-hash order in steps: each step locks the shard, reads at
 //!   most [`STEP_BYTES`] of filter values or [`STEP_KEYS`] keys, and unlocks, remembering where
 //!   it stopped; the step runs on a blocking thread, never a runtime worker;
-//! * after each step the task pauses [`PAUSE_FACTOR`] times as long as the step took (at
-//!   least [`PAUSE_MIN`]), so the monitor holds any shard's lock for at most about a tenth of
-//!   the time, whatever the keyspace;
+//! * after each step (the last of a walk included) the task pauses [`PAUSE_FACTOR`] times as
+//!   long as the step took (at least [`PAUSE_MIN`]), so the monitor holds any shard's lock for
+//!   at most about a tenth of the time, whatever the keyspace;
 //! * a shard's figures are published when its walk completes, replacing the previous ones.
 //!
 //! Staleness: a shard's figures describe it as it was during its last completed walk. A change
 //! shows up after at most the rest of the current round, the next [`ROUND_PERIOD`], and the walk
-//! of the shard (its filter bytes at popcount speed, times 1 + [`PAUSE_FACTOR`]): about a
-//! second on a keyspace of a few hundred MB of filters. `INFO filters` reports the age of the
-//! last completed round (`filter_monitor_round_age_ms`).
+//! of its shard (its filter bytes at popcount speed, times 1 + [`PAUSE_FACTOR`] for the pauses).
+//! `INFO filters` reports the age of the last completed round (`filter_monitor_round_age_ms`).
 //!
 //! The limit: one value is read whole in one step (the type reads it at once), so a filter
-//! larger than [`STEP_BYTES`] holds its shard for the time of its own popcount (about 0.1 ms per
-//! MB here); the pause after it scales with it, so such a filter is re-read less often, not the
-//! shard held longer in total.
+//! larger than [`STEP_BYTES`] holds its shard for the time of its own popcount (about 20 ms for
+//! a 14.4 MB Bloom filter on the benchmark machine, docs/BENCHMARKS.md); the pause after it
+//! scales with it, so such a filter is re-read less often, not the shard held longer in total.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -245,15 +244,21 @@ pub async fn run(shared: Arc<Shared>) {
                 .await;
                 let Ok((done, w, took)) = stepped else { return };
                 walk = w;
-                if done {
-                    if published != Some(walk.seen) {
-                        let mut shards = shared.filters.shards.lock();
-                        shards[index] =
-                            Published { figures: std::mem::take(&mut walk.figures), seen: Some(walk.seen) };
-                    }
+                let skipped = done && published == Some(walk.seen);
+                if done && !skipped {
+                    let mut shards = shared.filters.shards.lock();
+                    shards[index] =
+                        Published { figures: std::mem::take(&mut walk.figures), seen: Some(walk.seen) };
+                }
+                if skipped {
                     break;
                 }
+                // After the last step too: a shard holding one huge filter is then re-read less
+                // often, rather than held longer.
                 tokio::time::sleep((took * PAUSE_FACTOR).max(PAUSE_MIN)).await;
+                if done {
+                    break;
+                }
             }
         }
         let mut rounds = shared.filters.rounds.lock();

@@ -197,12 +197,11 @@ pub fn execute(server: &Shared, session: &mut Session, argv: Vec<Bytes>) -> Opti
     }
     Some(match spec.name {
         "exec" => {
-            let started = std::time::Instant::now();
+            let started = server.commands.now();
             let reply = exec(server, session);
             if !session.replaying {
                 server.stats.commands_processed.incr(session.id);
-                let failed = matches!(reply, Frame::Error(_));
-                server.commands.record(spec, started.elapsed().as_nanos() as u64, failed);
+                server.commands.record(spec, started, matches!(reply, Frame::Error(_)));
             }
             reply
         }
@@ -344,15 +343,14 @@ pub(crate) fn run_locked(
     }
     let before = keys.mutations();
     let mut ctx = Ctx { session, server, keys, propagate: None };
-    let started = std::time::Instant::now();
+    let started = server.commands.now();
     let reply = call(spec, &mut ctx, argv);
-    let took = started.elapsed();
-    let propagate = ctx.propagate.take();
     // Counted once it ran, as Redis does: INFO does not count itself, CONFIG RESETSTAT does.
-    if !session.replaying {
-        server.stats.commands_processed.incr(session.id);
-        server.commands.record(spec, took.as_nanos() as u64, matches!(reply, Frame::Error(_)));
+    if !ctx.session.replaying {
+        server.commands.record(spec, started, matches!(reply, Frame::Error(_)));
+        server.stats.commands_processed.incr(ctx.session.id);
     }
+    let propagate = ctx.propagate.take();
     keys.settle();
     if spec.flags & (table::WRITE | table::PROPAGATE) != 0 && keys.mutations() > before {
         match propagate {
