@@ -53,6 +53,8 @@ const PARAMS: &[(&str, Kind)] = &[
     ("cf-max-expansions", Kind::Filter),
     ("port", Kind::Immutable),
     ("bind", Kind::Immutable),
+    // The Prometheus endpoint's port (`--metrics-port`), on the `bind` address; empty = off.
+    ("metrics-port", Kind::Immutable),
     ("dir", Kind::Immutable),
     ("databases", Kind::Immutable),
     ("appendonly", Kind::Bool),
@@ -241,7 +243,11 @@ impl Params {
                 if canon == "databases" && text != "1" {
                     return Err(invalid("this server has exactly one database".into()));
                 }
-                if canon == "port" && text.parse::<u16>().is_err() {
+                let port_or_off = canon == "metrics-port" && text.is_empty();
+                if (canon == "port" || canon == "metrics-port")
+                    && !port_or_off
+                    && text.parse::<u16>().is_err()
+                {
                     return Err(invalid("argument couldn't be parsed into an integer".into()));
                 }
             }

@@ -10,7 +10,9 @@
 //! * [`db`]: the sharded keyspace and its locking;
 //! * [`persist`]: the boundary to durable storage;
 //! * [`script`]: the Lua engine behind EVAL and SCRIPT, and [`lualib`] Redis's `bit`, `cjson`, `cmsgpack` and `struct` for it;
-//! * [`server`]: accept loop, limits, graceful shutdown.
+//! * [`server`]: accept loop, limits, graceful shutdown;
+//! * [`metrics`]: per-command counters and the Prometheus endpoint (`--metrics-port`), and
+//!   [`monitor`], which estimates the filters' error rates in the background.
 //!
 //! The RedisBloom commands, and every other family registered in `sift_commands`, are not
 //! written here: their commands and data types are declared there once, and [`cmd::table`],
@@ -26,6 +28,8 @@ pub mod db;
 pub mod frame;
 pub mod glob;
 pub mod lualib;
+pub mod metrics;
+pub mod monitor;
 pub mod persist;
 pub mod script;
 pub mod server;

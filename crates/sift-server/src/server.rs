@@ -40,6 +40,8 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub struct Server {
     listener: TcpListener,
+    /// The metrics endpoint's listener (`metrics-port`), if it is on.
+    metrics: Option<TcpListener>,
     shared: Arc<Shared>,
     limits: Limits,
 }
@@ -54,6 +56,23 @@ impl Server {
                 std::io::Error::new(std::io::ErrorKind::InvalidInput, "port must be 0..=65535")
             })?;
         let listener = TcpListener::bind((host.as_str(), port)).await?;
+        // Bound before the keyspace loads, like the main port: a port in use fails the start
+        // at once, naming the flag.
+        let metrics = match params.get("metrics-port").filter(|p| !p.is_empty()) {
+            None => None,
+            Some(p) => {
+                let port: u16 = p.parse().map_err(|_| {
+                    std::io::Error::new(std::io::ErrorKind::InvalidInput, "metrics-port must be 0..=65535")
+                })?;
+                let bound = TcpListener::bind((host.as_str(), port)).await.map_err(|e| {
+                    std::io::Error::new(
+                        e.kind(),
+                        format!("cannot listen on {host}:{port} (metrics-port): {e}"),
+                    )
+                })?;
+                Some(bound)
+            }
+        };
         let shared = Arc::new(Shared::new(params, persistence));
         shared.port.store(listener.local_addr()?.port(), Ordering::Relaxed);
         let started = Instant::now();
@@ -66,12 +85,17 @@ impl Server {
             started.elapsed()
         );
         shared.dirty_at_save.store(shared.db.dirty(), Ordering::Relaxed);
-        Ok(Server { listener, shared, limits: Limits::default() })
+        Ok(Server { listener, metrics, shared, limits: Limits::default() })
     }
 
     /// The address actually bound.
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// The metrics endpoint's address, when `metrics-port` is set.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().and_then(|l| l.local_addr().ok())
     }
 
     /// The shared state (for embedding and tests).
@@ -85,8 +109,17 @@ impl Server {
     /// fails the server keeps running (the cause logged once) until the next signal, which
     /// exits without it and returns an error (see the module documentation).
     pub async fn run(self, mut signals: UnboundedReceiver<&'static str>) -> std::io::Result<()> {
-        let Server { listener, shared, limits } = self;
+        let Server { listener, metrics, shared, limits } = self;
         let sweeper = tokio::spawn(expiry_sweeper(shared.clone()));
+        let monitor = tokio::spawn(crate::monitor::run(shared.clone()));
+        let exporter = metrics.map(|l| {
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                if let Err(e) = crate::metrics::serve(l, shared).await {
+                    tracing::error!("the metrics endpoint stopped: {e}");
+                }
+            })
+        });
         let mut shutdown = shared.shutdown_signal();
         let mut tasks = JoinSet::new();
         let mut signals_open = true;
@@ -137,6 +170,10 @@ impl Server {
             tasks.abort_all();
         }
         sweeper.abort();
+        monitor.abort();
+        if let Some(e) = exporter {
+            e.abort();
+        }
         // Whatever happened above: every recorded write reaches the disk before the exit.
         shared.persistence.shutdown().map_err(std::io::Error::other)?;
         if forced {

@@ -95,6 +95,10 @@ pub struct Shared {
     pub dirty_at_save: AtomicU64,
     /// Counters.
     pub stats: Stats,
+    /// Per-command calls, errors and latencies (the metrics endpoint).
+    pub commands: std::sync::Arc<crate::metrics::CommandStats>,
+    /// The filters' error rates against their targets (`INFO filters`, the metrics).
+    pub filters: crate::monitor::FilterMonitor,
     /// The Lua VM and script cache (EVAL, SCRIPT).
     pub scripting: crate::script::Engine,
     shutdown: tokio::sync::watch::Sender<bool>,
@@ -132,6 +136,8 @@ impl Shared {
             port: AtomicU16::new(0),
             dirty_at_save: AtomicU64::new(0),
             stats: Stats::default(),
+            commands: std::sync::Arc::new(crate::metrics::CommandStats::new()),
+            filters: crate::monitor::FilterMonitor::default(),
             scripting: crate::script::Engine::new(),
             shutdown: tokio::sync::watch::channel(false).0,
             stopping: AtomicBool::new(false),

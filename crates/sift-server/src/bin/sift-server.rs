@@ -1,6 +1,7 @@
 //! `sift-server`: flags and config file named as redis-server's, logging to stderr, then the
 //! server. With `--port 0` a free port is chosen; the bound address is printed on stdout as
-//! `sift-server listening on <ip>:<port>` so scripts and tests can find it.
+//! `sift-server listening on <ip>:<port>` so scripts and tests can find it, followed, with
+//! `--metrics-port`, by `sift-server metrics on <ip>:<port>`.
 //!
 //! `sift-server --check-dir DIR [--repair]` is the salvage tool instead: it reports the state of
 //! a data directory's files (see `persist::check`) and exits 0 when the server would start on it.
@@ -28,9 +29,13 @@ struct Args {
     /// TCP port; 0 picks a free one.
     #[arg(long)]
     port: Option<u16>,
-    /// Address to listen on.
+    /// Address to listen on (the metrics endpoint too).
     #[arg(long)]
     bind: Option<String>,
+    /// Serve Prometheus metrics (OpenMetrics text) at http://BIND:PORT/metrics; 0 picks a free
+    /// port. Off when absent.
+    #[arg(long = "metrics-port", value_name = "PORT")]
+    metrics_port: Option<u16>,
     /// Data directory: the snapshot, the append-only log segments, MANIFEST [default: ./sift-data].
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -136,11 +141,12 @@ fn build_params(args: &Args) -> anyhow::Result<Params> {
     if let Some(path) = &args.config {
         apply_file(&mut params, path)?;
     }
-    let flags: [(&str, Option<String>); 21] = [
+    let flags: [(&str, Option<String>); 22] = [
         ("auto-aof-rewrite-percentage", args.auto_aof_rewrite_percentage.clone()),
         ("auto-aof-rewrite-min-size", args.auto_aof_rewrite_min_size.clone()),
         ("port", args.port.map(|p| p.to_string())),
         ("bind", args.bind.clone()),
+        ("metrics-port", args.metrics_port.map(|p| p.to_string())),
         ("dir", args.dir.as_ref().map(|d| d.display().to_string())),
         ("appendonly", args.appendonly.clone()),
         ("appendfsync", args.appendfsync.clone()),
@@ -235,6 +241,10 @@ fn run(args: Args) -> anyhow::Result<()> {
         let mut out = std::io::stdout().lock();
         // A closed stdout must not stop the server.
         let _ = writeln!(out, "sift-server listening on {addr}");
+        if let Some(metrics) = server.metrics_addr() {
+            tracing::info!("metrics on http://{metrics}/metrics");
+            let _ = writeln!(out, "sift-server metrics on {metrics}");
+        }
         let _ = out.flush();
         drop(out);
         server.run(stop).await?;

@@ -140,6 +140,7 @@ pub fn execute(server: &Shared, session: &mut Session, argv: Vec<Bytes>) -> Opti
     let spec = match resolve(&argv) {
         Ok(spec) => spec,
         Err(e) => {
+            server.commands.reject(table::lookup(&argv[0]));
             if let Some(m) = session.multi.as_mut() {
                 m.aborted = true;
             }
@@ -147,6 +148,7 @@ pub fn execute(server: &Shared, session: &mut Session, argv: Vec<Bytes>) -> Opti
         }
     };
     if !session.authenticated && spec.flags & table::NO_AUTH == 0 {
+        server.commands.reject(Some(spec));
         if let Some(m) = session.multi.as_mut() {
             m.aborted = true;
         }
@@ -161,6 +163,7 @@ pub fn execute(server: &Shared, session: &mut Session, argv: Vec<Bytes>) -> Opti
                 .as_ref()
                 .is_some_and(|m| m.queued.iter().any(|(s, _)| s.flags & table::DENYOOM != 0)));
     if may_grow && server.over_maxmemory() {
+        server.commands.reject(Some(spec));
         if spec.name == "exec" {
             // Redis aborts the whole transaction, naming the reason.
             session.multi = None;
@@ -181,6 +184,7 @@ pub fn execute(server: &Shared, session: &mut Session, argv: Vec<Bytes>) -> Opti
     if writes {
         // The log failed: applying the write in memory would make it visible, but not durable.
         if let Some(why) = server.persistence.write_error() {
+            server.commands.reject(Some(spec));
             if let Some(m) = session.multi.as_mut() {
                 m.aborted = true;
             }
@@ -193,9 +197,11 @@ pub fn execute(server: &Shared, session: &mut Session, argv: Vec<Bytes>) -> Opti
     }
     Some(match spec.name {
         "exec" => {
+            let started = server.commands.now();
             let reply = exec(server, session);
             if !session.replaying {
                 server.stats.commands_processed.incr(session.id);
+                server.commands.record(spec, started, matches!(reply, Frame::Error(_)));
             }
             reply
         }
@@ -337,12 +343,14 @@ pub(crate) fn run_locked(
     }
     let before = keys.mutations();
     let mut ctx = Ctx { session, server, keys, propagate: None };
+    let started = server.commands.now();
     let reply = call(spec, &mut ctx, argv);
-    let propagate = ctx.propagate.take();
     // Counted once it ran, as Redis does: INFO does not count itself, CONFIG RESETSTAT does.
-    if !session.replaying {
-        server.stats.commands_processed.incr(session.id);
+    if !ctx.session.replaying {
+        server.commands.record(spec, started, matches!(reply, Frame::Error(_)));
+        server.stats.commands_processed.incr(ctx.session.id);
     }
+    let propagate = ctx.propagate.take();
     keys.settle();
     if spec.flags & (table::WRITE | table::PROPAGATE) != 0 && keys.mutations() > before {
         match propagate {

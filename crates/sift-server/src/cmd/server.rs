@@ -308,10 +308,11 @@ pub fn client_on_off(_ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
     }
 }
 
-/// INFO's sections, in the order Redis 7 writes them. Each is in Redis's default set, so
-/// `INFO`, `INFO default`, `INFO all` and `INFO everything` give them all. Redis's
-/// `commandstats`, `errorstats` and `latencystats` are not kept: asking for them gives nothing,
-/// as an unknown section does.
+/// INFO's sections, in the order Redis 7 writes them, then sift's own `filters` (the filter
+/// monitor, see [`crate::monitor`]). Each is in the default set, so `INFO`, `INFO default`,
+/// `INFO all` and `INFO everything` give them all. Redis's `commandstats`, `errorstats` and
+/// `latencystats` are not kept (the metrics endpoint has per-command counts and latencies):
+/// asking for them gives nothing, as an unknown section does.
 const SECTIONS: &[&str] = &[
     "server",
     "clients",
@@ -323,6 +324,7 @@ const SECTIONS: &[&str] = &[
     "modules",
     "cluster",
     "keyspace",
+    "filters",
 ];
 
 /// INFO [section ...]: `field:value` lines under `# Section` headers, sections separated by
@@ -512,6 +514,23 @@ fn info_section(ctx: &mut Ctx<'_, '_>, section: &str) -> String {
                 line!("db0:keys={keys},expires={expires},avg_ttl=0");
             }
         }
+        "filters" => {
+            // The monitor's published figures (no value is read here): each shard as of its
+            // last walk, see `monitor` for the staleness.
+            line!("# Filters");
+            let h = s.filters.health();
+            line!("filters:{}", h.filters);
+            line!("filters_over_target:{}", h.over_target);
+            if let Some(w) = &h.worst {
+                // Escaped (`\n`, `\xff`): a key may hold any byte, a line may not.
+                line!("worst_filter_key:{}", w.key.escape_ascii());
+                line!("worst_filter_target:{}", w.target);
+                line!("worst_filter_estimate:{}", w.estimate);
+                line!("worst_filter_ratio:{:.4}", w.estimate / w.target);
+            }
+            line!("filter_monitor_rounds:{}", h.rounds);
+            line!("filter_monitor_round_age_ms:{}", h.round_age.as_millis());
+        }
         _ => {}
     }
     o
@@ -596,7 +615,7 @@ fn human_bytes(n: u64) -> String {
 }
 
 /// The process's resident set size, from `/proc/self/statm` (0 where there is none).
-fn resident_bytes() -> u64 {
+pub(crate) fn resident_bytes() -> u64 {
     let pages = std::fs::read_to_string("/proc/self/statm")
         .ok()
         .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))

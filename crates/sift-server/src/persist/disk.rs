@@ -90,7 +90,7 @@ use super::aof::{self, SegmentRead, SEGMENT_HEADER_LEN};
 use super::lock::DirLock;
 use super::manifest::{self, sync_dir, Manifest, MANIFEST};
 use super::snapshot;
-use super::{CommitFuture, PersistError, Persistence};
+use super::{CommitFuture, PersistError, PersistMetrics, Persistence};
 use crate::config::{parse_memory, Params};
 use crate::db::{now_ms, BeforeWrite, Locked, Shard, SHARDS};
 use crate::shared::Shared;
@@ -274,6 +274,8 @@ struct Inner {
     fsynced_records: AtomicU64,
     /// Microseconds spent in those fdatasyncs (`aof_fsync_usec`).
     fsync_us: AtomicU64,
+    /// Unix time (ms) of the last successful fdatasync of the log; 0 before the first.
+    last_fsync_ms: AtomicU64,
     /// Preallocation failed once: not tried again.
     prealloc_off: AtomicBool,
     stop: AtomicBool,
@@ -321,6 +323,7 @@ impl Disk {
                 fsyncs: AtomicU64::new(0),
                 fsynced_records: AtomicU64::new(0),
                 fsync_us: AtomicU64::new(0),
+                last_fsync_ms: AtomicU64::new(0),
                 prealloc_off: AtomicBool::new(false),
                 stop: AtomicBool::new(false),
                 worker: Mutex::new(None),
@@ -452,6 +455,7 @@ impl Inner {
                 ps.seg.file.sync_data().map_err(|e| self.fail(format!("fsync of {name}: {e}")))?;
                 self.fsyncs.fetch_add(1, Ordering::Relaxed);
                 self.fsync_us.fetch_add(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
+                self.last_fsync_ms.store(now_ms(), Ordering::Relaxed);
             }
         }
         let before = self.durable_lsn.fetch_max(upto, Ordering::AcqRel);
@@ -877,8 +881,11 @@ impl Inner {
                 last_fsync = Instant::now();
                 let seg = self.pending.lock().segs.last().map(|p| p.seg.clone());
                 if let Some(seg) = seg {
-                    if let Err(e) = seg.file.sync_data() {
-                        self.fail(format!("fsync of {}: {e}", manifest::segment_name(seg.id)));
+                    match seg.file.sync_data() {
+                        Ok(()) => self.last_fsync_ms.store(now_ms(), Ordering::Relaxed),
+                        Err(e) => {
+                            self.fail(format!("fsync of {}: {e}", manifest::segment_name(seg.id)));
+                        }
                     }
                 }
             }
@@ -1367,6 +1374,16 @@ impl Persistence for Disk {
 
     fn loading(&self) -> bool {
         self.inner.loading.load(Ordering::Acquire)
+    }
+
+    fn metrics(&self) -> PersistMetrics {
+        let i = &self.inner;
+        PersistMetrics {
+            log_bytes: i.aof_size.load(Ordering::Relaxed),
+            fsyncs: i.fsyncs.load(Ordering::Relaxed),
+            last_fsync_unix_ms: i.last_fsync_ms.load(Ordering::Relaxed),
+            last_save_ok: i.last_bgsave_ok.load(Ordering::Relaxed),
+        }
     }
 
     fn info_fields(&self) -> Vec<(&'static str, String)> {

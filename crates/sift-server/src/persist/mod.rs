@@ -70,6 +70,26 @@ pub enum PersistError {
     InUse(#[from] lock::LockError),
 }
 
+/// A durable store's state for the metrics endpoint: counters and times it keeps anyway, read
+/// with relaxed loads (no lock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PersistMetrics {
+    /// Bytes in the append-only log (`INFO persistence` `aof_current_size`).
+    pub log_bytes: u64,
+    /// fdatasyncs of the log since start-up (`aof_fsyncs`).
+    pub fsyncs: u64,
+    /// Unix time (ms) of the last successful fdatasync of the log; 0 if none yet.
+    pub last_fsync_unix_ms: u64,
+    /// Did the last snapshot succeed (`rdb_last_bgsave_status:ok`)?
+    pub last_save_ok: bool,
+}
+
+impl Default for PersistMetrics {
+    fn default() -> Self {
+        PersistMetrics { log_bytes: 0, fsyncs: 0, last_fsync_unix_ms: 0, last_save_ok: true }
+    }
+}
+
 /// The future [`Persistence::commit_async`] returns.
 pub type CommitFuture<'a> = Pin<Box<dyn Future<Output = Result<(), PersistError>> + Send + 'a>>;
 
@@ -96,6 +116,11 @@ pub trait Persistence: Send + Sync + 'static {
     /// Extra `field:value` lines for `INFO persistence`.
     fn info_fields(&self) -> Vec<(&'static str, String)> {
         Vec::new()
+    }
+    /// The figures the metrics endpoint exports (see [`PersistMetrics`]); a store without a
+    /// log has none to report beyond the defaults.
+    fn metrics(&self) -> PersistMetrics {
+        PersistMetrics::default()
     }
     /// Fills the keyspace from storage; returns the number of keys loaded.
     fn load(&self, keys: &mut Locked<'_>) -> Result<usize, PersistError>;
