@@ -186,7 +186,9 @@ impl Drop for Server {
 }
 
 /// The `sift-server` binary: `$SIFT_SERVER_BIN`, else `target/debug/sift-server`, built with
-/// `cargo build -p sift-server` when missing (`cargo test --workspace` has built it already).
+/// `cargo build -p sift-server` only when missing: `cargo test --workspace` has built it already,
+/// with the features of the server's own tests (the test data type), and a rebuild here with
+/// other features would replace that binary under the server's tests that run after these.
 pub fn sift_server_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
@@ -197,9 +199,13 @@ pub fn sift_server_bin() -> PathBuf {
         let target =
             exe.parent().and_then(Path::parent).and_then(Path::parent).expect("target dir").to_path_buf();
         let bin = target.join("debug").join("sift-server");
+        if bin.exists() {
+            return bin;
+        }
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let status = Command::new(cargo)
             .args(["build", "-q", "-p", "sift-server", "--bin", "sift-server"])
+            .args(["--features", "sift-commands/test-family"])
             .env("CARGO_TARGET_DIR", &target)
             .status()
             .expect("run cargo build -p sift-server");
