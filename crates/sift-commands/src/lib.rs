@@ -114,15 +114,19 @@
 
 pub mod bf;
 pub mod cf;
+pub mod cms;
 pub mod command;
 pub mod config;
 pub mod err;
 pub mod frame;
 pub mod parse;
 pub mod registry;
+mod sketch;
 pub mod store;
 #[cfg(feature = "test-family")]
 pub mod tally;
+pub mod tdigest;
+pub mod topk;
 
 pub use command::{Command, FindKeys, Flags, Handler, KeyFlags, KeySpec, KEY1};
 pub use config::{BloomDefaults, CuckooDefaults, Defaults, FilterConfig};
