@@ -100,7 +100,7 @@ fn show(b: &[u8]) -> String {
 
 /// How a JSON string of a fixture goes on the wire.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Str {
+pub enum Str {
     Simple,
     Bulk,
 }
@@ -108,7 +108,7 @@ enum Str {
 /// Encodes a decoded fixture reply (README conventions) for protocol `proto`. The top level
 /// string is sent as `top`; strings inside arrays and maps are bulk strings, except INFO field
 /// names (`info`: even positions of a flat array, keys of a map), which are simple strings.
-fn wire(v: &J, proto: u8, top: Str, info: bool) -> Vec<u8> {
+pub fn wire(v: &J, proto: u8, top: Str, info: bool) -> Vec<u8> {
     let mut out = Vec::new();
     wire_into(&mut out, v, proto, top, info);
     out
@@ -156,7 +156,7 @@ fn wire_into(out: &mut Vec<u8>, v: &J, proto: u8, kind: Str, info: bool) {
 }
 
 /// Top-level strings of the transcript and setup replies are status replies (`+OK`).
-fn top_kind(v: &J) -> Str {
+pub fn top_kind(v: &J) -> Str {
     if v.is_string() {
         Str::Simple
     } else {
@@ -561,7 +561,7 @@ pub fn redis_py_bloom_commands(t: &dyn Target) {
 
 /// A program a test needs: present, or the test fails under CI; elsewhere that part is skipped
 /// with a message (see `external`).
-fn have_program(check: &mut std::process::Command, what: &str) -> bool {
+pub fn have_program(check: &mut std::process::Command, what: &str) -> bool {
     if check.output().is_ok_and(|o| o.status.success()) {
         return true;
     }

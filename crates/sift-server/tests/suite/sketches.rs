@@ -230,3 +230,213 @@ pub fn sketch_transcript_byte_exact(t: &dyn Target, proto: u8, doubles: Doubles)
     );
     assert_eq!(compared, 838);
 }
+
+/// redis-py's `r.cms()`, `r.topk()` and `r.tdigest()` helpers in RESP2 and RESP3
+/// (`tests/py/sketch_client.py`).
+pub fn redis_py_sketch_commands(t: &dyn Target) {
+    let mut check = std::process::Command::new("python3");
+    check.args(["-c", "import redis"]);
+    if !super::have_program(&mut check, "python3 with redis-py") {
+        return;
+    }
+    let srv = t.start();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sift-server/tests/py/sketch_client.py");
+    for proto in ["2", "3"] {
+        let out = std::process::Command::new("python3")
+            .arg(&script)
+            .arg(srv.port().to_string())
+            .arg(proto)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("redis-py sketches OK"),
+            "redis-py RESP{proto} failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// Absurd sizes are refused with RedisBloom's errors before anything is allocated (with and
+/// without `maxmemory`), bad numbers with theirs, and the server stays up with its memory low.
+pub fn absurd_sketch_inputs_are_refused(t: &dyn Target) {
+    let srv = t.start();
+    let mut c = srv.raw();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["CMS.INITBYDIM", "a", "4611686018427387904", "1"],
+            "-CMS: Insufficient memory to create the key\r\n",
+        ),
+        (&["CMS.INITBYDIM", "a", "1000000000", "1000"], "-CMS: Insufficient memory to create the key\r\n"),
+        (&["CMS.INITBYDIM", "a", "9223372036854775807", "2"], "-CMS: invalid init arguments\r\n"),
+        (&["CMS.INITBYPROB", "a", "1e-300", "0.5"], "-CMS: invalid init arguments\r\n"),
+        (&["CMS.INITBYPROB", "a", "nan", "0.5"], "-CMS: invalid overestimation value\r\n"),
+        (&["CMS.INITBYPROB", "a", "0.1", "inf"], "-CMS: invalid prob value\r\n"),
+        (
+            &["TOPK.RESERVE", "a", "4294967295", "4294967295", "4294967295", "0.9"],
+            "-ERR Insufficient memory to create topk data structure\r\n",
+        ),
+        (&["TOPK.RESERVE", "a", "4294967296"], "-TopK: invalid k\r\n"),
+        (
+            &["TOPK.RESERVE", "a", "10", "10", "10", "nan"],
+            "-TopK: invalid decay value. must be '<= 1' & '> 0'\r\n",
+        ),
+        (
+            &["TDIGEST.CREATE", "a", "COMPRESSION", "9223372036854775807"],
+            "-ERR T-Digest: allocation failed\r\n",
+        ),
+        (&["TDIGEST.CREATE", "a", "COMPRESSION", "357913940"], "-ERR T-Digest: allocation failed\r\n"),
+        (
+            &["TDIGEST.CREATE", "a", "COMPRESSION", "0"],
+            "-ERR T-Digest: compression parameter needs to be a positive integer\r\n",
+        ),
+    ];
+    for maxmemory in ["0", "64mb"] {
+        c.cmd(&["CONFIG", "SET", "maxmemory", maxmemory]);
+        for (args, want) in cases {
+            assert_eq!(show(&c.cmd(args)), show(want.as_bytes()), "{args:?} with maxmemory {maxmemory}");
+        }
+        assert_eq!(c.cmd(&["EXISTS", "a"]), b":0\r\n");
+    }
+    // Within maxmemory: a sketch of 128 MiB of counters is refused under a 64 MiB limit.
+    assert_eq!(
+        show(&c.cmd(&["CMS.INITBYDIM", "a", "33554432", "1"])),
+        show(b"-CMS: Insufficient memory to create the key\r\n")
+    );
+    assert_eq!(
+        show(&c.cmd(&["TDIGEST.CREATE", "d", "COMPRESSION", "10000000"])),
+        show(b"-ERR T-Digest: allocation failed\r\n")
+    );
+    c.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
+    assert_eq!(c.cmd(&["CMS.INITBYDIM", "a", "1000", "5"]), b"+OK\r\n");
+    assert_eq!(c.cmd(&["TDIGEST.CREATE", "d"]), b"+OK\r\n");
+    for bad in ["nan", "inf", "-inf", "1e400", "0x10", ""] {
+        let r = c.cmd(&["TDIGEST.ADD", "d", "1", bad]);
+        assert!(r.starts_with(b"-ERR T-Digest: "), "{bad}: {}", show(&r));
+    }
+    // Every value is checked before any is added.
+    let info = show(&c.cmd(&["TDIGEST.INFO", "d"]));
+    assert!(info.contains(&show(b"+Observations\r\n:0\r\n")), "{info}");
+    assert_eq!(c.cmd(&["PING"]), b"+PONG\r\n");
+    if let Some(kb) = srv.peak_rss_kb() {
+        assert!(kb < 512 * 1024, "peak RSS {kb} kB: something was allocated");
+    }
+}
+
+pub fn keys_json() -> J {
+    serde_json::from_str(&std::fs::read_to_string(sketch_fixtures().join("rdb/keys.json")).unwrap()).unwrap()
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+}
+
+/// A Redis 7.0 double text as `doubles` prints the same value.
+fn redouble(text: &str, doubles: Doubles) -> String {
+    use sift::compat::redisbloom::{format_double, DoubleFormat};
+    let v = match text {
+        "nan" | "-nan" => f64::NAN,
+        "inf" => f64::INFINITY,
+        "-inf" => f64::NEG_INFINITY,
+        t => t.parse().unwrap(),
+    };
+    match doubles {
+        Doubles::Redis70 => text.to_string(),
+        Doubles::Current => format_double(v, DoubleFormat::D2String),
+    }
+}
+
+/// The RESP2 bytes a recorded after-load reply (`keys.json`, 2.6.28 on Redis 7.0) is on a current
+/// server printing doubles as `doubles`: TDIGEST.INFO's `Memory usage` is `80 + 16·capacity`
+/// (spec §9) and double texts are re-rendered.
+fn after_load_wire(cmd: &J, reply: &J, doubles: Doubles) -> Vec<u8> {
+    let name = cmd[0].as_str().unwrap().to_ascii_uppercase();
+    let mut reply = reply.clone();
+    let info = name.ends_with(".INFO");
+    if let J::Array(items) = &mut reply {
+        if name == "TDIGEST.INFO" {
+            let cap = items[3].as_i64().unwrap();
+            items[17] = J::from(80 + 16 * cap);
+        } else if name == "TOPK.INFO" {
+            items[7] = J::from(redouble(items[7].as_str().unwrap(), doubles));
+        } else if name.starts_with("TDIGEST.") {
+            for v in items.iter_mut().filter(|v| v.is_string()) {
+                *v = J::from(redouble(v.as_str().unwrap(), doubles));
+            }
+        }
+    }
+    if let J::String(s) = &reply {
+        if name.starts_with("TDIGEST.") && s != "OK" {
+            // A single double (MIN, MAX, TRIMMED_MEAN): a bulk string in RESP2.
+            return super::wire(&J::from(redouble(s, doubles)), 2, super::Str::Bulk, false);
+        }
+    }
+    super::wire(&reply, 2, super::top_kind(&reply), info)
+}
+
+/// Checks every recorded after-load reply of `keys.json` on keys named `rename(key)`; returns the
+/// problems.
+pub fn check_after_load(c: &mut Raw, doubles: Doubles, rename: &dyn Fn(&str) -> String) -> Vec<String> {
+    let k = keys_json();
+    let mut problems = Vec::new();
+    let mut check = |cmd: &J, reply: &J| {
+        let mut args = args_of(cmd);
+        let key = String::from_utf8(args[1].clone()).unwrap();
+        args[1] = rename(&key).into_bytes();
+        let got = c.cmd_bytes(&args);
+        let want = after_load_wire(cmd, reply, doubles);
+        if got != want {
+            problems.push(format!("{cmd} on {}: expected {} got {}", rename(&key), show(&want), show(&got)));
+        }
+    };
+    for v in k["keys"].as_object().unwrap().values() {
+        for step in v["after_load_resp2"].as_array().unwrap() {
+            check(&step["cmd"], &step["reply"]);
+        }
+    }
+    for step in k["after_load_followups"].as_array().unwrap() {
+        check(&step["cmd"], &step["reply"]);
+    }
+    problems
+}
+
+/// Each golden DUMP payload of `keys.json` (RedisBloom 2.6.28's) RESTOREs and answers as
+/// recorded after a load; each restored key DUMPs to a payload that RESTOREs to a key answering
+/// the same, and TYPE names the RedisBloom type.
+pub fn golden_sketch_payloads_restore(t: &dyn Target, doubles: Doubles) {
+    let srv = t.start();
+    let mut c = srv.raw();
+    let k = keys_json();
+    for (name, v) in k["keys"].as_object().unwrap() {
+        let payload = unhex(v["dump_hex"].as_str().unwrap());
+        let r = c.cmd_bytes(&[&b"RESTORE"[..], name.as_bytes(), b"0", &payload]);
+        assert_eq!(show(&r), "+OK\\r\\n", "{name}");
+        let ty = c.cmd(&["TYPE", name]);
+        assert_eq!(show(&ty), show(format!("+{}\r\n", v["type"].as_str().unwrap()).as_bytes()), "{name}");
+    }
+    // Dump every key before any follow-up changes it, then restore the copies.
+    let names: Vec<String> = k["keys"].as_object().unwrap().keys().cloned().collect();
+    for name in &names {
+        let dump = c.cmd(&["DUMP", name]);
+        assert_eq!(dump[0], b'$', "{name}");
+        let start = dump.iter().position(|&b| b == b'\n').unwrap() + 1;
+        let payload = &dump[start..dump.len() - 2];
+        let copy = format!("{name}:copy");
+        assert_eq!(c.cmd_bytes(&[&b"RESTORE"[..], copy.as_bytes(), b"0", payload]), b"+OK\r\n", "{name}");
+        assert_eq!(
+            show(&c.cmd_bytes(&[&b"RESTORE"[..], copy.as_bytes(), b"0", payload])),
+            show(b"-BUSYKEY Target key name already exists.\r\n")
+        );
+    }
+    let mut problems = check_after_load(&mut c, doubles, &|k| k.to_string());
+    problems.extend(check_after_load(&mut c, doubles, &|k| format!("{k}:copy")));
+    assert!(problems.is_empty(), "{} problems:\n{}", problems.len(), problems.join("\n"));
+    // A payload whose checksum is wrong, and one that is not a value.
+    let mut bad = unhex(k["keys"]["cms_dim"]["dump_hex"].as_str().unwrap());
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    assert_eq!(
+        show(&c.cmd_bytes(&[&b"RESTORE"[..], b"x", b"0", &bad])),
+        show(b"-ERR DUMP payload version or checksum are wrong\r\n")
+    );
+}
