@@ -1,5 +1,5 @@
-//! The command layer of sift: RedisBloom's `BF.*` and `CF.*` commands (and every family added
-//! after them) over an abstract key store, and the registry of data types and command families
+//! The command layer of sift: RedisBloom's `BF.*`, `CF.*`, `CMS.*`, `TOPK.*` and `TDIGEST.*`
+//! commands (and every family added after them) over an abstract key store, and the registry of data types and command families
 //! that `sift-server` and the `sift-redis` module are both built from.
 //!
 //! A handler takes the request's arguments (name included, as `argv[0]`), a [`Store`] (the

@@ -291,3 +291,64 @@ fn topk_decay_replicates_and_replays_deterministically() {
     assert_eq!(p.cmd(&["DUMP", "tk"]), dump, "the AOF replay holds the same Top-K");
     assert_eq!(p.cmd(&["TOPK.LIST", "tk", "WITHCOUNT"]), list);
 }
+
+// ------------------------------------------------------------------------------------------------
+// Valkey 8.0.1: the module loads unchanged; Valkey prints doubles as Redis ≥ 7.2 does.
+
+/// Valkey's server program: `$SIFT_VALKEY_SERVER`, else the build shared on the development
+/// machine. Debian 12 has no package, and CI does not build it: these tests run where it exists
+/// and say so where it does not (they fail under `CI=true` only when the variable names a
+/// program that is missing).
+fn valkey() -> Option<String> {
+    let explicit = std::env::var("SIFT_VALKEY_SERVER").ok();
+    let path = explicit.clone().unwrap_or_else(|| "/work/shared/bin/valkey-server".into());
+    if Path::new(&path).exists() {
+        return Some(path);
+    }
+    assert!(explicit.is_none(), "SIFT_VALKEY_SERVER={path} does not exist");
+    println!("NOTICE: no valkey-server at {path}; Valkey tests skipped (set SIFT_VALKEY_SERVER)");
+    None
+}
+
+struct ValkeyWithModule(String);
+
+impl Target for ValkeyWithModule {
+    fn start(&self) -> Box<dyn Server> {
+        Box::new(RedisServer::start_program(&self.0, &temp_dir("valkey"), &[], &[]))
+    }
+}
+
+#[test]
+fn valkey_sketch_transcript_byte_exact() {
+    let Some(v) = valkey() else { return };
+    for proto in [2, 3] {
+        sketch_transcript_byte_exact(&ValkeyWithModule(v.clone()), proto, Doubles::Current);
+    }
+}
+
+#[test]
+fn valkey_golden_payloads_and_redis_py() {
+    let Some(v) = valkey() else { return };
+    suite::sketches::golden_sketch_payloads_restore(&ValkeyWithModule(v.clone()), Doubles::Current);
+    suite::sketches::redis_py_sketch_commands(&ValkeyWithModule(v));
+}
+
+/// RedisBloom's `dump.rdb` (RDB 10) with all its sketches loads into Valkey with the module, and
+/// the module's SAVE there (Valkey writes RDB 11, which Redis 7.0 cannot read) holds the same
+/// values.
+#[test]
+fn valkey_sketch_rdb_round_trip() {
+    let Some(v) = valkey() else { return };
+    let dir = temp_dir("valkey-rdb");
+    let golden = sketch_fixtures().join("rdb/dump.rdb");
+    std::fs::copy(&golden, dir.join("dump.rdb")).unwrap();
+    let srv = RedisServer::start_program(&v, &dir, &[], &[]);
+    let mut c = srv.raw();
+    assert_eq!(integer(&c.cmd(&["DBSIZE"])), 11);
+    assert_eq!(c.cmd(&["SAVE"]), b"+OK\r\n");
+    let saved = std::fs::read(dir.join("dump.rdb")).unwrap();
+    assert_eq!(&saved[..9], b"REDIS0011", "Valkey 8 writes RDB version 11");
+    assert_eq!(rdb_values(&dir.join("dump.rdb")), rdb_values(&golden));
+    let problems = check_after_load(&mut c, Doubles::Current, &|k| k.to_string());
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
