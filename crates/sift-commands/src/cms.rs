@@ -6,13 +6,12 @@
 //! (`maxmemory`): an absurd `CMS.INITBYDIM` is refused with RedisBloom's out-of-memory reply
 //! before anything is allocated.
 
-use sift::compat::redisbloom::rdb::{self, FieldReader, FieldWriter, RdbError};
+use sift::compat::redisbloom::rdb;
 use sift::compat::redisbloom::{CmsCreateError, CmsMergeError, CmsSource, CountMinSketch, CMS_COUNTER_MAX};
 
 use crate::sketch::{double, int};
 use crate::{
-    err, sketch, wrongtype, Chunk, Command, DataType, Env, Family, Flags, Frame, Held, KeyFlags, KeySpec,
-    LoadContext, Lookup, Store, KEY1,
+    err, wrongtype, Command, Env, Family, Flags, Frame, Held, KeyFlags, KeySpec, Lookup, Store, KEY1,
 };
 
 /// The destination exists already (any type).
@@ -296,39 +295,13 @@ impl Family for Cms {
     ];
 }
 
-/// `CMSk-TYPE`: RedisBloom's type name and RDB encoding (encver 0, spec §10.3); in snapshots, tag
-/// 5 and one chunk, the RDB fields.
-impl DataType for CountMinSketch {
-    const NAME: &'static str = rdb::CMS_TYPE_NAME;
-    const ENCVER: u32 = rdb::SKETCH_ENCVER;
-    const TAG: u8 = 5;
-
-    /// Current RedisBloom's memory callback, `32 + 4·width·depth` (spec §10.7).
-    fn mem_usage(&self) -> usize {
-        self.memory_usage() as usize
-    }
-
-    fn dump_chunk(&self, cursor: u64) -> Option<(Chunk<'_>, u64)> {
-        sketch::dump_chunk(self, cursor, |c, w| rdb::save_cms(c, w))
-    }
-
-    fn restore(header: &[u8], cx: &LoadContext) -> Result<Self, String> {
-        sketch::restore(header, cx, Self::ENCVER, |r, e, l| rdb::load_cms(r, e, l))
-    }
-
-    fn load_chunk(&mut self, pos: i64, _data: &[u8]) -> Result<(), String> {
-        Err(format!("a Count-Min Sketch dump has one chunk (found one at {pos})"))
-    }
-
-    fn rdb_save(&self, w: &mut dyn FieldWriter) {
-        rdb::save_cms(self, w);
-    }
-
-    fn rdb_load(r: &mut dyn FieldReader, encver: u32, cx: &LoadContext) -> Result<Self, RdbError> {
-        rdb::load_cms(r, encver, &cx.limits)
-    }
-
-    fn rewrite(&self, key: &[u8], emit: &mut dyn FnMut(&[&[u8]])) {
-        sketch::restore_command(self, key, Self::NAME, Self::ENCVER, |c, w| rdb::save_cms(c, w), emit);
-    }
-}
+// `CMSk-TYPE`: RedisBloom's type name and RDB encoding (encver 0, spec §10.3), memory callback
+// `32 + 4·width·depth` (§10.7); in snapshots, tag 5 and one chunk, the RDB fields.
+crate::sketch::sketch_data_type!(
+    CountMinSketch,
+    rdb::CMS_TYPE_NAME,
+    5,
+    rdb::save_cms,
+    rdb::load_cms,
+    "Count-Min Sketch"
+);

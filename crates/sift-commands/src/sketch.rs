@@ -65,6 +65,52 @@ pub(crate) fn restore_command<T: ?Sized>(
     emit(&[b"RESTORE", key, b"0", &payload]);
 }
 
+/// `impl DataType` for a sketch: RedisBloom's type name, encver 0, a snapshot tag, RedisBloom's
+/// memory callback (`memory_usage`), and its RDB fields (`save` / `load`) as the RDB encoding, the
+/// one-chunk dump and the `RESTORE` of the AOF rewrite.
+macro_rules! sketch_data_type {
+    ($ty:ty, $name:expr, $tag:expr, $save:path, $load:path, $what:literal) => {
+        impl $crate::DataType for $ty {
+            const NAME: &'static str = $name;
+            const ENCVER: u32 = sift::compat::redisbloom::rdb::SKETCH_ENCVER;
+            const TAG: u8 = $tag;
+
+            fn mem_usage(&self) -> usize {
+                self.memory_usage() as usize
+            }
+
+            fn dump_chunk(&self, cursor: u64) -> Option<($crate::Chunk<'_>, u64)> {
+                $crate::sketch::dump_chunk(self, cursor, |v, w| $save(v, w))
+            }
+
+            fn restore(header: &[u8], cx: &$crate::LoadContext) -> Result<Self, String> {
+                $crate::sketch::restore(header, cx, Self::ENCVER, |r, e, l| $load(r, e, l))
+            }
+
+            fn load_chunk(&mut self, pos: i64, _data: &[u8]) -> Result<(), String> {
+                Err(format!(concat!("a ", $what, " dump has one chunk (found one at {})"), pos))
+            }
+
+            fn rdb_save(&self, w: &mut dyn sift::compat::redisbloom::rdb::FieldWriter) {
+                $save(self, w)
+            }
+
+            fn rdb_load(
+                r: &mut dyn sift::compat::redisbloom::rdb::FieldReader,
+                encver: u32,
+                cx: &$crate::LoadContext,
+            ) -> Result<Self, sift::compat::redisbloom::rdb::RdbError> {
+                $load(r, encver, &cx.limits)
+            }
+
+            fn rewrite(&self, key: &[u8], emit: &mut dyn FnMut(&[&[u8]])) {
+                $crate::sketch::restore_command(self, key, Self::NAME, Self::ENCVER, |v, w| $save(v, w), emit)
+            }
+        }
+    };
+}
+pub(crate) use sketch_data_type;
+
 /// A double argument as current Redis parses it (spec §2.5).
 pub(crate) use crate::parse::parse_f64 as double;
 /// An integer argument (Redis's strict parser).

@@ -11,16 +11,13 @@
 //! nothing and is not propagated (it answers from a copy, which the library's `&mut` queries
 //! need).
 
-use sift::compat::redisbloom::rdb::{self, FieldReader, FieldWriter, RdbError};
+use sift::compat::redisbloom::rdb;
 use sift::compat::redisbloom::{
     tdigest_merge_compression, TDigest, TDigestMerge, TDIGEST_DEFAULT_COMPRESSION,
 };
 
 use crate::sketch::{double, int};
-use crate::{
-    err, sketch, wrongtype, Chunk, Command, DataType, Env, Family, Flags, Frame, KeyFlags, KeySpec,
-    LoadContext, Lookup, Store, KEY1,
-};
+use crate::{err, wrongtype, Command, Env, Family, Flags, Frame, KeyFlags, KeySpec, Lookup, Store};
 
 /// A missing key.
 pub const KEY_MISSING: &str = "ERR T-Digest: key does not exist";
@@ -343,16 +340,7 @@ const WRITE_FAST_ACL: &[&str] = &["@write", "@fast", "@tdigest"];
 const WRITE_ACL: &[&str] = &["@write", "@tdigest"];
 const READ_FAST_ACL: &[&str] = &["@read", "@fast", "@tdigest"];
 
-const fn command(
-    name: &'static str,
-    arity: i32,
-    flags: Flags,
-    acl: &'static [&'static str],
-    handler: crate::Handler,
-    summary: &'static str,
-) -> Command {
-    Command { name, arity, flags, acl, keys: KEY1, summary, handler }
-}
+use crate::command::key1 as command;
 
 impl Family for TDigestFamily {
     const NAME: &'static str = "tdigest";
@@ -385,41 +373,15 @@ impl Family for TDigestFamily {
     ];
 }
 
-/// `TDIS-TYPE`: RedisBloom's type name and RDB encoding (encver 0 written, any read, spec
-/// §10.5); in snapshots, tag 7 and one chunk, the RDB fields. Saving writes the compressed
-/// digest (RedisBloom compresses before saving), so a digest holding one buffered observation
-/// comes back as RedisBloom's does: one zeroed node (spec §10.5).
-impl DataType for TDigest {
-    const NAME: &'static str = rdb::TDIGEST_TYPE_NAME;
-    const ENCVER: u32 = rdb::SKETCH_ENCVER;
-    const TAG: u8 = 7;
-
-    /// Current RedisBloom's memory callback, `80 + 16·capacity` (spec §10.7).
-    fn mem_usage(&self) -> usize {
-        self.memory_usage() as usize
-    }
-
-    fn dump_chunk(&self, cursor: u64) -> Option<(Chunk<'_>, u64)> {
-        sketch::dump_chunk(self, cursor, |t, w| rdb::save_tdigest(t, w))
-    }
-
-    fn restore(header: &[u8], cx: &LoadContext) -> Result<Self, String> {
-        sketch::restore(header, cx, Self::ENCVER, |r, e, l| rdb::load_tdigest(r, e, l))
-    }
-
-    fn load_chunk(&mut self, pos: i64, _data: &[u8]) -> Result<(), String> {
-        Err(format!("a t-digest dump has one chunk (found one at {pos})"))
-    }
-
-    fn rdb_save(&self, w: &mut dyn FieldWriter) {
-        rdb::save_tdigest(self, w);
-    }
-
-    fn rdb_load(r: &mut dyn FieldReader, encver: u32, cx: &LoadContext) -> Result<Self, RdbError> {
-        rdb::load_tdigest(r, encver, &cx.limits)
-    }
-
-    fn rewrite(&self, key: &[u8], emit: &mut dyn FnMut(&[&[u8]])) {
-        sketch::restore_command(self, key, Self::NAME, Self::ENCVER, |t, w| rdb::save_tdigest(t, w), emit);
-    }
-}
+// `TDIS-TYPE`: RedisBloom's type name and RDB encoding (encver 0 written, any read, spec §10.5),
+// memory callback `80 + 16·capacity` (§10.7); in snapshots, tag 7 and one chunk, the RDB fields.
+// Saving writes the compressed digest (RedisBloom compresses before saving), so a digest holding
+// one buffered observation comes back as RedisBloom's does: one zeroed node (spec §10.5).
+crate::sketch::sketch_data_type!(
+    TDigest,
+    rdb::TDIGEST_TYPE_NAME,
+    7,
+    rdb::save_tdigest,
+    rdb::load_tdigest,
+    "t-digest"
+);

@@ -14,17 +14,14 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use sift::compat::redisbloom::rdb::{self, FieldReader, FieldWriter, RdbError};
+use sift::compat::redisbloom::rdb;
 use sift::compat::redisbloom::{
     topk_reply_item, CRand, DecayRandom, TopK, TopKCreateError, TOPK_DEFAULT_DECAY, TOPK_DEFAULT_DEPTH,
     TOPK_DEFAULT_WIDTH,
 };
 
 use crate::sketch::{double, int};
-use crate::{
-    err, sketch, wrongtype, Chunk, Command, DataType, Env, Family, Flags, Frame, LoadContext, Lookup, Store,
-    KEY1,
-};
+use crate::{err, wrongtype, Command, Env, Family, Flags, Frame, Lookup, Store};
 
 /// The key exists already (any type).
 pub const KEY_EXISTS: &str = "TopK: key already exists";
@@ -264,16 +261,7 @@ pub struct TopKFamily;
 
 const WRITE: Flags = Flags::WRITE.with(Flags::DENYOOM);
 
-const fn command(
-    name: &'static str,
-    arity: i32,
-    flags: Flags,
-    acl: &'static [&'static str],
-    handler: crate::Handler,
-    summary: &'static str,
-) -> Command {
-    Command { name, arity, flags, acl, keys: KEY1, summary, handler }
-}
+use crate::command::key1 as command;
 
 impl Family for TopKFamily {
     const NAME: &'static str = "topk";
@@ -293,46 +281,14 @@ impl Family for TopKFamily {
     ];
 }
 
-/// `TopK-TYPE`: RedisBloom's type name and RDB encoding (encver 0, spec §10.4); in snapshots,
-/// tag 6 and one chunk, the RDB fields.
-impl DataType for TopK {
-    const NAME: &'static str = rdb::TOPK_TYPE_NAME;
-    const ENCVER: u32 = rdb::SKETCH_ENCVER;
-    const TAG: u8 = 6;
-
-    /// RedisBloom's memory callback, `2088 + 8·width·depth + 24·k` (spec §10.7).
-    fn mem_usage(&self) -> usize {
-        self.memory_usage() as usize
-    }
-
-    fn dump_chunk(&self, cursor: u64) -> Option<(Chunk<'_>, u64)> {
-        sketch::dump_chunk(self, cursor, |t, w| rdb::save_topk(t, w))
-    }
-
-    fn restore(header: &[u8], cx: &LoadContext) -> Result<Self, String> {
-        sketch::restore(header, cx, Self::ENCVER, |r, e, l| rdb::load_topk(r, e, l))
-    }
-
-    fn load_chunk(&mut self, pos: i64, _data: &[u8]) -> Result<(), String> {
-        Err(format!("a Top-K dump has one chunk (found one at {pos})"))
-    }
-
-    fn rdb_save(&self, w: &mut dyn FieldWriter) {
-        rdb::save_topk(self, w);
-    }
-
-    fn rdb_load(r: &mut dyn FieldReader, encver: u32, cx: &LoadContext) -> Result<Self, RdbError> {
-        rdb::load_topk(r, encver, &cx.limits)
-    }
-
-    fn rewrite(&self, key: &[u8], emit: &mut dyn FnMut(&[&[u8]])) {
-        sketch::restore_command(self, key, Self::NAME, Self::ENCVER, |t, w| rdb::save_topk(t, w), emit);
-    }
-}
+// `TopK-TYPE`: RedisBloom's type name and RDB encoding (encver 0, spec §10.4), memory callback
+// `2088 + 8·width·depth + 24·k` (§10.7); in snapshots, tag 6 and one chunk, the RDB fields.
+crate::sketch::sketch_data_type!(TopK, rdb::TOPK_TYPE_NAME, 6, rdb::save_topk, rdb::load_topk, "Top-K");
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sketch;
 
     #[test]
     fn withcount_is_a_c_prefix_comparison() {

@@ -539,8 +539,14 @@ pub fn redis_py_bloom_commands(t: &dyn Target) {
         external::missing("python3 with the `redis` module", "pip install redis; scripts/test.sh does it");
         return;
     }
+    run_python_client(t, "bloom_client.py", "redis-py OK");
+}
+
+/// Runs `tests/py/<script> <port> <2|3>` against a fresh server in both protocols; each run must
+/// succeed and print `marker`.
+pub fn run_python_client(t: &dyn Target, script: &str, marker: &str) {
     let srv = t.start();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sift-server/tests/py/bloom_client.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sift-server/tests/py").join(script);
     for proto in ["2", "3"] {
         let out = std::process::Command::new("python3")
             .arg(&script)
@@ -551,11 +557,11 @@ pub fn redis_py_bloom_commands(t: &dyn Target) {
         let stdout = String::from_utf8_lossy(&out.stdout);
         print!("{stdout}");
         assert!(
-            out.status.success(),
-            "redis-py RESP{proto} failed:\n{stdout}\n{}",
+            out.status.success() && stdout.contains(marker),
+            "{} RESP{proto} failed:\n{stdout}\n{}",
+            script.display(),
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(stdout.contains("redis-py OK"), "{stdout}");
     }
 }
 

@@ -239,22 +239,7 @@ pub fn redis_py_sketch_commands(t: &dyn Target) {
     if !super::have_program(&mut check, "python3 with redis-py") {
         return;
     }
-    let srv = t.start();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sift-server/tests/py/sketch_client.py");
-    for proto in ["2", "3"] {
-        let out = std::process::Command::new("python3")
-            .arg(&script)
-            .arg(srv.port().to_string())
-            .arg(proto)
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && stdout.contains("redis-py sketches OK"),
-            "redis-py RESP{proto} failed:\n{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    super::run_python_client(t, "sketch_client.py", "redis-py sketches OK");
 }
 
 /// Absurd sizes are refused with RedisBloom's errors before anything is allocated (with and
