@@ -16,7 +16,7 @@ use sift::compat::redisbloom::{
 use crate::parse::{eq_ignore_case, parse_f64, parse_i64};
 use crate::{
     err, load_limits, owned, wrongtype, BloomDefaults, Chunk, Command, DataType, Env, ErrorRate, Family,
-    Flags, Frame, LoadContext, Lookup, Store, KEY1,
+    Flags, Frame, LoadContext, Lookup, Store,
 };
 
 /// Bits per entry of a link of error rate `error` (spec §5.3): `|ln error| / ln² 2`.
@@ -451,16 +451,7 @@ pub struct Bloom;
 const WRITE: Flags = Flags::WRITE.with(Flags::DENYOOM);
 const READ: Flags = Flags::READONLY.with(Flags::FAST);
 
-const fn command(
-    name: &'static str,
-    arity: i32,
-    flags: Flags,
-    acl: &'static [&'static str],
-    handler: crate::Handler,
-    summary: &'static str,
-) -> Command {
-    Command { name, arity, flags, acl, keys: KEY1, summary, handler }
-}
+use crate::command::key1 as command;
 
 impl Family for Bloom {
     const NAME: &'static str = "bf";

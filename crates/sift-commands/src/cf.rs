@@ -17,7 +17,7 @@ use crate::config::MAX_CAPACITY;
 use crate::parse::{eq_ignore_case, parse_i64};
 use crate::{
     err, load_limits, owned, wrongtype, Chunk, Command, CuckooDefaults, DataType, Env, ErrorRate, Family,
-    Flags, Frame, LoadContext, Lookup, Store, KEY1,
+    Flags, Frame, LoadContext, Lookup, Store,
 };
 
 /// The filter at `key` for reading: `Ok(None)` when missing, `Err(WRONGTYPE)` for another type.
@@ -450,16 +450,7 @@ pub struct Cuckoo;
 const WRITE: Flags = Flags::WRITE.with(Flags::DENYOOM);
 const READ: Flags = Flags::READONLY.with(Flags::FAST);
 
-const fn command(
-    name: &'static str,
-    arity: i32,
-    flags: Flags,
-    acl: &'static [&'static str],
-    handler: crate::Handler,
-    summary: &'static str,
-) -> Command {
-    Command { name, arity, flags, acl, keys: KEY1, summary, handler }
-}
+use crate::command::key1 as command;
 
 impl Family for Cuckoo {
     const NAME: &'static str = "cf";

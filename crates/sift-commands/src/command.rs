@@ -294,6 +294,18 @@ impl Command {
 /// The key spec of the BF/CF commands and most others: `argv[1]`.
 pub const KEY1: &[KeySpec] = &[KeySpec::range(1, 1, 1)];
 
+/// A command whose one key is `argv[1]` ([`KEY1`]), as most are.
+pub const fn key1(
+    name: &'static str,
+    arity: i32,
+    flags: Flags,
+    acl: &'static [&'static str],
+    handler: Handler,
+    summary: &'static str,
+) -> Command {
+    Command { name, arity, flags, acl, keys: KEY1, summary, handler }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

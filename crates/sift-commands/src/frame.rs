@@ -6,6 +6,7 @@
 //! downgrades Redis itself applies), the Redis module walks it with the server's reply API.
 
 use bytes::{BufMut, Bytes, BytesMut};
+use sift::compat::redisbloom::DoubleFormat;
 
 /// A reply value, in its RESP3 shape.
 #[derive(Debug, Clone, PartialEq)]
@@ -89,7 +90,9 @@ impl Frame {
                 }
             }
             Frame::Double(d) => {
-                let text = format_double(*d);
+                // Redis ≥ 7.2's reply text (`d2string`: integers plain, else Grisu2 with
+                // exponents as `1e-10`), which RESP3 clients and RedisBloom's users see.
+                let text = sift::compat::redisbloom::format_double(*d, DoubleFormat::D2String);
                 if resp3 {
                     line(out, b',', text.as_bytes());
                 } else {

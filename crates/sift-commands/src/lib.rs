@@ -1,5 +1,5 @@
-//! The command layer of sift: RedisBloom's `BF.*` and `CF.*` commands (and every family added
-//! after them) over an abstract key store, and the registry of data types and command families
+//! The command layer of sift: RedisBloom's `BF.*`, `CF.*`, `CMS.*`, `TOPK.*` and `TDIGEST.*`
+//! commands (and every family added after them) over an abstract key store, and the registry of data types and command families
 //! that `sift-server` and the `sift-redis` module are both built from.
 //!
 //! A handler takes the request's arguments (name included, as `argv[0]`), a [`Store`] (the
@@ -114,15 +114,19 @@
 
 pub mod bf;
 pub mod cf;
+pub mod cms;
 pub mod command;
 pub mod config;
 pub mod err;
 pub mod frame;
 pub mod parse;
 pub mod registry;
+mod sketch;
 pub mod store;
 #[cfg(feature = "test-family")]
 pub mod tally;
+pub mod tdigest;
+pub mod topk;
 
 pub use command::{Command, FindKeys, Flags, Handler, KeyFlags, KeySpec, KEY1};
 pub use config::{BloomDefaults, CuckooDefaults, Defaults, FilterConfig};

@@ -231,6 +231,9 @@ pub trait Visitor {
 pub fn families(v: &mut impl Visitor) {
     v.visit::<crate::bf::Bloom>();
     v.visit::<crate::cf::Cuckoo>();
+    v.visit::<crate::cms::Cms>();
+    v.visit::<crate::topk::TopKFamily>();
+    v.visit::<crate::tdigest::TDigestFamily>();
     #[cfg(feature = "test-family")]
     v.visit::<crate::tally::TallyFamily>();
 }

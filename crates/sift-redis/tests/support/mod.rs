@@ -80,11 +80,17 @@ impl RedisServer {
     /// Starts redis-server in `dir` (kept: restart on the same directory to test persistence).
     /// Defaults: no RDB snapshots on a timer, no AOF, DEBUG allowed; `config` may override them.
     pub fn start_in(dir: &Path, config: &[&str], module_args: &[&str]) -> RedisServer {
+        RedisServer::start_program("redis-server", dir, config, module_args)
+    }
+
+    /// [`RedisServer::start_in`] with another server program of the same command line (Valkey's
+    /// `valkey-server`).
+    pub fn start_program(program: &str, dir: &Path, config: &[&str], module_args: &[&str]) -> RedisServer {
         let mut last_log = String::new();
         for _ in 0..5 {
             let port = free_port();
             let log = dir.join(format!("redis-{port}.log"));
-            let child = Command::new("redis-server")
+            let child = Command::new(program)
                 .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
                 .arg("--dir")
                 .arg(dir)
@@ -98,7 +104,7 @@ impl RedisServer {
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
-                .expect("spawn redis-server (apt-get install redis-server)");
+                .unwrap_or_else(|e| panic!("spawn {program} (apt-get install redis-server): {e}"));
             let mut s = RedisServer {
                 child: Some(child),
                 addr: SocketAddr::from(([127, 0, 0, 1], port)),
@@ -111,7 +117,7 @@ impl RedisServer {
             s.kill();
             last_log = std::fs::read_to_string(&log).unwrap_or_default();
         }
-        panic!("redis-server did not start; last log:\n{last_log}");
+        panic!("{program} did not start; last log:\n{last_log}");
     }
 
     /// Waits until the server answers PING (and has finished loading) or exits.

@@ -445,6 +445,149 @@ pub fn memory_usage(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
     }
 }
 
+/// `DUMP key`: Redis's serialization (`redisbloom.md` §12.5): the value in its RDB encoding
+/// (a string, or a module value of its registered type with RedisBloom's fields), RDB version 10
+/// and a CRC64, which RESTORE here, in Redis with the module or with RedisBloom loads.
+pub fn dump(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    match ctx.keys.get(&argv[1]) {
+        None => Frame::Null,
+        Some(e) => Frame::Bulk(dump_payload(&e.value).into()),
+    }
+}
+
+/// The `DUMP` payload of a value.
+pub fn dump_payload(value: &Value) -> Vec<u8> {
+    use sift::compat::redisbloom::rdb::{
+        crc64, module_type_id, write_length, write_string, ModuleFieldWriter, OPCODE_EOF, RDB_VERSION,
+    };
+    let mut out = Vec::new();
+    match value {
+        Value::String(s) => {
+            out.push(0); // RDB_TYPE_STRING
+            write_string(&mut out, s);
+        }
+        Value::Data(d) => {
+            let encver = sift_commands::registry().type_by_name(d.type_name()).map_or(0, |t| t.encver);
+            out.push(7); // RDB_TYPE_MODULE_2
+            write_length(&mut out, module_type_id(d.type_name(), encver).expect("a registered type name"));
+            d.rdb_save(&mut ModuleFieldWriter { out: &mut out });
+            write_length(&mut out, OPCODE_EOF);
+        }
+    }
+    out.extend_from_slice(&RDB_VERSION.to_le_bytes());
+    let crc = crc64(0, &out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// A `DUMP` payload as a value: a string, or a value of a registered module type, read within the
+/// memory budget. `Err` is RESTORE's reply (`ERR DUMP payload version or checksum are wrong`,
+/// `ERR Bad data format`).
+pub fn restore_value(ctx: &Ctx<'_, '_>, payload: &[u8]) -> Result<Value, &'static str> {
+    use sift::compat::redisbloom::rdb::{
+        crc64, module_type_name, ModuleFieldReader, RdbCursor, OPCODE_EOF, RDB_VERSION_MAX,
+    };
+    use sift::compat::redisbloom::LoadLimits;
+    const BAD: &str = "ERR Bad data format";
+    const VERSION_OR_CRC: &str = "ERR DUMP payload version or checksum are wrong";
+    // The trailer, as Redis checks it: RDB version (u16) and CRC64 of everything before the CRC.
+    let Some(body_len) = payload.len().checked_sub(10) else { return Err(VERSION_OR_CRC) };
+    let version = u16::from_le_bytes([payload[body_len], payload[body_len + 1]]);
+    let crc = u64::from_le_bytes(payload[body_len + 2..].try_into().expect("8 bytes"));
+    if version > RDB_VERSION_MAX || crc64(0, &payload[..body_len + 2]) != crc {
+        return Err(VERSION_OR_CRC);
+    }
+    let (limits, defaults) = {
+        let c = ctx.server.config.read();
+        let max = if c.maxmemory > 0 { c.maxmemory } else { LoadLimits::DEFAULT.max_bytes };
+        (LoadLimits { max_bytes: max, ..Default::default() }, c.filters.defaults())
+    };
+    let mut cur = RdbCursor::new(&payload[..body_len]);
+    let value = match cur.read_u8("value type").map_err(|_| BAD)? {
+        0 => Value::String(cur.read_string(limits.max_bytes, "string value").map_err(|_| BAD)?.into()),
+        7 => {
+            // A module value of a registered type, rebuilt through the registry.
+            let id = cur.read_length("module id").map_err(|_| BAD)?;
+            let (name, encver) = module_type_name(id);
+            let info = sift_commands::registry().type_by_name(&name).ok_or(BAD)?;
+            let cx = sift_commands::LoadContext { limits, defaults };
+            let mut fields = ModuleFieldReader { cur: &mut cur, max_string: limits.max_bytes };
+            let value = (info.rdb_load)(&mut fields, encver, &cx).map_err(|_| BAD)?;
+            if cur.read_length("module EOF").ok() != Some(OPCODE_EOF) {
+                return Err(BAD);
+            }
+            Value::Data(value)
+        }
+        _ => return Err(BAD),
+    };
+    if cur.remaining() != 0 {
+        return Err(BAD);
+    }
+    Ok(value)
+}
+
+/// `RESTORE key ttl serialized-value [REPLACE] [ABSTTL] [IDLETIME seconds] [FREQ frequency]`, with
+/// Redis's checks in Redis's order. A relative TTL is propagated as an absolute one (`ABSTTL`), as
+/// Redis does, so a log replay gives the key the same deadline.
+pub fn restore(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    let (mut replace, mut absttl) = (false, false);
+    let mut i = 4;
+    while i < argv.len() {
+        let more = i + 1 < argv.len();
+        if eq_ignore_case(&argv[i], "replace") {
+            replace = true;
+        } else if eq_ignore_case(&argv[i], "absttl") {
+            absttl = true;
+        } else if (eq_ignore_case(&argv[i], "idletime") || eq_ignore_case(&argv[i], "freq")) && more {
+            let idle = eq_ignore_case(&argv[i], "idletime");
+            match parse_i64(&argv[i + 1]) {
+                None => return Frame::error(err::NOT_INTEGER),
+                Some(v) if v < 0 && idle => return Frame::error("ERR Invalid IDLETIME value, must be >= 0"),
+                Some(v) if !(0..=255).contains(&v) && !idle => {
+                    return Frame::error("ERR Invalid FREQ value, must be >= 0 and <= 255")
+                }
+                Some(_) => {}
+            }
+            i += 1;
+        } else {
+            return Frame::error(err::SYNTAX);
+        }
+        i += 1;
+    }
+    let ttl = match parse_i64(&argv[2]) {
+        None => return Frame::error(err::NOT_INTEGER),
+        Some(t) if t < 0 => return Frame::error("ERR Invalid TTL value, must be >= 0"),
+        Some(t) => t as u64,
+    };
+    let key = &argv[1];
+    if !replace && ctx.keys.contains(key) {
+        return Frame::error("BUSYKEY Target key name already exists.");
+    }
+    let value = match restore_value(ctx, &argv[3]) {
+        Ok(v) => v,
+        Err(e) => return Frame::error(e),
+    };
+    let deadline = match ttl {
+        0 => None,
+        t if absttl => Some(t),
+        t => Some(ctx.keys.now_ms().saturating_add(t)),
+    };
+    if deadline.is_some_and(|d| d <= ctx.keys.now_ms()) {
+        // Already expired: the key is deleted, as in Redis.
+        ctx.keys.remove(key);
+        return Frame::ok();
+    }
+    ctx.keys.insert_entry(key.clone(), Entry::with_expiry(value, deadline));
+    if let (Some(d), false) = (deadline, absttl) {
+        let mut cmd =
+            vec![Bytes::from_static(b"RESTORE"), key.clone(), Bytes::from(d.to_string()), argv[3].clone()];
+        cmd.push(Bytes::from_static(b"REPLACE"));
+        cmd.push(Bytes::from_static(b"ABSTTL"));
+        ctx.propagate = Some(vec![cmd]);
+    }
+    Frame::ok()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

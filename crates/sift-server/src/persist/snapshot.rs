@@ -14,7 +14,8 @@
 //!     24   8  reserved (0)
 //! entries, back to back, each:
 //!      0   1  type: 1 string, else a registered data type's tag (2 Bloom chain, MBbloom--;
-//!             3 cuckoo filter, MBbloomCF; see `sift_commands::families`)
+//!             3 cuckoo filter, MBbloomCF; 5 CMSk-TYPE, 6 TopK-TYPE, 7 TDIS-TYPE; see
+//!             `sift_commands::families`)
 //!      1   1  flags: bit 0 = has a deadline
 //!     [2   8  deadline, Unix ms (u64), only with flag bit 0]
 //!          4  key length K (u32), then K bytes

@@ -11,6 +11,7 @@
 
 pub mod client;
 pub mod external;
+pub mod sketches;
 
 pub use client::Raw;
 
@@ -99,7 +100,7 @@ fn show(b: &[u8]) -> String {
 
 /// How a JSON string of a fixture goes on the wire.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Str {
+pub enum Str {
     Simple,
     Bulk,
 }
@@ -107,7 +108,7 @@ enum Str {
 /// Encodes a decoded fixture reply (README conventions) for protocol `proto`. The top level
 /// string is sent as `top`; strings inside arrays and maps are bulk strings, except INFO field
 /// names (`info`: even positions of a flat array, keys of a map), which are simple strings.
-fn wire(v: &J, proto: u8, top: Str, info: bool) -> Vec<u8> {
+pub fn wire(v: &J, proto: u8, top: Str, info: bool) -> Vec<u8> {
     let mut out = Vec::new();
     wire_into(&mut out, v, proto, top, info);
     out
@@ -155,7 +156,7 @@ fn wire_into(out: &mut Vec<u8>, v: &J, proto: u8, kind: Str, info: bool) {
 }
 
 /// Top-level strings of the transcript and setup replies are status replies (`+OK`).
-fn top_kind(v: &J) -> Str {
+pub fn top_kind(v: &J) -> Str {
     if v.is_string() {
         Str::Simple
     } else {
@@ -538,8 +539,14 @@ pub fn redis_py_bloom_commands(t: &dyn Target) {
         external::missing("python3 with the `redis` module", "pip install redis; scripts/test.sh does it");
         return;
     }
+    run_python_client(t, "bloom_client.py", "redis-py OK");
+}
+
+/// Runs `tests/py/<script> <port> <2|3>` against a fresh server in both protocols; each run must
+/// succeed and print `marker`.
+pub fn run_python_client(t: &dyn Target, script: &str, marker: &str) {
     let srv = t.start();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sift-server/tests/py/bloom_client.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sift-server/tests/py").join(script);
     for proto in ["2", "3"] {
         let out = std::process::Command::new("python3")
             .arg(&script)
@@ -550,17 +557,17 @@ pub fn redis_py_bloom_commands(t: &dyn Target) {
         let stdout = String::from_utf8_lossy(&out.stdout);
         print!("{stdout}");
         assert!(
-            out.status.success(),
-            "redis-py RESP{proto} failed:\n{stdout}\n{}",
+            out.status.success() && stdout.contains(marker),
+            "{} RESP{proto} failed:\n{stdout}\n{}",
+            script.display(),
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(stdout.contains("redis-py OK"), "{stdout}");
     }
 }
 
 /// A program a test needs: present, or the test fails under CI; elsewhere that part is skipped
 /// with a message (see `external`).
-fn have_program(check: &mut std::process::Command, what: &str) -> bool {
+pub fn have_program(check: &mut std::process::Command, what: &str) -> bool {
     if check.output().is_ok_and(|o| o.status.success()) {
         return true;
     }

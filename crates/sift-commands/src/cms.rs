@@ -1,0 +1,307 @@
+//! RedisBloom's Count-Min Sketch commands (`CMS.*`, sketches spec §5 and §8), on
+//! [`sift::compat::redisbloom::CountMinSketch`], and its data type `CMSk-TYPE`.
+//!
+//! Arguments are checked in RedisBloom's order and the error texts are RedisBloom's, byte for
+//! byte (most without an `ERR ` prefix). A sketch is allocated only within the memory budget
+//! (`maxmemory`): an absurd `CMS.INITBYDIM` is refused with RedisBloom's out-of-memory reply
+//! before anything is allocated.
+
+use sift::compat::redisbloom::rdb;
+use sift::compat::redisbloom::{CmsCreateError, CmsMergeError, CmsSource, CountMinSketch, CMS_COUNTER_MAX};
+
+use crate::sketch::{double, int};
+use crate::{
+    err, wrongtype, Command, Env, Family, Flags, Frame, Held, KeyFlags, KeySpec, Lookup, Store, KEY1,
+};
+
+/// The destination exists already (any type).
+pub const KEY_EXISTS: &str = "CMS: key already exists";
+/// A missing key.
+pub const KEY_MISSING: &str = "CMS: key does not exist";
+/// CMS.INCRBY: an increment that is not an integer.
+pub const CANNOT_PARSE: &str = "CMS: Cannot parse number";
+/// CMS.INCRBY: a negative increment.
+pub const NEGATIVE: &str = "CMS: Number cannot be negative";
+/// CMS.INCRBY: an item whose counters are saturated.
+pub const INCRBY_OVERFLOW: &str = "CMS: INCRBY overflow";
+/// CMS.MERGE: `numKeys` is not an integer.
+pub const INVALID_NUMKEYS: &str = "CMS: invalid numkeys";
+/// CMS.MERGE: `numKeys` ≤ 0.
+pub const NUMKEYS_POSITIVE: &str = "CMS: Number of keys must be positive";
+/// CMS.MERGE: the sources do not match `numKeys` (no WEIGHTS).
+pub const WRONG_KEYS: &str = "CMS: wrong number of keys";
+/// CMS.MERGE: the sources or weights do not match `numKeys`.
+pub const WRONG_KEYS_WEIGHTS: &str = "CMS: wrong number of keys/weights";
+/// CMS.MERGE: a weight that is not an integer.
+pub const INVALID_WEIGHT: &str = "CMS: invalid weight value";
+/// CMS.MERGE: a source of another shape.
+pub const SHAPE_DIFFERS: &str = "CMS: width/depth is not equal";
+/// CMS.MERGE: a cell or the count would leave its range.
+pub const MERGE_OVERFLOW: &str = "CMS: MERGE overflow";
+
+/// The reply of a failed creation (spec §8).
+fn create_error(e: CmsCreateError) -> Frame {
+    Frame::error(match e {
+        CmsCreateError::InvalidWidth => "CMS: invalid width",
+        CmsCreateError::InvalidDepth => "CMS: invalid depth",
+        CmsCreateError::InvalidOverestimation => "CMS: invalid overestimation value",
+        CmsCreateError::InvalidProbability => "CMS: invalid prob value",
+        CmsCreateError::InvalidDimensions => "CMS: invalid init arguments",
+        _ => "CMS: Insufficient memory to create the key",
+    })
+}
+
+/// The sketch at `key` for reading.
+fn sketch_at<'s>(store: &'s mut dyn Store, key: &[u8]) -> Result<&'s CountMinSketch, Frame> {
+    match store.get::<CountMinSketch>(key) {
+        Lookup::Found(c) => Ok(c),
+        Lookup::Missing => Err(Frame::error(KEY_MISSING)),
+        Lookup::WrongType => Err(wrongtype()),
+    }
+}
+
+fn init(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]], by_dim: bool) -> Frame {
+    if store.exists(argv[1]) {
+        return Frame::error(KEY_EXISTS);
+    }
+    let budget = env.memory_budget();
+    // An argument that does not parse fails the same check as an out-of-range one.
+    let made = if by_dim {
+        CountMinSketch::init_by_dim(int(argv[2]).unwrap_or(0), int(argv[3]).unwrap_or(0), budget)
+    } else {
+        let e = double(argv[2]).unwrap_or(f64::NAN);
+        let p = double(argv[3]).unwrap_or(f64::NAN);
+        CountMinSketch::init_by_prob(e, p, budget)
+    };
+    match made {
+        Ok(c) => {
+            store.insert(argv[1], c);
+            Frame::ok()
+        }
+        Err(e) => create_error(e),
+    }
+}
+
+/// `CMS.INITBYDIM key width depth`.
+pub fn initbydim(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    init(store, env, argv, true)
+}
+
+/// `CMS.INITBYPROB key error probability`.
+pub fn initbyprob(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    init(store, env, argv, false)
+}
+
+/// `CMS.INCRBY key item increment [item increment ...]`: every increment is parsed before any is
+/// applied.
+pub fn incrby(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    if argv.len() % 2 != 0 {
+        return Frame::error(err::arity("cms.incrby"));
+    }
+    if let Err(f) = sketch_at(store, argv[1]) {
+        return f;
+    }
+    let mut pairs = Vec::with_capacity((argv.len() - 2) / 2);
+    for p in argv[2..].chunks_exact(2) {
+        match int(p[1]) {
+            None => return Frame::error(CANNOT_PARSE),
+            Some(v) if v < 0 => return Frame::error(NEGATIVE),
+            Some(v) => pairs.push((p[0], v as u64)),
+        }
+    }
+    let Some(c) = store.get_mut::<CountMinSketch>(argv[1]).found() else {
+        unreachable!("checked above under the same lock")
+    };
+    Frame::Array(
+        pairs
+            .into_iter()
+            .map(|(item, v)| match c.incr_by(item, v) {
+                CMS_COUNTER_MAX => Frame::error(INCRBY_OVERFLOW),
+                n => Frame::Integer(n as i64),
+            })
+            .collect(),
+    )
+}
+
+/// `CMS.QUERY key item [item ...]`.
+pub fn query(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    match sketch_at(store, argv[1]) {
+        Ok(c) => Frame::Array(argv[2..].iter().map(|i| Frame::Integer(c.query(i) as i64)).collect()),
+        Err(f) => f,
+    }
+}
+
+/// `CMS.INFO key`.
+pub fn info(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    match sketch_at(store, argv[1]) {
+        Ok(c) => Frame::Map(vec![
+            (Frame::Simple("width".into()), Frame::Integer(c.width() as i64)),
+            (Frame::Simple("depth".into()), Frame::Integer(c.depth() as i64)),
+            (Frame::Simple("count".into()), Frame::Integer(c.info_count())),
+        ]),
+        Err(f) => f,
+    }
+}
+
+/// `CMS.MERGE destination numKeys source [source ...] [WEIGHTS weight [weight ...]]`.
+///
+/// The destination must exist; its contents are replaced by the weighted sum, computed in full
+/// before anything is stored (an overflow changes nothing). The sources are declared keys (a
+/// `numKeys` key spec), unlike RedisBloom's registration, so that the server locks them and
+/// Redis Cluster refuses sources in other slots.
+pub fn merge(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    let dest = argv[1];
+    let (width, depth) = match sketch_at(store, dest) {
+        Ok(c) => (c.width(), c.depth()),
+        Err(f) => return f,
+    };
+    let Some(numkeys) = int(argv[2]) else { return Frame::error(INVALID_NUMKEYS) };
+    if numkeys <= 0 {
+        return Frame::error(NUMKEYS_POSITIVE);
+    }
+    let rest = &argv[3..];
+    let weights_at = rest.iter().position(|a| a.eq_ignore_ascii_case(b"WEIGHTS"));
+    let n = match usize::try_from(numkeys) {
+        Ok(n) if weights_at.is_none() && n == rest.len() => n,
+        _ if weights_at.is_none() => return Frame::error(WRONG_KEYS),
+        Ok(n) if weights_at == Some(n) && rest.len() == 1 + 2 * n => n,
+        _ => return Frame::error(WRONG_KEYS_WEIGHTS),
+    };
+    let sources = &rest[..n];
+    let mut weights = Vec::with_capacity(n);
+    {
+        let held = store.read_many(sources);
+        for (i, h) in held.iter().enumerate() {
+            let w = match weights_at {
+                Some(_) => match int(rest[n + 1 + i]) {
+                    Some(w) => w,
+                    None => return Frame::error(INVALID_WEIGHT),
+                },
+                None => 1,
+            };
+            match h {
+                Held::Missing => return Frame::error(KEY_MISSING),
+                Held::Data(d) => match d.downcast_ref::<CountMinSketch>() {
+                    Some(s) if (s.width(), s.depth()) != (width, depth) => {
+                        return Frame::error(SHAPE_DIFFERS)
+                    }
+                    Some(_) => {}
+                    None => return wrongtype(),
+                },
+                Held::Other => return wrongtype(),
+            }
+            weights.push(w);
+        }
+    }
+    // The sum goes to a fresh sketch of the same shape (a merge replaces every cell), computed
+    // from the sources as they are (the destination among them with its old contents).
+    let mut result = match CountMinSketch::init_by_dim(width as i64, depth as i64, env.memory_budget()) {
+        Ok(c) => c,
+        Err(e) => return create_error(e),
+    };
+    let outcome = {
+        let held = store.read_many(sources);
+        let inputs: Vec<(CmsSource<'_>, i64)> = held
+            .iter()
+            .zip(&weights)
+            .map(|(h, &w)| match h {
+                Held::Data(d) => (CmsSource::Sketch(d.downcast_ref().expect("checked above")), w),
+                _ => unreachable!("checked above under the same lock"),
+            })
+            .collect();
+        result.merge(&inputs)
+    };
+    match outcome {
+        Ok(()) => {
+            // Assigned in place, so the destination keeps its time to live.
+            if let Some(d) = store.get_mut::<CountMinSketch>(dest).found() {
+                *d = result;
+            }
+            Frame::ok()
+        }
+        Err(CmsMergeError::Overflow) => Frame::error(MERGE_OVERFLOW),
+        Err(e) => Frame::error(format!("ERR {e}")),
+    }
+}
+
+/// The `cms` family: RedisBloom's Count-Min Sketch (`CMSk-TYPE`) and its commands.
+#[derive(Debug)]
+pub struct Cms;
+
+const WRITE: Flags = Flags::WRITE.with(Flags::DENYOOM);
+
+impl Family for Cms {
+    const NAME: &'static str = "cms";
+    type Type = CountMinSketch;
+    /// Arities of spec §2.4, flags and ACL categories of §2.6, in RedisBloom's order.
+    const COMMANDS: &'static [Command] = &[
+        Command {
+            name: "cms.initbydim",
+            arity: 4,
+            flags: WRITE,
+            acl: &["@write", "@fast", "@cms"],
+            keys: KEY1,
+            summary: "Initializes a Count-Min Sketch to dimensions specified by user",
+            handler: initbydim,
+        },
+        Command {
+            name: "cms.initbyprob",
+            arity: 4,
+            flags: WRITE,
+            acl: &["@write", "@fast", "@cms"],
+            keys: KEY1,
+            summary: "Initializes a Count-Min Sketch to accommodate requested tolerances.",
+            handler: initbyprob,
+        },
+        Command {
+            name: "cms.incrby",
+            arity: -4,
+            flags: WRITE,
+            acl: &["@write", "@cms"],
+            keys: KEY1,
+            summary: "Increases the count of one or more items by increment",
+            handler: incrby,
+        },
+        Command {
+            name: "cms.query",
+            arity: -3,
+            flags: Flags::READONLY,
+            acl: &["@read", "@cms"],
+            keys: KEY1,
+            summary: "Returns the count for one or more items in a sketch",
+            handler: query,
+        },
+        Command {
+            name: "cms.merge",
+            arity: -4,
+            flags: WRITE,
+            acl: &["@write", "@cms"],
+            keys: &[
+                KeySpec::range(1, 1, 1),
+                KeySpec::keynum(2).with_flags(KeyFlags::RO.with(KeyFlags::ACCESS)),
+            ],
+            summary: "Merges several sketches into one sketch",
+            handler: merge,
+        },
+        Command {
+            name: "cms.info",
+            arity: 2,
+            flags: Flags::READONLY.with(Flags::FAST),
+            acl: &["@read", "@fast", "@cms"],
+            keys: KEY1,
+            summary: "Returns information about a sketch",
+            handler: info,
+        },
+    ];
+}
+
+// `CMSk-TYPE`: RedisBloom's type name and RDB encoding (encver 0, spec §10.3), memory callback
+// `32 + 4·width·depth` (§10.7); in snapshots, tag 5 and one chunk, the RDB fields.
+crate::sketch::sketch_data_type!(
+    CountMinSketch,
+    rdb::CMS_TYPE_NAME,
+    5,
+    rdb::save_cms,
+    rdb::load_cms,
+    "Count-Min Sketch"
+);

@@ -1,0 +1,321 @@
+//! RedisBloom's Top-K commands (`TOPK.*`, sketches spec §6 and §8), on
+//! [`sift::compat::redisbloom::TopK`], and its data type `TopK-TYPE`.
+//!
+//! # Randomness and replication
+//!
+//! HeavyKeeper decays a colliding bucket with random draws (spec §6.2, §6.6). RedisBloom draws
+//! from the process's `rand()`, so its replicas and its AOF replay draw their own numbers and
+//! drift from the primary. Here every `TOPK.ADD` / `TOPK.INCRBY` draws from a generator seeded
+//! afresh for the call (the C library's `rand()` algorithm, [`CRand`]), and a call that used a
+//! draw is propagated (replicated, logged) as `TOPK.INCRBYSEEDED key seed item increment ...`
+//! with its seed and the pairs it applied: a replica, an AOF and sift-server's log replay make
+//! exactly the primary's draws and reach the same table and heap. A call without any draw (no
+//! collision) is propagated as received, which any RedisBloom replays identically.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sift::compat::redisbloom::rdb;
+use sift::compat::redisbloom::{
+    topk_reply_item, CRand, DecayRandom, TopK, TopKCreateError, TOPK_DEFAULT_DECAY, TOPK_DEFAULT_DEPTH,
+    TOPK_DEFAULT_WIDTH,
+};
+
+use crate::sketch::{double, int};
+use crate::{err, wrongtype, Command, Env, Family, Flags, Frame, Lookup, Store};
+
+/// The key exists already (any type).
+pub const KEY_EXISTS: &str = "TopK: key already exists";
+/// A missing key.
+pub const KEY_MISSING: &str = "TopK: key does not exist";
+/// TOPK.INCRBY: an increment outside [0, 100000] (RedisBloom's text, with its run of spaces).
+pub const BAD_INCREMENT: &str = "TopK: increment must be an integer greater or equal to 0                            and smaller or equal to 100,000";
+/// TOPK.LIST: a third argument that is not (a prefix of) WITHCOUNT.
+pub const WITHCOUNT_EXPECTED: &str = "WITHCOUNT keyword expected";
+
+fn create_error(e: TopKCreateError) -> Frame {
+    Frame::error(match e {
+        TopKCreateError::InvalidK => "TopK: invalid k",
+        TopKCreateError::InvalidWidth => "TopK: invalid width",
+        TopKCreateError::InvalidDepth => "TopK: invalid depth",
+        TopKCreateError::InvalidDecay => "TopK: invalid decay value. must be '<= 1' & '> 0'",
+        _ => "ERR Insufficient memory to create topk data structure",
+    })
+}
+
+/// The Top-K at `key` for reading.
+fn topk_at<'s>(store: &'s mut dyn Store, key: &[u8]) -> Result<&'s TopK, Frame> {
+    match store.get::<TopK>(key) {
+        Lookup::Found(t) => Ok(t),
+        Lookup::Missing => Err(Frame::error(KEY_MISSING)),
+        Lookup::WrongType => Err(wrongtype()),
+    }
+}
+
+/// `TOPK.RESERVE key topk [width depth decay]`.
+pub fn reserve(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    if argv.len() != 3 && argv.len() != 6 {
+        return Frame::error(err::arity("topk.reserve"));
+    }
+    if store.exists(argv[1]) {
+        return Frame::error(KEY_EXISTS);
+    }
+    // An argument that does not parse fails the same check as an out-of-range one.
+    let k = int(argv[2]).unwrap_or(0);
+    let (w, d, decay) = if argv.len() == 6 {
+        (int(argv[3]).unwrap_or(0), int(argv[4]).unwrap_or(0), double(argv[5]).unwrap_or(f64::NAN))
+    } else {
+        (TOPK_DEFAULT_WIDTH, TOPK_DEFAULT_DEPTH, TOPK_DEFAULT_DECAY)
+    };
+    match TopK::reserve(k, w, d, decay, env.memory_budget()) {
+        Ok(t) => {
+            store.insert(argv[1], t);
+            Frame::ok()
+        }
+        Err(e) => create_error(e),
+    }
+}
+
+/// The decay draws of one call: `rand()` seeded with the call's seed, started only when a first
+/// draw is needed (most calls on a wide table draw nothing).
+struct Draws {
+    seed: u32,
+    rng: Option<CRand>,
+}
+
+impl DecayRandom for Draws {
+    fn next_rand(&mut self) -> u32 {
+        let seed = self.seed;
+        self.rng.get_or_insert_with(|| CRand::new(seed)).next_rand()
+    }
+}
+
+/// A fresh seed on the primary: a process-wide sequence (Weyl steps from the time and process
+/// id), finished by SplitMix64. Only its spread matters; replicas receive it.
+fn fresh_seed(now_ms: u64) -> u32 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
+    let n = NEXT.fetch_add(GOLDEN, Ordering::Relaxed);
+    let mut z = n ^ now_ms.rotate_left(17) ^ (u64::from(std::process::id()) << 32);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)) as u32
+}
+
+/// The expelled item of one step, as a C string (spec §2.1), or null.
+fn expelled(e: Option<Vec<u8>>) -> Frame {
+    e.map_or(Frame::Null, |i| Frame::bulk(topk_reply_item(&i).to_vec()))
+}
+
+/// Applies `pairs` (item, increment) in order with draws from `seed`, stopping at the first bad
+/// increment (whose error ends the reply). Returns the reply elements, how many pairs were
+/// applied, and whether any draw was made.
+fn apply(t: &mut TopK, pairs: &[(&[u8], i64)], seed: u32) -> (Vec<Frame>, usize, bool) {
+    let mut draws = Draws { seed, rng: None };
+    let mut out = Vec::with_capacity(pairs.len());
+    for &(item, incr) in pairs {
+        match t.incr_by(item, incr, &mut draws) {
+            Ok(e) => out.push(expelled(e)),
+            Err(_) => {
+                out.push(Frame::error(BAD_INCREMENT));
+                break;
+            }
+        }
+    }
+    let applied = out.iter().filter(|f| !matches!(f, Frame::Error(_))).count();
+    (out, applied, draws.rng.is_some())
+}
+
+/// TOPK.ADD and TOPK.INCRBY: the pairs applied with a fresh seed, and, when a draw was made, the
+/// seeded command propagated instead of the request.
+fn add_pairs(store: &mut dyn Store, env: &mut dyn Env, key: &[u8], pairs: &[(&[u8], i64)]) -> Frame {
+    if let Err(f) = topk_at(store, key) {
+        return f;
+    }
+    let seed = fresh_seed(env.now_ms());
+    let Some(t) = store.get_mut::<TopK>(key).found() else {
+        unreachable!("checked above under the same lock")
+    };
+    let (out, applied, drew) = apply(t, pairs, seed);
+    if drew {
+        let mut cmd = vec![b"TOPK.INCRBYSEEDED".to_vec(), key.to_vec(), seed.to_string().into_bytes()];
+        for (item, incr) in &pairs[..applied] {
+            cmd.push(item.to_vec());
+            cmd.push(incr.to_string().into_bytes());
+        }
+        env.propagate(vec![cmd]);
+    }
+    Frame::Array(out)
+}
+
+/// `TOPK.ADD key item [item ...]`.
+pub fn add(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    let pairs: Vec<(&[u8], i64)> = argv[2..].iter().map(|i| (*i, 1)).collect();
+    add_pairs(store, env, argv[1], &pairs)
+}
+
+/// The (item, increment) pairs of `args`; an increment that is not an integer is −1, which the
+/// range check refuses when its turn comes (RedisBloom does not check them in advance).
+fn pairs_of<'a>(args: &[&'a [u8]]) -> Vec<(&'a [u8], i64)> {
+    args.chunks_exact(2).map(|p| (p[0], int(p[1]).unwrap_or(-1))).collect()
+}
+
+/// `TOPK.INCRBY key item increment [item increment ...]`. A bad increment ends the reply with
+/// its error, the pairs before it applied; RedisBloom announces one element per pair and sends
+/// fewer when the bad pair is not the last (spec §8), this reply is always well formed.
+pub fn incrby(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    if argv.len() % 2 != 0 {
+        return Frame::error(err::arity("topk.incrby"));
+    }
+    add_pairs(store, env, argv[1], &pairs_of(&argv[2..]))
+}
+
+/// `TOPK.INCRBYSEEDED key seed item increment [item increment ...]`: sift's own, what a
+/// TOPK.ADD or TOPK.INCRBY that drew random numbers is propagated as (see the module docs).
+pub fn incrbyseeded(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    if argv.len() % 2 == 0 {
+        return Frame::error(err::arity("topk.incrbyseeded"));
+    }
+    let Some(seed) = int(argv[2]).and_then(|s| u32::try_from(s).ok()) else {
+        return Frame::error("ERR invalid seed");
+    };
+    if let Err(f) = topk_at(store, argv[1]) {
+        return f;
+    }
+    let Some(t) = store.get_mut::<TopK>(argv[1]).found() else { unreachable!("checked above") };
+    Frame::Array(apply(t, &pairs_of(&argv[3..]), seed).0)
+}
+
+/// `TOPK.QUERY key item [item ...]`.
+pub fn query(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    match topk_at(store, argv[1]) {
+        Ok(t) => Frame::Array(argv[2..].iter().map(|i| Frame::Boolean(t.query(i))).collect()),
+        Err(f) => f,
+    }
+}
+
+/// `TOPK.COUNT key item [item ...]`.
+pub fn count(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    match topk_at(store, argv[1]) {
+        Ok(t) => Frame::Array(argv[2..].iter().map(|i| Frame::Integer(t.count(i) as i64)).collect()),
+        Err(f) => f,
+    }
+}
+
+/// `TOPK.LIST`'s keyword: C's `strncasecmp(arg, "WITHCOUNT", strlen(arg)) == 0` (spec §8): any
+/// prefix, and anything after a NUL that both strings reach.
+fn withcount_keyword(arg: &[u8]) -> bool {
+    const W: &[u8] = b"WITHCOUNT";
+    for (i, &a) in arg.iter().enumerate() {
+        let b = W.get(i).copied().unwrap_or(0);
+        if !a.eq_ignore_ascii_case(&b) {
+            return false;
+        }
+        if a == 0 {
+            return true;
+        }
+    }
+    true
+}
+
+/// `TOPK.LIST key [WITHCOUNT]`.
+pub fn list(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    if argv.len() > 3 {
+        return Frame::error(err::arity("topk.list"));
+    }
+    let with_count = match argv.get(2) {
+        None => false,
+        Some(a) if withcount_keyword(a) => true,
+        Some(_) => return Frame::error(WITHCOUNT_EXPECTED),
+    };
+    match topk_at(store, argv[1]) {
+        Ok(t) => {
+            let mut out = Vec::new();
+            for (item, count) in t.list() {
+                out.push(Frame::bulk(topk_reply_item(item).to_vec()));
+                if with_count {
+                    out.push(Frame::Integer(count as i64));
+                }
+            }
+            Frame::Array(out)
+        }
+        Err(f) => f,
+    }
+}
+
+/// `TOPK.INFO key`.
+pub fn info(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    match topk_at(store, argv[1]) {
+        Ok(t) => Frame::Map(vec![
+            (Frame::Simple("k".into()), Frame::Integer(t.k() as i64)),
+            (Frame::Simple("width".into()), Frame::Integer(t.width() as i64)),
+            (Frame::Simple("depth".into()), Frame::Integer(t.depth() as i64)),
+            (Frame::Simple("decay".into()), Frame::Double(t.decay())),
+        ]),
+        Err(f) => f,
+    }
+}
+
+/// The `topk` family: RedisBloom's Top-K (`TopK-TYPE`) and its commands.
+#[derive(Debug)]
+pub struct TopKFamily;
+
+const WRITE: Flags = Flags::WRITE.with(Flags::DENYOOM);
+
+use crate::command::key1 as command;
+
+impl Family for TopKFamily {
+    const NAME: &'static str = "topk";
+    type Type = TopK;
+    /// Arities of spec §2.4, flags and ACL categories of §2.6, in RedisBloom's order; then sift's
+    /// seeded form.
+    #[rustfmt::skip]
+    const COMMANDS: &'static [Command] = &[
+        command("topk.reserve", -3, WRITE, &["@write", "@fast", "@topk"], reserve, "Initializes a TopK with specified parameters"),
+        command("topk.add", -3, WRITE, &["@write", "@topk"], add, "Adds an item to a Top-k sketch. Multiple items can be added at the same time."),
+        command("topk.incrby", -4, WRITE, &["@write", "@topk"], incrby, "Increases the count of one or more items by increment"),
+        command("topk.query", -3, Flags::READONLY, &["@read", "@topk"], query, "Checks whether one or more items are in a sketch"),
+        command("topk.count", -3, Flags::READONLY, &["@read", "@topk"], count, "Return the count for one or more items are in a sketch"),
+        command("topk.list", -2, Flags::READONLY, &["@read", "@topk"], list, "Return the full list of items in Top-K sketch"),
+        command("topk.info", 2, Flags::READONLY.with(Flags::FAST), &["@read", "@fast", "@topk"], info, "Returns information about a sketch"),
+        command("topk.incrbyseeded", -5, WRITE, &["@write", "@topk"], incrbyseeded, "TOPK.INCRBY with the seed of its decay draws: how a call that drew random numbers is replicated"),
+    ];
+}
+
+// `TopK-TYPE`: RedisBloom's type name and RDB encoding (encver 0, spec §10.4), memory callback
+// `2088 + 8·width·depth + 24·k` (§10.7); in snapshots, tag 6 and one chunk, the RDB fields.
+crate::sketch::sketch_data_type!(TopK, rdb::TOPK_TYPE_NAME, 6, rdb::save_topk, rdb::load_topk, "Top-K");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sketch;
+
+    #[test]
+    fn withcount_is_a_c_prefix_comparison() {
+        for ok in [&b"WITHCOUNT"[..], b"withcount", b"with", b"W", b"", b"WITHCOUNT\0junk"] {
+            assert!(withcount_keyword(ok), "{ok:?}");
+        }
+        for bad in [&b"WITHCOUNTS"[..], b"x", b"with\0"] {
+            assert!(!withcount_keyword(bad), "{bad:?}");
+        }
+    }
+
+    /// The same seed gives the same table and heap; a call that drew reports it.
+    #[test]
+    fn seeded_calls_are_reproducible() {
+        let mut a = TopK::reserve(3, 2, 2, 0.9, 1 << 20).unwrap();
+        let items: Vec<Vec<u8>> = (0..200).map(|i| format!("i{}", i % 17).into_bytes()).collect();
+        let pairs: Vec<(&[u8], i64)> = items.iter().map(|i| (&i[..], 3)).collect();
+        let mut b = a.clone();
+        let (ra, na, drew) = apply(&mut a, &pairs, 42);
+        let (rb, nb, _) = apply(&mut b, &pairs, 42);
+        assert!(drew, "a 2x2 table with 17 items collides");
+        assert_eq!((ra, na), (rb, nb));
+        assert_eq!(rdb_fields(&a), rdb_fields(&b));
+        assert_ne!(fresh_seed(5), fresh_seed(5), "successive seeds differ");
+    }
+
+    fn rdb_fields(t: &TopK) -> Vec<u8> {
+        sketch::fields(t, |t, w| rdb::save_topk(t, w))
+    }
+}

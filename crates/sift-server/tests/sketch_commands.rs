@@ -1,0 +1,108 @@
+//! The CMS.*, TOPK.* and TDIGEST.* commands against the real sift-server binary: the golden
+//! transcript of RedisBloom's sketches (`suite/sketches.rs`, which `crates/sift-redis` runs
+//! against redis-server with the module too), byte for byte in RESP2 and RESP3, with current
+//! RedisBloom's replies and Redis ≥ 7.2's double texts.
+
+// `common` and `suite` both include `suite/client.rs`: two module paths for one file, on purpose.
+#![allow(clippy::duplicate_mod)]
+
+mod common;
+mod suite;
+
+use common::TestServer;
+use suite::sketches::{sketch_transcript_byte_exact, Doubles};
+use suite::{Server, Target};
+
+impl Server for TestServer {
+    fn addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+/// The sift-server binary, with a private data directory (so DEBUG RELOAD saves and loads).
+struct SiftServer;
+
+impl Target for SiftServer {
+    fn start(&self) -> Box<dyn Server> {
+        Box::new(TestServer::start(&[]))
+    }
+}
+
+#[test]
+fn sketch_transcript_resp2_byte_exact() {
+    sketch_transcript_byte_exact(&SiftServer, 2, Doubles::Current);
+}
+
+#[test]
+fn sketch_transcript_resp3_byte_exact() {
+    sketch_transcript_byte_exact(&SiftServer, 3, Doubles::Current);
+}
+
+#[test]
+fn redis_py_sketch_commands() {
+    suite::sketches::redis_py_sketch_commands(&SiftServer);
+}
+
+#[test]
+fn absurd_sketch_inputs_are_refused() {
+    suite::sketches::absurd_sketch_inputs_are_refused(&SiftServer);
+}
+
+#[test]
+fn golden_sketch_payloads_restore() {
+    suite::sketches::golden_sketch_payloads_restore(&SiftServer, Doubles::Current);
+}
+
+/// The log replays sketches exactly: a TOPK.ADD that drew random numbers is logged with its seed,
+/// a t-digest query that compressed is logged too (compressing changes later answers), so after
+/// `kill -9` and a restart from the log, and after DEBUG RELOAD, every sketch is the one the
+/// server held: same DUMP payloads, same TDIGEST.INFO.
+#[test]
+fn log_replay_and_reload_give_identical_sketches() {
+    use common::{temp_dir, Proc};
+    use suite::Raw;
+    let dir = temp_dir("sketch-log");
+    let p = Proc::started(&dir);
+    let mut c = Raw::connect(p.addr);
+    assert_eq!(c.cmd(&["TOPK.RESERVE", "tk", "5", "4", "3", "0.9"]), b"+OK\r\n");
+    for round in 0..20 {
+        let mut args = vec!["TOPK.ADD".to_string(), "tk".into()];
+        args.extend((0..30).map(|i| format!("i{}", (i * 7 + round * 13) % 40)));
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_eq!(c.cmd(&a)[0], b'*');
+    }
+    assert_eq!(c.cmd(&["TOPK.INCRBY", "tk", "i1", "50", "i2", "30", "i3", "x"])[..4], *b"*3\r\n");
+    assert_eq!(c.cmd(&["CMS.INITBYPROB", "cms", "0.01", "0.01"]), b"+OK\r\n");
+    assert_eq!(c.cmd(&["CMS.INCRBY", "cms", "a", "5", "b", "7"]), b"*2\r\n:5\r\n:7\r\n");
+    assert_eq!(c.cmd(&["TDIGEST.CREATE", "td", "COMPRESSION", "5"]), b"+OK\r\n");
+    for batch in 0..6 {
+        let mut args = vec!["TDIGEST.ADD".to_string(), "td".into()];
+        args.extend((0..7).map(|i| format!("{}", (i * 31 + batch * 17) % 50)));
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_eq!(c.cmd(&a), b"+OK\r\n");
+        // A query between batches compresses: later answers depend on it.
+        assert_eq!(c.cmd(&["TDIGEST.QUANTILE", "td", "0.5"])[0], b'*');
+    }
+    let state = |c: &mut Raw| -> Vec<Vec<u8>> {
+        let mut out: Vec<Vec<u8>> = ["tk", "cms", "td"].iter().map(|k| c.cmd(&["DUMP", k])).collect();
+        out.push(c.cmd(&["TDIGEST.INFO", "td"]));
+        out.push(c.cmd(&["TOPK.LIST", "tk", "WITHCOUNT"]));
+        out
+    };
+    let before = state(&mut c);
+    let info = String::from_utf8_lossy(&before[3]).into_owned();
+    assert!(
+        info.contains("Total compressions\r\n:6\r\n") || info.contains("Total compressions\r\n:7\r\n"),
+        "{info}"
+    );
+    p.kill9();
+    let p = Proc::started(&dir);
+    let mut c = Raw::connect(p.addr);
+    assert_eq!(state(&mut c), before, "replayed from the log");
+    assert_eq!(c.cmd(&["DEBUG", "RELOAD"]), b"+OK\r\n");
+    let after = state(&mut c);
+    assert_eq!(after[..3], before[..3], "DEBUG RELOAD: same payloads");
+}
