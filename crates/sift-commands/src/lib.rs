@@ -120,6 +120,7 @@ pub mod err;
 pub mod frame;
 pub mod parse;
 pub mod registry;
+pub mod sf;
 pub mod store;
 #[cfg(feature = "test-family")]
 pub mod tally;

@@ -231,6 +231,7 @@ pub trait Visitor {
 pub fn families(v: &mut impl Visitor) {
     v.visit::<crate::bf::Bloom>();
     v.visit::<crate::cf::Cuckoo>();
+    v.visit::<crate::sf::Sift>();
     #[cfg(feature = "test-family")]
     v.visit::<crate::tally::TallyFamily>();
 }
