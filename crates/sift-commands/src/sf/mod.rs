@@ -644,7 +644,11 @@ fn loadchunk(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame 
         Err(e) => return e,
     };
     if offset != 0 && offset != received {
-        return Frame::error(format!("ERR SF.LOADCHUNK expects offset {received} or 0, got {offset}"));
+        return Frame::error(if received == 0 {
+            format!("ERR SF.LOADCHUNK expects offset 0 (no upload in progress), got {offset}")
+        } else {
+            format!("ERR SF.LOADCHUNK expects offset {received} (or 0 to start over), got {offset}")
+        });
     }
     let head: Vec<u8> = if offset == 0 {
         piece.get(..HEADER_LEN).unwrap_or(piece).to_vec()

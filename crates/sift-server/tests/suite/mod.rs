@@ -11,6 +11,7 @@
 
 pub mod client;
 pub mod external;
+pub mod sf;
 
 pub use client::Raw;
 
