@@ -220,3 +220,50 @@ fn sf_commands_run_over_a_hash_map() {
     assert!(matches!(exec_bytes(&mut store, &mut env, &[b"SF.LOADCHUNK", b"p", b"40", b2]), Frame::Error(_)));
     assert_eq!(exec(&mut store, &mut env, &["SF.EXISTS", "p", "y"]), Frame::Boolean(true));
 }
+
+/// A window by time: SF.ADD runs at the request's time and is propagated with it as
+/// SF.MADDAT, which a replica or the log applies at that time, never at its own.
+#[test]
+fn sf_window_by_time_propagates_its_time() {
+    let mut store = MapStore::default();
+    let mut env = FixedEnv { protocol: 3, budget: 1 << 30, propagated: None };
+    let r = exec(&mut store, &mut env, &["SF.RESERVE", "w", "0.01", "1000", "KIND", "aging", "TTL", "60"]);
+    assert_eq!(r, Frame::ok());
+    assert!(env.propagated.is_none(), "SF.RESERVE is deterministic: propagated as received");
+    assert_eq!(
+        exec(&mut store, &mut env, &["SF.MADD", "w", "a", "b"]),
+        Frame::Array(vec![Frame::Boolean(true); 2])
+    );
+    let p = env.propagated.take().expect("a timed add is propagated with its time");
+    let want: Vec<Vec<u8>> =
+        ["SF.MADDAT", "w", "1700000000000", "a", "b"].iter().map(|a| a.as_bytes().to_vec()).collect();
+    assert_eq!(p, vec![want]);
+    // The replica's copy, built from the propagated commands, is the same filter.
+    let mut replica = MapStore::default();
+    exec(&mut replica, &mut env, &["SF.RESERVE", "w", "0.01", "1000", "KIND", "aging", "TTL", "60"]);
+    assert_eq!(
+        exec(&mut replica, &mut env, &["SF.MADDAT", "w", "1700000000000", "a", "b"]),
+        Frame::Array(vec![Frame::Boolean(true); 2])
+    );
+    assert_eq!(
+        exec(&mut replica, &mut env, &["SF.DUMP", "w"]),
+        exec(&mut store, &mut env, &["SF.DUMP", "w"])
+    );
+    let Frame::Map(info) = exec(&mut store, &mut env, &["SF.INFO", "w"]) else { panic!("a map in RESP3") };
+    assert_eq!(info[0].1, Frame::Bulk("time-limited-bloom".into()));
+    assert_eq!(info[8], (Frame::Simple("TTL".into()), Frame::Integer(60)));
+    assert_eq!(
+        exec(&mut store, &mut env, &["SF.DEL", "w", "a"]),
+        Frame::error(
+            "ERR a time-limited-bloom filter cannot delete items (KIND counting, cuckoo and quotient can)"
+        )
+    );
+    assert_eq!(
+        exec(&mut store, &mut env, &["SF.RESERVE", "x", "0.01", "1000", "KIND", "aging", "WINDOW", "500"]),
+        Frame::ok()
+    );
+    assert_eq!(
+        exec(&mut store, &mut env, &["SF.INFO", "x", "window"]),
+        Frame::Map(vec![(Frame::Simple("Window".into()), Frame::Integer(500))])
+    );
+}

@@ -33,7 +33,8 @@ const KEYS: [&str; 6] = ["b", "grow", "n", "c", "q", "x"];
 /// the answers for 200 items (added ones and others).
 fn observe(c: &mut Raw) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
-    let items: Vec<String> = (0..100).map(|i| format!("item-{i}")).chain((0..100).map(|i| format!("s{i}"))).collect();
+    let items: Vec<String> =
+        (0..100).map(|i| format!("item-{i}")).chain((0..100).map(|i| format!("s{i}"))).collect();
     for k in KEYS {
         out.push(c.cmd(&["TYPE", k]));
         out.push(c.cmd(&["SF.DUMP", k]));
@@ -147,9 +148,26 @@ fn a_replica_answers_as_its_primary() {
     assert_eq!(p.cmd(&["SF.MADD", "b", "late-1", "late-2"]), b"*2\r\n:1\r\n:1\r\n");
     assert_eq!(p.cmd(&["SF.MDEL", "n", "item-5", "item-6"]), b"*2\r\n:1\r\n:1\r\n");
     let file = xor_file(300);
-    assert_eq!(p.cmd_bytes(&[&b"SF.LOADCHUNK"[..], b"x", b"0", &file[..100]]), format!(":{}\r\n", file.len() - 100).as_bytes());
+    assert_eq!(
+        p.cmd_bytes(&[&b"SF.LOADCHUNK"[..], b"x", b"0", &file[..100]]),
+        format!(":{}\r\n", file.len() - 100).as_bytes()
+    );
     assert_eq!(p.cmd_bytes(&[&b"SF.LOADCHUNK"[..], b"x", b"100", &file[100..]]), b":0\r\n");
+    // A window by time: the replica is kept busy while the primary adds, so it applies the
+    // stream later by its own clock; only the time the primary propagates (SF.MADDAT) makes the
+    // filters the same, bit for bit.
+    assert_eq!(p.cmd(&["SF.RESERVE", "w", "0.01", "1000", "KIND", "aging", "TTL", "1"]), b"+OK\r\n");
     assert_eq!(p.cmd(&["WAIT", "1", "10000"]), b":1\r\n");
+    let mut sleeper = raw(&replica);
+    sleeper.send_cmd(&["DEBUG", "SLEEP", "0.5"]);
+    std::thread::sleep(Duration::from_millis(50));
+    for i in 0..40 {
+        assert_eq!(p.cmd(&["SF.ADD", "w", &format!("w{i}")]), b":1\r\n");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(sleeper.reply(), b"+OK\r\n");
+    assert_eq!(p.cmd(&["WAIT", "1", "10000"]), b":1\r\n");
+    assert_eq!(r.cmd(&["SF.DUMP", "w"]), p.cmd(&["SF.DUMP", "w"]));
     assert_eq!(observe(&mut r), observe(&mut p));
     assert_eq!(r.cmd(&["SF.DUMP", "auto"]), p.cmd(&["SF.DUMP", "auto"]));
 }
@@ -164,7 +182,10 @@ fn a_cluster_serves_sf_keys_on_every_node() {
     for i in 0..30 {
         let key = format!("sf-{i}");
         owners.insert(cluster.owner(cluster.keyslot(&key)));
-        assert_eq!(call_str(&mut con, &["SF.RESERVE", &key, "0.01", "100", "KIND", "cuckoo"]), Ok(Value::Okay));
+        assert_eq!(
+            call_str(&mut con, &["SF.RESERVE", &key, "0.01", "100", "KIND", "cuckoo"]),
+            Ok(Value::Okay)
+        );
         assert_eq!(call_str(&mut con, &["SF.ADD", &key, "a"]), Ok(Value::Int(1)));
         assert_eq!(call_str(&mut con, &["SF.DEL", &key, "a"]), Ok(Value::Int(1)));
         let loaded = format!("loaded-{i}");

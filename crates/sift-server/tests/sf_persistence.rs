@@ -22,7 +22,7 @@ fn observe(c: &mut Raw, keys: &[&str]) -> Vec<Vec<u8>> {
 #[test]
 fn sf_keys_survive_kill9_snapshots_and_reloads() {
     let dir = temp_dir("sf-persisted");
-    let keys = ["b", "grow", "n", "c", "q", "auto", "x"];
+    let keys = ["b", "grow", "n", "c", "q", "auto", "x", "w"];
     let p = Proc::started(&dir);
     let mut c = Raw::connect(p.addr);
     for (k, extra) in [
@@ -51,6 +51,12 @@ fn sf_keys_survive_kill9_snapshots_and_reloads() {
     };
     assert_eq!(c.cmd_bytes(&[&b"SF.LOAD"[..], b"x", &xor]), b"+OK\r\n");
     assert_eq!(c.cmd(&["EXPIRE", "c", "100000"]), b":1\r\n");
+    // A window by time: each add logged with the time it ran at, replayed at that time.
+    assert_eq!(c.cmd(&["SF.RESERVE", "w", "0.01", "1000", "KIND", "aging", "TTL", "3600"]), b"+OK\r\n");
+    for i in 0..20 {
+        assert_eq!(c.cmd(&["SF.ADD", "w", &format!("w{i}")]), b":1\r\n");
+        std::thread::sleep(std::time::Duration::from_millis(3));
+    }
     // An upload left unfinished: its first piece only.
     assert_eq!(
         c.cmd_bytes(&[&b"SF.LOADCHUNK"[..], b"b", b"0", &xor[..40]]),

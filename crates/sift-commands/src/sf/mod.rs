@@ -177,7 +177,9 @@ impl DataType for SiftFilter {
 
     fn error_rate(&self) -> Option<ErrorRate> {
         let f = self.filter.as_ref()?;
-        Some(ErrorRate { target: Some(f.target()), estimate: f.estimate() })
+        // At the filter's own clock (a window by time: its last add); SF.INFO asks at the time
+        // of the request.
+        Some(ErrorRate { target: Some(f.target()), estimate: f.estimate(0) })
     }
 }
 
@@ -189,7 +191,21 @@ fn capacity_range() -> String {
     format!("ERR capacity must be in the range [1, {MAX_CAPACITY}]")
 }
 /// An unknown `KIND`.
-const UNKNOWN_KIND: &str = "ERR unknown KIND (blocked, counting, cuckoo or quotient)";
+const UNKNOWN_KIND: &str = "ERR unknown KIND (blocked, counting, cuckoo, quotient or aging)";
+/// `KIND aging` without its window.
+const AGING_NEEDS_WINDOW: &str = "ERR KIND aging needs WINDOW count or TTL seconds";
+/// Both windows.
+const WINDOW_AND_TTL: &str = "ERR WINDOW and TTL cannot be combined";
+/// The longest `TTL`: ten years, in seconds.
+pub const MAX_TTL: u64 = 10 * 366 * 86_400;
+/// A bad `WINDOW`.
+fn window_range() -> String {
+    format!("ERR WINDOW must be in the range [1, {MAX_CAPACITY}]")
+}
+/// A bad `TTL`.
+fn ttl_range() -> String {
+    format!("ERR TTL must be in the range [1, {MAX_TTL}] seconds")
+}
 /// `WINDOW`/`TTL` on a kind that does not forget.
 const WINDOW_NOT_AGING: &str = "ERR WINDOW and TTL apply to KIND aging only";
 /// `FINGERPRINT` on a non-cuckoo kind.
@@ -228,18 +244,19 @@ fn parse_reserve(argv: &[&[u8]]) -> Result<Spec, String> {
     let capacity =
         u64::try_from(capacity).ok().filter(|c| (1..=MAX_CAPACITY).contains(c)).ok_or_else(capacity_range)?;
     let mut kind = ReserveKind::Blocked;
-    let (mut fingerprint, mut expansion, mut window) = (None, None, false);
+    let (mut fingerprint, mut expansion, mut window, mut ttl) = (None, None, None, None);
     let mut i = 4;
     while i < argv.len() {
         let name = argv[i];
         let value = *argv.get(i + 1).ok_or_else(|| err::arity("sf.reserve"))?;
         if eq_ignore_case(name, "KIND") {
-            if eq_ignore_case(value, "aging") {
-                return Err("ERR KIND aging is not available in this build".into());
-            }
             kind = ReserveKind::parse(value).ok_or(UNKNOWN_KIND)?;
-        } else if eq_ignore_case(name, "WINDOW") || eq_ignore_case(name, "TTL") {
-            window = true;
+        } else if eq_ignore_case(name, "WINDOW") {
+            let w = parse_i64(value).and_then(|w| u64::try_from(w).ok());
+            window = Some(w.filter(|w| (1..=MAX_CAPACITY).contains(w)).ok_or_else(window_range)?);
+        } else if eq_ignore_case(name, "TTL") {
+            let t = parse_i64(value).and_then(|t| u64::try_from(t).ok());
+            ttl = Some(t.filter(|t| (1..=MAX_TTL).contains(t)).ok_or_else(ttl_range)?);
         } else if eq_ignore_case(name, "FINGERPRINT") {
             let bits = parse_i64(value).filter(|b| matches!(b, 8 | 12 | 16)).ok_or(BAD_FINGERPRINT)?;
             fingerprint = Some(bits as u32);
@@ -251,20 +268,27 @@ fn parse_reserve(argv: &[&[u8]]) -> Result<Spec, String> {
         }
         i += 2;
     }
-    if window {
+    if kind == ReserveKind::Aging {
+        match (window, ttl) {
+            (None, None) => return Err(AGING_NEEDS_WINDOW.into()),
+            (Some(_), Some(_)) => return Err(WINDOW_AND_TTL.into()),
+            _ => {}
+        }
+    } else if window.is_some() || ttl.is_some() {
         return Err(WINDOW_NOT_AGING.into());
     }
     if fingerprint.is_some() && kind != ReserveKind::Cuckoo {
         return Err(FINGERPRINT_NOT_CUCKOO.into());
     }
     let expansion = expansion.unwrap_or(0);
-    if expansion > 0 && matches!(kind, ReserveKind::Counting | ReserveKind::Quotient) {
+    if expansion > 0 && matches!(kind, ReserveKind::Counting | ReserveKind::Quotient | ReserveKind::Aging) {
         return Err(expansion_kind(kind));
     }
     if expansion > 0 && fingerprint.is_some() {
         return Err(FINGERPRINT_EXPANSION.into());
     }
-    Ok(Spec { kind, error_rate, capacity, fingerprint, expansion })
+    let ttl_ms = ttl.map(|t| t * 1000);
+    Ok(Spec { kind, error_rate, capacity, fingerprint, expansion, window, ttl_ms })
 }
 
 /// Creates the filter of `spec`, refusing one larger than the memory budget up front.
@@ -322,6 +346,8 @@ fn for_add<'s>(store: &'s mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> R
             capacity: u64::try_from(d.initial_size).map_err(|_| bad())?,
             fingerprint: None,
             expansion: u32::try_from(d.expansion.min(MAX_EXPANSION)).map_err(|_| bad())?,
+            window: None,
+            ttl_ms: None,
         };
         let f = create(&spec, env)?;
         let mut reserve = vec![
@@ -364,43 +390,81 @@ fn reply(r: Result<bool, String>) -> Frame {
     }
 }
 
-/// `SF.ADD key item`.
+/// `SF.ADD key item`: at the time of the request for a window by time, propagated as
+/// `SF.MADDAT key <ms> item` so that replicas and the log apply the same time.
 fn add(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
     match for_add(store, env, argv) {
-        Ok(f) => reply(f.add(argv[2])),
+        Ok(f) if f.is_timed() => {
+            let now = env.now_ms();
+            let r = reply(f.add(argv[2], now));
+            env.propagate(vec![add_at(argv, now)]);
+            r
+        }
+        Ok(f) => reply(f.add(argv[2], 0)),
         Err(e) => e,
     }
 }
 
-/// `SF.MADD key item [item ...]`: one reply per item; a static kind is refused as a whole.
+/// `SF.MADDAT key ms items` for the items of `argv` (`SF.ADD`/`SF.MADD key item ...`).
+fn add_at(argv: &[&[u8]], ms: u64) -> Vec<Vec<u8>> {
+    let mut c = vec![b"SF.MADDAT".to_vec(), argv[1].to_vec(), ms.to_string().into_bytes()];
+    c.extend(owned(&argv[2..]));
+    c
+}
+
+/// Adds `items` at `now`, one reply each; a static kind is refused as a whole.
+fn add_many(f: &mut Native, items: &[&[u8]], now: u64) -> Frame {
+    if f.is_static() {
+        // A static kind refuses every item the same way: one error, not one per item.
+        return reply(f.add(items[0], now));
+    }
+    Frame::Array(items.iter().map(|item| reply(f.add(item, now))).collect())
+}
+
+/// `SF.MADD key item [item ...]`: as `SF.ADD`, one reply per item.
 fn madd(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
     match for_add(store, env, argv) {
-        Ok(f) => {
-            if f.is_static() {
-                // A static kind refuses every item the same way: one error, not one per item.
-                return reply(f.add(argv[2]));
-            }
-            Frame::Array(argv[2..].iter().map(|item| reply(f.add(item))).collect())
+        Ok(f) if f.is_timed() => {
+            let now = env.now_ms();
+            let r = add_many(f, &argv[2..], now);
+            env.propagate(vec![add_at(argv, now)]);
+            r
         }
+        Ok(f) => add_many(f, &argv[2..], 0),
+        Err(e) => e,
+    }
+}
+
+/// `SF.MADDAT key ms item [item ...]`: adds at an explicit time (Unix ms): what `SF.ADD` and
+/// `SF.MADD` on a window by time are propagated as. The key must exist.
+fn maddat(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+    let Some(ms) = parse_i64(argv[2]).and_then(|v| u64::try_from(v).ok()) else {
+        return Frame::error("ERR invalid time");
+    };
+    match for_del(store, argv[1]) {
+        Ok(f) => add_many(f, &argv[3..], ms),
         Err(e) => e,
     }
 }
 
 /// `SF.EXISTS key item`: 0 for a missing key.
-fn exists(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+fn exists(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
     match read(store, argv[1]) {
-        Ok(s) => Frame::Boolean(s.and_then(|s| s.filter.as_ref()).is_some_and(|f| f.contains(argv[2]))),
+        Ok(s) => {
+            let f = s.and_then(|s| s.filter.as_ref());
+            Frame::Boolean(f.is_some_and(|f| f.contains(argv[2], env.now_ms())))
+        }
         Err(e) => e,
     }
 }
 
 /// `SF.MEXISTS key item [item ...]`.
-fn mexists(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+fn mexists(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
     let items = &argv[2..];
     match read(store, argv[1]) {
         Ok(s) => {
             let found = match s.and_then(|s| s.filter.as_ref()) {
-                Some(f) => f.contains_many(items),
+                Some(f) => f.contains_many(items, env.now_ms()),
                 None => vec![false; items.len()],
             };
             Frame::Array(found.into_iter().map(Frame::Boolean).collect())
@@ -410,9 +474,9 @@ fn mexists(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
 }
 
 /// `SF.CARD key`: 0 for a missing key.
-fn card(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
+fn card(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
     match read(store, argv[1]) {
-        Ok(s) => Frame::Integer(s.and_then(|s| s.filter.as_ref()).map_or(0, |f| f.len() as i64)),
+        Ok(s) => Frame::Integer(s.and_then(|s| s.filter.as_ref()).map_or(0, |f| f.len(env.now_ms()) as i64)),
         Err(e) => e,
     }
 }
@@ -442,6 +506,9 @@ struct Info {
     bytes: u64,
     rate: Option<ErrorRate>,
     expansion: Option<u64>,
+    window: Option<u64>,
+    ttl: Option<u64>,
+    age: Option<u64>,
 }
 
 impl Info {
@@ -458,24 +525,27 @@ impl Info {
             ("target", "Target error rate", target),
             ("estimate", "Estimated error rate", estimate),
             ("expansion", "Expansion", int(self.expansion)),
-            ("window", "Window", Frame::Null),
-            ("ttl", "TTL", Frame::Null),
-            ("age", "Oldest slice age", Frame::Null),
+            ("window", "Window", int(self.window)),
+            ("ttl", "TTL", int(self.ttl)),
+            ("age", "Oldest slice age", int(self.age)),
         ]
     }
 }
 
 /// What `SF.INFO` reports of the value `d`, or `None` for a type it does not describe.
-fn info_of(d: &dyn Data) -> Option<Result<Info, Frame>> {
+fn info_of(d: &dyn Data, now: u64) -> Option<Result<Info, Frame>> {
     if let Some(s) = d.downcast_ref::<SiftFilter>() {
         let Some(f) = &s.filter else { return Some(Err(no_filter_yet(s))) };
         return Some(Ok(Info {
             kind: f.kind().to_string(),
             capacity: f.capacity(),
-            items: f.len(),
+            items: f.len(now),
             bytes: f.size_in_bytes(),
-            rate: d.error_rate(),
+            rate: Some(ErrorRate { target: Some(f.target()), estimate: f.estimate(now) }),
             expansion: f.expansion(),
+            window: f.window(),
+            ttl: f.ttl_seconds(),
+            age: f.oldest_slice_age(now),
         }));
     }
     if let Some(c) = d.downcast_ref::<BloomChain>() {
@@ -487,6 +557,9 @@ fn info_of(d: &dyn Data) -> Option<Result<Info, Frame>> {
             bytes: i.size,
             rate: d.error_rate(),
             expansion: i.expansion.map(u64::from),
+            window: None,
+            ttl: None,
+            age: None,
         }));
     }
     if let Some(c) = d.downcast_ref::<CuckooFilter>() {
@@ -498,6 +571,9 @@ fn info_of(d: &dyn Data) -> Option<Result<Info, Frame>> {
             bytes: i.size,
             rate: d.error_rate(),
             expansion: Some(u64::from(i.expansion)),
+            window: None,
+            ttl: None,
+            age: None,
         }));
     }
     None
@@ -509,10 +585,11 @@ fn info(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
     if argv.len() > 3 {
         return Frame::error(err::arity("sf.info"));
     }
+    let now = env.now_ms();
     let info = match store.read(argv[1]) {
         Held::Missing => return Frame::error(err::NOT_FOUND),
         Held::Other => return wrongtype(),
-        Held::Data(d) => match info_of(d) {
+        Held::Data(d) => match info_of(d, now) {
             Some(Ok(i)) => i,
             Some(Err(e)) => return e,
             None => return wrongtype(),
@@ -776,6 +853,14 @@ impl Family for Sift {
         ),
         command("sf.add", 3, WRITE, &["@write", "@bloom"], add, "Adds an item to a sift filter"),
         command("sf.madd", -3, WRITE, &["@write", "@bloom"], madd, "Adds one or more items to a sift filter"),
+        command(
+            "sf.maddat",
+            -4,
+            WRITE,
+            &["@write", "@bloom"],
+            maddat,
+            "Adds items at an explicit time (what SF.ADD on a window by time is propagated as)",
+        ),
         command(
             "sf.exists",
             3,

@@ -79,6 +79,27 @@ pub fn sf_redis_crate(t: &dyn Target, resp3: bool) {
     let srv = t.start();
     let mut con = redis::Client::open(srv.url(resp3)).unwrap().get_connection().unwrap();
     let con = &mut con;
+    // A window by time: the SF.INFO fields of the aging kinds.
+    let ok: String = redis::cmd("SF.RESERVE")
+        .arg("w")
+        .arg(0.01)
+        .arg(1000)
+        .arg("KIND")
+        .arg("aging")
+        .arg("TTL")
+        .arg(86400)
+        .query(con)
+        .unwrap();
+    assert_eq!(ok, "OK");
+    let added: Vec<bool> = redis::cmd("SF.MADD").arg("w").arg(&["a", "b"]).query(con).unwrap();
+    assert_eq!(added, [true, true]);
+    let ex: Vec<bool> = redis::cmd("SF.MEXISTS").arg("w").arg(&["a", "zz"]).query(con).unwrap();
+    assert_eq!(ex, [true, false]);
+    let info = info_map(qs(con, &["SF.INFO", "w"]).unwrap());
+    assert_eq!(text(&info["Kind"]), "time-limited-bloom");
+    assert_eq!(info["TTL"], Value::Int(86400));
+    assert_eq!(info["Items"], Value::Int(2));
+    assert!(matches!(info["Oldest slice age"], Value::Int(a) if a >= 0));
     for (key, kind) in [("b", "blocked"), ("n", "counting"), ("c", "cuckoo"), ("q", "quotient")] {
         let ok: String =
             redis::cmd("SF.RESERVE").arg(key).arg(0.01).arg(1000).arg("KIND").arg(kind).query(con).unwrap();
@@ -206,7 +227,7 @@ pub fn sf_bad_input_changes_nothing(t: &dyn Target) {
         (&["SF.RESERVE", "n", "1.5", "10"], "-ERR error rate must be in the range (0.000000, 1.000000)\r\n"),
         (
             &["SF.RESERVE", "n", "0.01", "10", "KIND", "bogus"],
-            "-ERR unknown KIND (blocked, counting, cuckoo or quotient)\r\n",
+            "-ERR unknown KIND (blocked, counting, cuckoo, quotient or aging)\r\n",
         ),
         (
             &["SF.RESERVE", "n", "0.01", "10", "WINDOW", "100"],
