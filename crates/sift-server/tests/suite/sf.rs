@@ -317,7 +317,10 @@ pub fn sf_command_metadata(t: &dyn Target) {
         "{info}"
     );
     assert!(info.contains("$9\r\nsf.exists\r\n:3\r\n*3\r\n+readonly\r\n+module\r\n+fast\r\n"), "{info}");
-    assert!(info.contains("+@bloom\r\n"), "{info}");
+    // ACL categories after the key triple: sift-server reports them; Redis before 7.2 has no
+    // module ACL categories, so the module's are empty there.
+    let acl = info.split_once(":1\r\n:1\r\n:1\r\n").map(|(_, rest)| rest).unwrap_or("");
+    assert!(acl.starts_with("*2\r\n+@write\r\n+@bloom\r\n") || acl.starts_with("*0\r\n"), "{info}");
     assert_eq!(c.cmd_text(&["COMMAND", "GETKEYS", "sf.add", "k", "x"]), "*1\r\n$1\r\nk\r\n");
 }
 
