@@ -19,21 +19,9 @@ REQUESTS=${REQUESTS:-2000000}
 . scripts/bench_lib.sh
 bench_workdir sift-sf-bench
 
-dir="$work/srv"
-mkdir -p "$dir"
-if [ "$MODE" = server ]; then
-  RUST_LOG=warn "$BUILD" --port 0 --dir "$dir/data" --appendonly no >"$dir/out" 2>"$dir/err" &
-  pid=$!
-  for _ in $(seq 1 200); do grep -q "listening on" "$dir/out" && break; sleep 0.05; done
-  port=$(sed -n 's/.*listening on .*://p' "$dir/out" | head -1)
-else
-  port=$(free_port)
-  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \
-    --logfile "$dir/log" --loadmodule "$(realpath "$BUILD")" &
-  pid=$!
-fi
-pids+=("$pid")
-wait_ping "$port"
+start_bench_server "$MODE" "$BUILD" "$work/srv"
+pid=$srv_pid
+port=$srv_port
 redis-cli -p "$port" BF.RESERVE bench:bf 0.01 10000000 >/dev/null
 redis-cli -p "$port" SF.RESERVE bench:sf 0.01 10000000 KIND blocked >/dev/null
 

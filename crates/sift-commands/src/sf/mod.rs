@@ -447,12 +447,22 @@ fn maddat(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
     }
 }
 
+/// The time a read of `f` answers at: the request's for a window by time, else unused (the
+/// clock is not read on the common path).
+fn now_for(f: &Native, env: &dyn Env) -> u64 {
+    if f.is_timed() {
+        env.now_ms()
+    } else {
+        0
+    }
+}
+
 /// `SF.EXISTS key item`: 0 for a missing key.
 fn exists(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
     match read(store, argv[1]) {
         Ok(s) => {
             let f = s.and_then(|s| s.filter.as_ref());
-            Frame::Boolean(f.is_some_and(|f| f.contains(argv[2], env.now_ms())))
+            Frame::Boolean(f.is_some_and(|f| f.contains(argv[2], now_for(f, env))))
         }
         Err(e) => e,
     }
@@ -464,7 +474,7 @@ fn mexists(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
     match read(store, argv[1]) {
         Ok(s) => {
             let found = match s.and_then(|s| s.filter.as_ref()) {
-                Some(f) => f.contains_many(items, env.now_ms()),
+                Some(f) => f.contains_many(items, now_for(f, env)),
                 None => vec![false; items.len()],
             };
             Frame::Array(found.into_iter().map(Frame::Boolean).collect())
@@ -476,7 +486,7 @@ fn mexists(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
 /// `SF.CARD key`: 0 for a missing key.
 fn card(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
     match read(store, argv[1]) {
-        Ok(s) => Frame::Integer(s.and_then(|s| s.filter.as_ref()).map_or(0, |f| f.len(env.now_ms()) as i64)),
+        Ok(s) => Frame::Integer(s.and_then(|s| s.filter.as_ref()).map_or(0, |f| f.len(now_for(f, env)) as i64)),
         Err(e) => e,
     }
 }
