@@ -620,7 +620,7 @@ fn info(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
 
 /// A decoded sift file, as `SF.LOAD` installs it.
 enum Loaded {
-    Native(Native),
+    Native(Box<Native>),
     Bloom(BloomChain),
     Cuckoo(CuckooFilter),
 }
@@ -635,7 +635,7 @@ fn decode(file: &[u8]) -> Result<Loaded, Frame> {
         Some(FilterKind::RedisBloomCuckoo) => {
             Loaded::Cuckoo(CuckooFilter::from_bytes(file).map_err(|e| bad(e.to_string()))?)
         }
-        _ => Loaded::Native(Native::from_bytes(file).map_err(bad)?),
+        _ => Loaded::Native(Box::new(Native::from_bytes(file).map_err(bad)?)),
     })
 }
 
@@ -656,12 +656,12 @@ fn install(store: &mut dyn Store, key: &[u8], new: Loaded) -> Frame {
     match new {
         Loaded::Native(f) => match store.get_mut::<SiftFilter>(key) {
             Lookup::Found(old) => {
-                old.filter = Some(f);
+                old.filter = Some(*f);
                 old.upload = Vec::new();
                 Frame::ok()
             }
             Lookup::Missing => {
-                store.insert(key, SiftFilter::new(f));
+                store.insert(key, SiftFilter::new(*f));
                 Frame::ok()
             }
             Lookup::WrongType => wrongtype(),
@@ -773,7 +773,7 @@ fn loadchunk(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame 
         file.extend_from_slice(piece);
         return match Native::from_bytes(&file) {
             Ok(f) => {
-                install(store, key, Loaded::Native(f));
+                install(store, key, Loaded::Native(Box::new(f)));
                 Frame::Integer(0)
             }
             Err(e) => Frame::error(format!("ERR bad sift file: {e}; the upload was dropped")),
