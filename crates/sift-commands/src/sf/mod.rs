@@ -486,7 +486,9 @@ fn mexists(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
 /// `SF.CARD key`: 0 for a missing key.
 fn card(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
     match read(store, argv[1]) {
-        Ok(s) => Frame::Integer(s.and_then(|s| s.filter.as_ref()).map_or(0, |f| f.len(now_for(f, env)) as i64)),
+        Ok(s) => {
+            Frame::Integer(s.and_then(|s| s.filter.as_ref()).map_or(0, |f| f.len(now_for(f, env)) as i64))
+        }
         Err(e) => e,
     }
 }
