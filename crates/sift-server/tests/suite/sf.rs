@@ -331,9 +331,9 @@ pub fn sf_redis_py(t: &dyn Target) {
         .status()
         .is_ok_and(|s| s.success());
     if !have {
-        assert!(std::env::var("CI").is_err(), "redis-py is missing (scripts/test.sh installs it)");
-        println!(
-            "NOTICE: python3 with the `redis` module not found; redis-py test skipped (pip install redis)"
+        super::external::missing(
+            "python3 with the `redis` module",
+            "pip install redis; scripts/test.sh does it",
         );
         return;
     }
