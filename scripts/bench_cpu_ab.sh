@@ -24,23 +24,9 @@ bench_workdir sift-cpu-ab
 
 # start NAME BUILD -> "pid port" in $work/NAME.info
 start() {
-  local dir="$work/$1" port pid
-  mkdir -p "$dir"
-  if [ "$MODE" = server ]; then
-    RUST_LOG=warn "$2" --port 0 --dir "$dir/data" --appendonly no >"$dir/out" 2>"$dir/err" &
-    pid=$!
-    for _ in $(seq 1 200); do grep -q "listening on" "$dir/out" && break; sleep 0.05; done
-    port=$(sed -n 's/.*listening on .*://p' "$dir/out" | head -1)
-  else
-    port=$(free_port)
-    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \
-      --logfile "$dir/log" --loadmodule "$(realpath "$2")" &
-    pid=$!
-  fi
-  pids+=("$pid")
-  wait_ping "$port"
-  redis-cli -p "$port" BF.RESERVE bench:bf 0.01 10000000 >/dev/null
-  echo "$pid $port" >"$work/$1.info"
+  start_bench_server "$MODE" "$2" "$work/$1"
+  redis-cli -p "$srv_port" BF.RESERVE bench:bf 0.01 10000000 >/dev/null
+  echo "$srv_pid $srv_port" >"$work/$1.info"
 }
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }

@@ -30,3 +30,24 @@ bench_cleanup() {
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   rm -rf "$work"
 }
+
+# Starts a server for MODE `server` (the sift-server binary $2, --appendonly no) or `module`
+# (redis-server loading the module $2), with its files in directory $3; sets `srv_pid` and
+# `srv_port`, appends the pid to `pids`, and waits until it answers.
+start_bench_server() {
+  local mode=$1 build=$2 dir=$3
+  mkdir -p "$dir"
+  if [ "$mode" = server ]; then
+    RUST_LOG=warn "$build" --port 0 --dir "$dir/data" --appendonly no >"$dir/out" 2>"$dir/err" &
+    srv_pid=$!
+    for _ in $(seq 1 200); do grep -q "listening on" "$dir/out" && break; sleep 0.05; done
+    srv_port=$(sed -n 's/.*listening on .*://p' "$dir/out" | head -1)
+  else
+    srv_port=$(free_port)
+    redis-server --port "$srv_port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \
+      --logfile "$dir/log" --loadmodule "$(realpath "$build")" &
+    srv_pid=$!
+  fi
+  pids+=("$srv_pid")
+  wait_ping "$srv_port"
+}

@@ -121,6 +121,7 @@ pub mod err;
 pub mod frame;
 pub mod parse;
 pub mod registry;
+pub mod sf;
 mod sketch;
 pub mod store;
 #[cfg(feature = "test-family")]

@@ -231,6 +231,7 @@ pub trait Visitor {
 pub fn families(v: &mut impl Visitor) {
     v.visit::<crate::bf::Bloom>();
     v.visit::<crate::cf::Cuckoo>();
+    v.visit::<crate::sf::Sift>();
     v.visit::<crate::cms::Cms>();
     v.visit::<crate::topk::TopKFamily>();
     v.visit::<crate::tdigest::TDigestFamily>();

@@ -120,3 +120,150 @@ fn commands_run_over_a_hash_map() {
     );
     assert!(!store.0.contains_key(&b"big"[..]));
 }
+
+fn bulk(f: Frame) -> Vec<u8> {
+    match f {
+        Frame::Bulk(b) => b.to_vec(),
+        other => panic!("not a bulk string: {other:?}"),
+    }
+}
+
+fn exec_bytes(store: &mut MapStore, env: &mut FixedEnv, args: &[&[u8]]) -> Frame {
+    let cmd = lookup(args[0]).expect("a command");
+    env.propagated = None;
+    run(cmd, store, env, args)
+}
+
+/// The SF family over the same store: auto-create propagated as an explicit SF.RESERVE, kinds
+/// that cannot delete named in the error, SF.LOAD of a corrupt file changing nothing, and
+/// SF.LOADCHUNK swapping the filter in only with its last piece.
+#[test]
+fn sf_commands_run_over_a_hash_map() {
+    let mut store = MapStore::default();
+    let mut env = FixedEnv { protocol: 2, budget: 1 << 30, propagated: None };
+    assert_eq!(exec(&mut store, &mut env, &["SF.ADD", "a", "x"]), Frame::Boolean(true));
+    let p = env.propagated.take().expect("the auto-create is propagated");
+    let reserve: Vec<&[u8]> = p[0].iter().map(|a| &a[..]).collect();
+    assert_eq!(reserve, [&b"SF.RESERVE"[..], b"a", b"0.01", b"100", b"EXPANSION", b"2"]);
+    assert_eq!(exec(&mut store, &mut env, &["SF.EXISTS", "a", "x"]), Frame::Boolean(true));
+    assert_eq!(
+        exec(&mut store, &mut env, &["SF.DEL", "a", "x"]),
+        Frame::error(
+            "ERR a scalable-bloom filter cannot delete items (KIND counting, cuckoo and quotient can)"
+        )
+    );
+    assert_eq!(exec(&mut store, &mut env, &["SF.DEL", "nokey", "x"]), Frame::error("ERR not found"));
+    assert_eq!(
+        exec(&mut store, &mut env, &["SF.RESERVE", "c", "0.01", "1000", "KIND", "cuckoo"]),
+        Frame::ok()
+    );
+    assert_eq!(
+        exec(&mut store, &mut env, &["SF.MADD", "c", "x", "y"]),
+        Frame::Array(vec![Frame::Boolean(true); 2])
+    );
+    assert_eq!(
+        exec(&mut store, &mut env, &["SF.MDEL", "c", "x", "z"]),
+        Frame::Array(vec![Frame::Boolean(true), Frame::Boolean(false)])
+    );
+    assert_eq!(exec(&mut store, &mut env, &["SF.CARD", "c"]), Frame::Integer(1));
+    assert_eq!(
+        exec(&mut store, &mut env, &["SF.RESERVE", "c", "0.01", "10"]),
+        Frame::error("ERR item exists")
+    );
+    assert_eq!(
+        exec(&mut store, &mut env, &["SF.RESERVE", "huge", "0.01", "1000000000000"]),
+        Frame::error("ERR Insufficient memory to create filter")
+    );
+    // SF.INFO answers for a BF key too, with the estimate.
+    exec(&mut store, &mut env, &["BF.ADD", "bf", "x"]);
+    let Frame::Map(fields) = exec(&mut store, &mut env, &["SF.INFO", "bf"]) else { panic!("a map") };
+    assert_eq!(fields[0], (Frame::Simple("Kind".into()), Frame::Bulk("redisbloom-bf".into())));
+    assert!(matches!(fields[5].1, Frame::Double(e) if (0.0..1e-6).contains(&e)), "{:?}", fields[5]);
+    assert_eq!(
+        exec(&mut store, &mut env, &["SF.INFO", "bf", "items"]),
+        Frame::Array(vec![Frame::Integer(1)])
+    );
+
+    // Dump, corrupt, load: refused, the key unchanged.
+    let file = bulk(exec(&mut store, &mut env, &["SF.DUMP", "c"]));
+    let mut bad = file.clone();
+    let at = bad.len() / 2;
+    bad[at] ^= 1;
+    exec(&mut store, &mut env, &["SF.ADD", "c", "kept"]);
+    let r = exec_bytes(&mut store, &mut env, &[b"SF.LOAD", b"c", &bad]);
+    assert!(matches!(&r, Frame::Error(e) if e.starts_with("ERR bad sift file")), "{r:?}");
+    assert_eq!(exec(&mut store, &mut env, &["SF.EXISTS", "c", "kept"]), Frame::Boolean(true));
+    assert_eq!(exec_bytes(&mut store, &mut env, &[b"SF.LOAD", b"c", &file]), Frame::ok());
+    assert_eq!(exec(&mut store, &mut env, &["SF.EXISTS", "c", "kept"]), Frame::Boolean(false));
+    // A BF file goes into a BF key (and not over a sift-filt one).
+    let bf = bulk(exec(&mut store, &mut env, &["SF.DUMP", "bf"]));
+    assert!(
+        matches!(exec_bytes(&mut store, &mut env, &[b"SF.LOAD", b"c", &bf]), Frame::Error(e) if e.starts_with("WRONGTYPE"))
+    );
+    assert_eq!(exec_bytes(&mut store, &mut env, &[b"SF.LOAD", b"bf2", &bf]), Frame::ok());
+    assert_eq!(exec(&mut store, &mut env, &["BF.EXISTS", "bf2", "x"]), Frame::Boolean(true));
+
+    // In pieces: the old filter answers until the last piece; a wrong offset changes nothing.
+    exec(&mut store, &mut env, &["SF.RESERVE", "p", "0.01", "100"]);
+    exec(&mut store, &mut env, &["SF.ADD", "p", "old"]);
+    let (a, b) = file.split_at(40);
+    let left = (file.len() - 40) as i64;
+    assert_eq!(exec_bytes(&mut store, &mut env, &[b"SF.LOADCHUNK", b"p", b"0", a]), Frame::Integer(left));
+    assert_eq!(exec(&mut store, &mut env, &["SF.EXISTS", "p", "old"]), Frame::Boolean(true));
+    assert!(matches!(exec_bytes(&mut store, &mut env, &[b"SF.LOADCHUNK", b"p", b"41", b]), Frame::Error(_)));
+    assert_eq!(exec_bytes(&mut store, &mut env, &[b"SF.LOADCHUNK", b"p", b"40", b]), Frame::Integer(0));
+    assert_eq!(exec(&mut store, &mut env, &["SF.EXISTS", "p", "old"]), Frame::Boolean(false));
+    assert_eq!(exec(&mut store, &mut env, &["SF.EXISTS", "p", "y"]), Frame::Boolean(true));
+    // A corrupt last piece: error, the filter as it was.
+    let (a2, b2) = bad.split_at(40);
+    exec_bytes(&mut store, &mut env, &[b"SF.LOADCHUNK", b"p", b"0", a2]);
+    assert!(matches!(exec_bytes(&mut store, &mut env, &[b"SF.LOADCHUNK", b"p", b"40", b2]), Frame::Error(_)));
+    assert_eq!(exec(&mut store, &mut env, &["SF.EXISTS", "p", "y"]), Frame::Boolean(true));
+}
+
+/// A window by time: SF.ADD runs at the request's time and is propagated with it as
+/// SF.MADDAT, which a replica or the log applies at that time, never at its own.
+#[test]
+fn sf_window_by_time_propagates_its_time() {
+    let mut store = MapStore::default();
+    let mut env = FixedEnv { protocol: 3, budget: 1 << 30, propagated: None };
+    let r = exec(&mut store, &mut env, &["SF.RESERVE", "w", "0.01", "1000", "KIND", "aging", "TTL", "60"]);
+    assert_eq!(r, Frame::ok());
+    assert!(env.propagated.is_none(), "SF.RESERVE is deterministic: propagated as received");
+    assert_eq!(
+        exec(&mut store, &mut env, &["SF.MADD", "w", "a", "b"]),
+        Frame::Array(vec![Frame::Boolean(true); 2])
+    );
+    let p = env.propagated.take().expect("a timed add is propagated with its time");
+    let want: Vec<Vec<u8>> =
+        ["SF.MADDAT", "w", "1700000000000", "a", "b"].iter().map(|a| a.as_bytes().to_vec()).collect();
+    assert_eq!(p, vec![want]);
+    // The replica's copy, built from the propagated commands, is the same filter.
+    let mut replica = MapStore::default();
+    exec(&mut replica, &mut env, &["SF.RESERVE", "w", "0.01", "1000", "KIND", "aging", "TTL", "60"]);
+    assert_eq!(
+        exec(&mut replica, &mut env, &["SF.MADDAT", "w", "1700000000000", "a", "b"]),
+        Frame::Array(vec![Frame::Boolean(true); 2])
+    );
+    assert_eq!(
+        exec(&mut replica, &mut env, &["SF.DUMP", "w"]),
+        exec(&mut store, &mut env, &["SF.DUMP", "w"])
+    );
+    let Frame::Map(info) = exec(&mut store, &mut env, &["SF.INFO", "w"]) else { panic!("a map in RESP3") };
+    assert_eq!(info[0].1, Frame::Bulk("time-limited-bloom".into()));
+    assert_eq!(info[8], (Frame::Simple("TTL".into()), Frame::Integer(60)));
+    assert_eq!(
+        exec(&mut store, &mut env, &["SF.DEL", "w", "a"]),
+        Frame::error(
+            "ERR a time-limited-bloom filter cannot delete items (KIND counting, cuckoo and quotient can)"
+        )
+    );
+    assert_eq!(
+        exec(&mut store, &mut env, &["SF.RESERVE", "x", "0.01", "1000", "KIND", "aging", "WINDOW", "500"]),
+        Frame::ok()
+    );
+    assert_eq!(
+        exec(&mut store, &mut env, &["SF.INFO", "x", "window"]),
+        Frame::Map(vec![(Frame::Simple("Window".into()), Frame::Integer(500))])
+    );
+}

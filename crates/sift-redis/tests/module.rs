@@ -646,3 +646,28 @@ fn replica_holds_the_primary_filters_whatever_its_configuration() {
     assert_eq!(snapshots(&mut r, &all), snapshots(&mut p, &all));
     assert_eq!(cmd(&mut r, &["BF.EXISTS", "bf_auto", "a7"]), b":1\r\n");
 }
+
+#[test]
+fn sf_redis_crate_resp2() {
+    suite::sf::sf_redis_crate(&RedisWithModule, false);
+}
+
+#[test]
+fn sf_redis_crate_resp3() {
+    suite::sf::sf_redis_crate(&RedisWithModule, true);
+}
+
+#[test]
+fn sf_bad_input_changes_nothing() {
+    suite::sf::sf_bad_input_changes_nothing(&RedisWithModule);
+}
+
+#[test]
+fn sf_command_metadata() {
+    suite::sf::sf_command_metadata(&RedisWithModule);
+}
+
+#[test]
+fn sf_redis_py() {
+    suite::sf::sf_redis_py(&RedisWithModule);
+}

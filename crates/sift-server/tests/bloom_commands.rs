@@ -92,3 +92,28 @@ fn configured_defaults_drive_auto_create() {
 fn module_version_as_clients_see_it() {
     suite::module_version_as_clients_see_it(&SiftServer);
 }
+
+#[test]
+fn sf_redis_crate_resp2() {
+    suite::sf::sf_redis_crate(&SiftServer, false);
+}
+
+#[test]
+fn sf_redis_crate_resp3() {
+    suite::sf::sf_redis_crate(&SiftServer, true);
+}
+
+#[test]
+fn sf_bad_input_changes_nothing() {
+    suite::sf::sf_bad_input_changes_nothing(&SiftServer);
+}
+
+#[test]
+fn sf_command_metadata() {
+    suite::sf::sf_command_metadata(&SiftServer);
+}
+
+#[test]
+fn sf_redis_py() {
+    suite::sf::sf_redis_py(&SiftServer);
+}

@@ -11,6 +11,7 @@
 
 pub mod client;
 pub mod external;
+pub mod sf;
 pub mod sketches;
 
 pub use client::Raw;

@@ -1,0 +1,150 @@
+use super::*;
+use crate::TypeInfo;
+
+fn reserve_args(a: &[&str]) -> Result<Spec, String> {
+    let argv: Vec<&[u8]> = a.iter().map(|s| s.as_bytes()).collect();
+    parse_reserve(&argv)
+}
+
+#[test]
+fn reserve_options_and_their_errors() {
+    let s = reserve_args(&["SF.RESERVE", "k", "0.01", "1000"]).unwrap();
+    assert_eq!((s.kind, s.capacity, s.expansion, s.fingerprint), (ReserveKind::Blocked, 1000, 0, None));
+    let s =
+        reserve_args(&["SF.RESERVE", "k", "0.01", "1000", "kind", "CUCKOO", "FINGERPRINT", "16"]).unwrap();
+    assert_eq!((s.kind, s.fingerprint), (ReserveKind::Cuckoo, Some(16)));
+    let e = |a: &[&str]| reserve_args(a).unwrap_err();
+    assert_eq!(e(&["SF.RESERVE", "k", "x", "10"]), err::BF_BAD_ERROR_RATE);
+    assert_eq!(e(&["SF.RESERVE", "k", "1", "10"]), err::BF_ERROR_RATE_RANGE);
+    assert_eq!(e(&["SF.RESERVE", "k", "0.01", "0"]), capacity_range());
+    assert_eq!(e(&["SF.RESERVE", "k", "0.01", "1099511627777"]), capacity_range());
+    assert_eq!(e(&["SF.RESERVE", "k", "0.01", "10", "KIND", "bogus"]), UNKNOWN_KIND);
+    assert_eq!(e(&["SF.RESERVE", "k", "0.01", "10", "WINDOW", "100"]), WINDOW_NOT_AGING);
+    assert_eq!(e(&["SF.RESERVE", "k", "0.01", "10", "KIND", "aging"]), AGING_NEEDS_WINDOW);
+    assert_eq!(
+        e(&["SF.RESERVE", "k", "0.01", "10", "KIND", "aging", "TTL", "5", "WINDOW", "5"]),
+        WINDOW_AND_TTL
+    );
+    assert_eq!(e(&["SF.RESERVE", "k", "0.01", "10", "KIND", "aging", "TTL", "0"]), ttl_range());
+    assert_eq!(e(&["SF.RESERVE", "k", "0.01", "10", "KIND", "aging", "WINDOW", "-1"]), window_range());
+    let s = reserve_args(&["SF.RESERVE", "k", "0.01", "1000", "KIND", "aging", "TTL", "86400"]).unwrap();
+    assert_eq!((s.kind, s.ttl_ms, s.window), (ReserveKind::Aging, Some(86_400_000), None));
+    assert_eq!(e(&["SF.RESERVE", "k", "0.01", "10", "KIND", "cuckoo", "TTL", "60"]), WINDOW_NOT_AGING);
+    assert_eq!(e(&["SF.RESERVE", "k", "0.01", "10", "FINGERPRINT", "12"]), FINGERPRINT_NOT_CUCKOO);
+    assert_eq!(e(&["SF.RESERVE", "k", "0.01", "10", "KIND", "cuckoo", "FINGERPRINT", "10"]), BAD_FINGERPRINT);
+    assert_eq!(
+        e(&["SF.RESERVE", "k", "0.01", "10", "KIND", "quotient", "EXPANSION", "2"]),
+        expansion_kind(ReserveKind::Quotient)
+    );
+    assert_eq!(e(&["SF.RESERVE", "k", "0.01", "10", "EXPANSION", "5000"]), bad_expansion());
+    assert_eq!(e(&["SF.RESERVE", "k", "0.01", "10", "KIND"]), err::arity("sf.reserve"));
+    assert_eq!(e(&["SF.RESERVE", "k", "0.01", "10", "NOPE", "1"]), err::UNKNOWN_ARGUMENT);
+}
+
+/// Every kind SF.RESERVE makes survives its dump (header, file, upload pieces) and its RDB value
+/// unchanged, answers included.
+#[test]
+fn dump_and_rdb_round_trips() {
+    for (kind, expansion, fp, window, ttl_ms) in [
+        (ReserveKind::Blocked, 0, None, None, None),
+        (ReserveKind::Blocked, 2, None, None, None),
+        (ReserveKind::Counting, 0, None, None, None),
+        (ReserveKind::Cuckoo, 0, None, None, None),
+        (ReserveKind::Cuckoo, 0, Some(16), None, None),
+        (ReserveKind::Cuckoo, 2, None, None, None),
+        (ReserveKind::Quotient, 0, None, None, None),
+        (ReserveKind::Aging, 0, None, Some(300), None),
+        (ReserveKind::Aging, 0, None, None, Some(60_000)),
+    ] {
+        let spec = Spec { kind, error_rate: 0.01, capacity: 500, fingerprint: fp, expansion, window, ttl_ms };
+        let mut f = spec.create().unwrap();
+        for i in 0..700u32 {
+            let _ = f.add(&i.to_le_bytes(), 1_000_000 + u64::from(i) * 100);
+        }
+        let mut v = SiftFilter::new(f);
+        v.upload = vec![7u8; DUMP_PIECE + 10];
+        let d: &dyn Data = &v;
+        let chunks: Vec<_> = d.chunks().collect();
+        assert_eq!(chunks.len(), 4, "{kind:?}: header, file, two upload pieces");
+        let back = TypeInfo::of::<SiftFilter>()
+            .load_chunks(chunks.iter().map(|c| (c.pos, &c.data[..])), &LoadContext::default())
+            .unwrap();
+        let back = back.downcast_ref::<SiftFilter>().unwrap();
+        assert_eq!(back.filter.as_ref().unwrap().to_bytes(), v.filter.as_ref().unwrap().to_bytes());
+        assert_eq!(back.upload, v.upload);
+        // Chunks out of order are refused.
+        let swapped = [(0, &chunks[0].data[..]), (2, &chunks[2].data[..]), (1, &chunks[1].data[..])];
+        assert!(TypeInfo::of::<SiftFilter>()
+            .load_chunks(swapped.into_iter(), &LoadContext::default())
+            .is_err());
+        let mut buf = sift::compat::redisbloom::rdb::FieldBuffer::default();
+        DataType::rdb_save(&v, &mut buf);
+        let back = SiftFilter::rdb_load(&mut buf, 1, &LoadContext::default()).unwrap();
+        assert_eq!(back.filter.unwrap().to_bytes(), v.filter.as_ref().unwrap().to_bytes());
+    }
+}
+
+/// The estimate follows the fill: 0 empty, about the target at capacity, above it past it.
+#[test]
+fn error_rate_follows_the_fill() {
+    for kind in [ReserveKind::Blocked, ReserveKind::Counting, ReserveKind::Cuckoo, ReserveKind::Quotient] {
+        let spec = Spec {
+            kind,
+            error_rate: 0.01,
+            capacity: 20_000,
+            fingerprint: None,
+            expansion: 0,
+            window: None,
+            ttl_ms: None,
+        };
+        let mut v = SiftFilter::new(spec.create().unwrap());
+        let rate = |v: &SiftFilter| DataType::error_rate(v).unwrap();
+        assert_eq!(rate(&v).estimate, 0.0, "{kind:?}");
+        let target = rate(&v).target.unwrap();
+        assert!(target <= 0.01, "{kind:?}: {target}");
+        for i in 0..20_000u32 {
+            v.filter.as_mut().unwrap().add(&i.to_le_bytes(), 0).unwrap();
+        }
+        let full = rate(&v).estimate;
+        assert!(full > 0.001 && full <= 0.0125, "{kind:?}: {full}");
+        if kind != ReserveKind::Cuckoo && kind != ReserveKind::Quotient {
+            for i in 20_000..40_000u32 {
+                v.filter.as_mut().unwrap().add(&i.to_le_bytes(), 0).unwrap();
+            }
+            assert!(rate(&v).over_target(), "{kind:?}: {:?}", rate(&v));
+        }
+    }
+}
+
+/// A window by time: the primary's time decides; the same adds at the same times give the same
+/// filter, bit for bit, and an item older than the window (plus a generation) is forgotten when
+/// asked at a later time, without the read changing the filter.
+#[test]
+fn a_window_by_time_follows_the_times_it_is_given() {
+    let spec = Spec {
+        kind: ReserveKind::Aging,
+        error_rate: 0.01,
+        capacity: 1000,
+        fingerprint: None,
+        expansion: 0,
+        window: None,
+        ttl_ms: Some(60_000),
+    };
+    let (mut a, mut b) = (spec.create().unwrap(), spec.create().unwrap());
+    let t0 = 1_700_000_000_000u64;
+    for i in 0..1000u64 {
+        let item = format!("i{i}");
+        assert_eq!(a.add(item.as_bytes(), t0 + i * 150), b.add(item.as_bytes(), t0 + i * 150));
+    }
+    assert_eq!(a.to_bytes(), b.to_bytes());
+    let end = t0 + 999 * 150;
+    assert!((600..1000).all(|i| a.contains(format!("i{i}").as_bytes(), end)));
+    let file = a.to_bytes();
+    // Two windows later, everything is gone for a reader, and the read changed nothing.
+    let later = end + 130_000;
+    let still = (0..1000).filter(|i| a.contains(format!("i{i}").as_bytes(), later)).count();
+    assert!(still < 30, "{still} of 1000 items older than the window still present");
+    assert_eq!(a.to_bytes(), file);
+    assert_eq!(a.ttl_seconds(), Some(60));
+    assert!(a.oldest_slice_age(end).unwrap() >= 60_000);
+}
