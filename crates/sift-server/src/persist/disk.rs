@@ -978,19 +978,20 @@ impl Inner {
         let mut loaded = 0usize;
         if let Some(id) = m.snapshot {
             let path = self.path(&manifest::snapshot_name(id));
-            let data = read_file(&path)?;
-            if let Some(size) = m.snapshot_size.filter(|&s| s != data.len() as u64) {
-                let what = if (data.len() as u64) < size { "cut short" } else { "changed" };
+            // Streamed twice (checksum, then entries): a damaged file is refused before a key is
+            // loaded, and memory holds the values plus one chunk, never the file itself.
+            let open = || File::open(&path).map_err(|e| io_at(&path, e));
+            let len = open()?.metadata().map_err(|e| io_at(&path, e))?.len();
+            if let Some(size) = m.snapshot_size.filter(|&s| s != len) {
+                let what = if len < size { "cut short" } else { "changed" };
                 return Err(corrupt(
                     &path,
-                    format!(
-                        "the file is {} bytes, but it had {size} when it was written: it was {what}",
-                        data.len()
-                    ),
+                    format!("the file is {len} bytes, but it had {size} when it was written: it was {what}"),
                 ));
             }
-            self.base_size.store(data.len() as u64, Ordering::Relaxed);
-            snapshot::decode(&data, &LoadLimits::default(), |k, e| {
+            self.base_size.store(len, Ordering::Relaxed);
+            snapshot::verify_stream(open()?, len).map_err(|e| corrupt(&path, e))?;
+            snapshot::decode_stream(open()?, len, &LoadLimits::default(), |k, e| {
                 if e.expires_at().is_none_or(|t| t > now) {
                     keys.insert_entry(k, e);
                     loaded += 1;
