@@ -43,7 +43,7 @@ use std::io::Read;
 
 use bytes::Bytes;
 use sift::compat::redisbloom::LoadLimits;
-use sift_commands::{registry, Chunk, Defaults, LoadContext};
+use sift_commands::{registry, Chunk, Data, Defaults, Frozen, LoadContext};
 
 use crate::db::{Entry, Shard, Value};
 
@@ -78,14 +78,10 @@ pub fn trailer(entries: u64, crc_so_far: u32) -> [u8; TRAILER_LEN] {
     t
 }
 
-/// Appends one entry.
-pub fn encode_entry(key: &[u8], entry: &Entry, out: &mut Vec<u8>) {
-    let ty = match &entry.value {
-        Value::String(_) => T_STRING,
-        Value::Data(d) => d.snapshot_tag(),
-    };
+/// Appends an entry's type, flags, deadline and key.
+fn encode_head(key: &[u8], ty: u8, expires: Option<u64>, out: &mut Vec<u8>) {
     out.push(ty);
-    match entry.expires_at() {
+    match expires {
         Some(t) => {
             out.push(1);
             out.extend_from_slice(&t.to_le_bytes());
@@ -94,19 +90,30 @@ pub fn encode_entry(key: &[u8], entry: &Entry, out: &mut Vec<u8>) {
     }
     out.extend_from_slice(&(key.len() as u32).to_le_bytes());
     out.extend_from_slice(key);
+}
+
+/// Appends a data type's value: its chunk count and chunks.
+fn encode_data(d: &dyn Data, out: &mut Vec<u8>) {
+    let chunks: Vec<Chunk<'_>> = d.chunks().collect();
+    out.extend_from_slice(&(chunks.len() as u32).to_le_bytes());
+    for c in chunks {
+        out.extend_from_slice(&c.pos.to_le_bytes());
+        out.extend_from_slice(&(c.data.len() as u64).to_le_bytes());
+        out.extend_from_slice(&c.data);
+    }
+}
+
+/// Appends one entry.
+pub fn encode_entry(key: &[u8], entry: &Entry, out: &mut Vec<u8>) {
     match &entry.value {
         Value::String(s) => {
+            encode_head(key, T_STRING, entry.expires_at(), out);
             out.extend_from_slice(&(s.len() as u64).to_le_bytes());
             out.extend_from_slice(s);
         }
         Value::Data(d) => {
-            let chunks: Vec<Chunk<'_>> = d.chunks().collect();
-            out.extend_from_slice(&(chunks.len() as u32).to_le_bytes());
-            for c in chunks {
-                out.extend_from_slice(&c.pos.to_le_bytes());
-                out.extend_from_slice(&(c.data.len() as u64).to_le_bytes());
-                out.extend_from_slice(&c.data);
-            }
+            encode_head(key, d.snapshot_tag(), entry.expires_at(), out);
+            encode_data(&**d, out);
         }
     }
 }
@@ -120,6 +127,92 @@ pub fn encode_shard(shard: &Shard, now: u64) -> (Vec<u8>, u64) {
         n += 1;
     }
     (out, n)
+}
+
+/// An entry as a background snapshot holds it from its epoch until it is written: the entry
+/// encoded, or, for a value whose type can freeze it ([`sift_commands::DataType::freeze`]), its
+/// head encoded and the frozen value, dumped when the entry is written (a large filter is not
+/// copied under its writers' lock).
+pub enum Held {
+    /// Whole entries, encoded, and how many.
+    Encoded(Vec<u8>, u64),
+    /// The entry's head (type, flags, deadline, key) and its frozen value.
+    Frozen(Vec<u8>, Box<dyn Frozen>),
+}
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Held::Encoded(b, n) => write!(f, "Encoded({n} entries, {} bytes)", b.len()),
+            Held::Frozen(h, v) => write!(f, "Frozen({} head bytes, {} chunks)", h.len(), v.chunk_count()),
+        }
+    }
+}
+
+/// Holds every entry of `shard` live at `now` as it is now (under the shard's lock).
+pub fn hold_shard(shard: &Shard, now: u64) -> Vec<Held> {
+    let mut held = Vec::new();
+    let (mut small, mut n) = (Vec::new(), 0);
+    for (k, e) in shard.iter(now) {
+        if let Value::Data(d) = &e.value {
+            if let Some(f) = d.freeze() {
+                let mut head = Vec::new();
+                encode_head(k, d.snapshot_tag(), e.expires_at(), &mut head);
+                held.push(Held::Frozen(head, f));
+                continue;
+            }
+        }
+        encode_entry(k, e, &mut small);
+        n += 1;
+    }
+    if n > 0 {
+        held.push(Held::Encoded(small, n));
+    }
+    held
+}
+
+/// Writes held entries through `sink(bytes, entries)` (see `persist::disk`), a frozen value
+/// chunk by chunk. Returns the number of entries.
+pub fn write_held(
+    held: Vec<Held>,
+    sink: &mut dyn FnMut(&[u8], u64) -> std::io::Result<()>,
+) -> std::io::Result<u64> {
+    let mut n = 0;
+    let mut buf = Vec::new();
+    for h in held {
+        match h {
+            Held::Encoded(bytes, k) => {
+                sink(&bytes, k)?;
+                n += k;
+            }
+            Held::Frozen(head, f) => {
+                sink(&head, 0)?;
+                sink(&u32::try_from(f.chunk_count()).unwrap_or(u32::MAX).to_le_bytes(), 0)?;
+                let mut cursor = 0;
+                let mut written = 0u64;
+                loop {
+                    buf.clear();
+                    let Some((pos, next)) = f.dump_chunk(cursor, &mut buf) else { break };
+                    let mut framing = [0u8; 16];
+                    framing[..8].copy_from_slice(&pos.to_le_bytes());
+                    framing[8..].copy_from_slice(&(buf.len() as u64).to_le_bytes());
+                    sink(&framing, 0)?;
+                    sink(&buf, 0)?;
+                    written += 1;
+                    cursor = next;
+                }
+                if written != f.chunk_count() {
+                    return Err(std::io::Error::other(format!(
+                        "a frozen value gave {written} chunks, {} announced",
+                        f.chunk_count()
+                    )));
+                }
+                sink(&[], 1)?;
+                n += 1;
+            }
+        }
+    }
+    Ok(n)
 }
 
 /// A whole snapshot in memory (tests, small keyspaces).
