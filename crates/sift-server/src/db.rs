@@ -471,9 +471,22 @@ impl Shard {
 
     /// Keys at or after position `from` of the hash order (see the module docs), with their
     /// positions, including expired ones not yet removed. Keys sharing a position (an xxh3
-    /// collision) come one after the other.
+    /// collision) come one after the other, in byte order.
     pub fn keys_from(&self, from: u64) -> impl Iterator<Item = (u64, &[u8])> {
-        self.order.from(from).flat_map(move |h| self.nodes_with_hash(h).map(move |n| (h, n.key.as_bytes())))
+        self.order.from(from).flat_map(move |h| {
+            let mut nodes = self.nodes_with_hash(h).map(|n| n.key.as_bytes());
+            let first = nodes.next();
+            // Collisions only allocate (an empty `collect` does not).
+            let mut group: Vec<&[u8]> = nodes.collect();
+            let single = if group.is_empty() {
+                first
+            } else {
+                group.extend(first);
+                group.sort_unstable();
+                None
+            };
+            single.into_iter().chain(group).map(move |k| (h, k))
+        })
     }
 
     /// The live entry of `key`, if any (for SCAN's TYPE filter).
