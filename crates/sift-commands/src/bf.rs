@@ -615,6 +615,22 @@ impl DataType for BloomChain {
         let target = self.links().first().map(|l| if scaling { l.error() * 2.0 } else { l.error() });
         Some(ErrorRate { target, estimate: 1.0 - miss })
     }
+
+    fn freeze(&self) -> Option<Box<dyn crate::Frozen>> {
+        Some(Box::new(BloomChain::freeze(self)))
+    }
+}
+
+impl crate::Frozen for sift::compat::redisbloom::FrozenChain {
+    fn chunk_count(&self) -> u64 {
+        sift::compat::redisbloom::FrozenChain::chunk_count(self)
+    }
+
+    fn dump_chunk(&self, cursor: u64, out: &mut Vec<u8>) -> Option<(i64, u64)> {
+        let next = self.scandump(i64::try_from(cursor).ok()?, out)?;
+        // The header's `pos` is 0, a data chunk's the iterator after it (as `dump_chunk`).
+        Some((if cursor == 0 { 0 } else { next }, next as u64))
+    }
 }
 
 #[cfg(test)]

@@ -133,7 +133,7 @@ pub use command::{Command, FindKeys, Flags, Handler, KeyFlags, KeySpec, KEY1};
 pub use config::{BloomDefaults, CuckooDefaults, Defaults, FilterConfig};
 pub use frame::Frame;
 pub use registry::{
-    families, registry, Chunk, Data, DataType, ErrorRate, Family, FamilyInfo, LoadContext, Registry,
+    families, registry, Chunk, Data, DataType, ErrorRate, Family, FamilyInfo, Frozen, LoadContext, Registry,
     TypeInfo, Visitor,
 };
 pub use store::{Held, Lookup, Store};

@@ -114,6 +114,25 @@ pub trait DataType: Any + Send + Sync + fmt::Debug + Sized {
     fn error_rate(&self) -> Option<ErrorRate> {
         None
     }
+
+    /// The value as it is now, to be dumped later while it keeps changing: a background
+    /// snapshot calls it under the lock of the value's key and dumps the result without that
+    /// lock. A type whose values can be large implements it so that the snapshot does not copy
+    /// them whole while a writer waits (the Bloom filter: copy-on-write of the bitmap's pieces);
+    /// `None` (the default) makes the snapshot dump the value at once.
+    fn freeze(&self) -> Option<Box<dyn Frozen>> {
+        None
+    }
+}
+
+/// A value frozen by [`DataType::freeze`]: its dump as [`DataType::dump_chunk`] would have
+/// given it at that moment.
+pub trait Frozen: Send + Sync {
+    /// Number of chunks, the header included.
+    fn chunk_count(&self) -> u64;
+    /// Appends the chunk at `cursor` to `out` (0: the header) and returns its `pos` and the next
+    /// cursor, or `None` after the last. Each chunk is read once, in order.
+    fn dump_chunk(&self, cursor: u64, out: &mut Vec<u8>) -> Option<(i64, u64)>;
 }
 
 /// A value of a registered data type, as a store holds it: [`DataType`] without its static
@@ -126,6 +145,8 @@ pub trait Data: Any + Send + Sync + fmt::Debug {
     fn snapshot_tag(&self) -> u8;
     /// [`DataType::mem_usage`].
     fn mem_usage(&self) -> usize;
+    /// [`DataType::freeze`].
+    fn freeze(&self) -> Option<Box<dyn Frozen>>;
     /// [`DataType::dump_chunk`].
     fn dump_chunk(&self, cursor: u64) -> Option<(Chunk<'_>, u64)>;
     /// [`DataType::load_chunk`].
@@ -173,6 +194,9 @@ impl<T: DataType> Data for T {
     }
     fn error_rate(&self) -> Option<ErrorRate> {
         DataType::error_rate(self)
+    }
+    fn freeze(&self) -> Option<Box<dyn Frozen>> {
+        DataType::freeze(self)
     }
     fn as_any(&self) -> &dyn Any {
         self

@@ -26,7 +26,8 @@
 //!
 //! Each shard also indexes its keys by their 64-bit xxh3 hash, the same hash whose top bits
 //! pick the shard, so "all keys ordered by hash" is shard after shard, and a position in that
-//! order is one `u64`: the SCAN cursor ([`Shard::keys_from`]). A key keeps its hash for life, so
+//! order is one `u64`: the SCAN cursor ([`Shard::keys_from`]). The index holds only the hashes;
+//! the keys at a position are found through the shard's table, which is keyed by the same hash. A key keeps its hash for life, so
 //! a cursor stays valid however many keys are added or removed between calls, and every key
 //! present for a whole iteration is returned exactly once.
 //!
@@ -36,7 +37,10 @@
 //! a filter its INFO `Size`, plus the per-key overhead) and [`Db::used_memory`] is the sum over
 //! all keys, kept in one atomic counter so the `maxmemory` check is a load, not a walk. A value
 //! changed in place ([`Locked::get_mut`]: a filter that grows a link) is re-measured when the
-//! command's view is dropped, so the total is exact after every command.
+//! command's view is dropped, so the total is exact after every command. An entry does not
+//! store its charge (it is computed again when the entry leaves): the view remembers what the
+//! keys it handed out for writing were charged, and settles them before any entry is removed or
+//! replaced.
 //!
 //! # Watched keys (WATCH)
 //!
@@ -126,36 +130,114 @@ pub fn entry_size(key: &[u8], value: &Value) -> usize {
     value.payload_size() + key_overhead(key)
 }
 
+/// No deadline, in [`Entry`]'s deadline field: later than any deadline a command can set
+/// (those are at most `i64::MAX` ms), so "expired at `now`" needs no separate test.
+const NO_DEADLINE: u64 = u64::MAX;
+
 /// A key's value and optional deadline.
 #[derive(Debug)]
 pub struct Entry {
     /// The value.
     pub value: Value,
-    /// Absolute Unix time in ms after which the key no longer exists. Private: it must change
+    /// Absolute Unix time in ms after which the key no longer exists, or [`NO_DEADLINE`] (an
+    /// `Option<u64>` would take 16 bytes: every key pays for this field). Private: it must change
     /// together with the shard's deadline index, through [`Locked::set_expiry`].
-    expires_at: Option<u64>,
-    /// What this entry is counted for in [`Db::used_memory`] (set when it enters a shard).
-    charged: usize,
+    deadline: u64,
 }
 
 impl Entry {
     /// An entry without a deadline.
     pub fn new(value: Value) -> Entry {
-        Entry { value, expires_at: None, charged: 0 }
+        Entry { value, deadline: NO_DEADLINE }
     }
 
     /// An entry with a deadline (Unix ms), e.g. when a snapshot is loaded.
     pub fn with_expiry(value: Value, expires_at: Option<u64>) -> Entry {
-        Entry { value, expires_at, charged: 0 }
+        Entry { value, deadline: expires_at.unwrap_or(NO_DEADLINE) }
     }
 
     /// The deadline in Unix ms, if any.
     pub fn expires_at(&self) -> Option<u64> {
-        self.expires_at
+        (self.deadline != NO_DEADLINE).then_some(self.deadline)
     }
 
+    #[inline]
     fn is_expired(&self, now: u64) -> bool {
-        matches!(self.expires_at, Some(t) if t <= now)
+        self.deadline <= now
+    }
+}
+
+/// Key bytes up to this length are stored inside the key's node, longer ones in an allocation
+/// of their own: most keys are short, and an allocation costs its header and rounding on top
+/// of the bytes.
+const KEY_INLINE: usize = 15;
+
+/// The length of an inline key: an enum rather than a `u8`, so that its unused values give
+/// [`Key`] its discriminant and the whole key stays 16 bytes.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+#[repr(u8)]
+#[rustfmt::skip]
+enum InlineLen { L0, L1, L2, L3, L4, L5, L6, L7, L8, L9, L10, L11, L12, L13, L14, L15 }
+
+impl InlineLen {
+    const ALL: [InlineLen; KEY_INLINE + 1] = {
+        use InlineLen::*;
+        [L0, L1, L2, L3, L4, L5, L6, L7, L8, L9, L10, L11, L12, L13, L14, L15]
+    };
+}
+
+/// A key as the keyspace stores it (16 bytes).
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Key {
+    /// Length and bytes (zero after the length, so equal keys are equal values).
+    Inline(InlineLen, [u8; KEY_INLINE]),
+    /// A longer key, behind a thin pointer.
+    Heap(Box<Box<[u8]>>),
+}
+
+const _: () = assert!(std::mem::size_of::<Key>() == 16);
+
+impl Key {
+    fn new(key: &[u8]) -> Key {
+        if key.len() <= KEY_INLINE {
+            let mut buf = [0u8; KEY_INLINE];
+            buf[..key.len()].copy_from_slice(key);
+            Key::Inline(InlineLen::ALL[key.len()], buf)
+        } else {
+            Key::Heap(Box::new(key.into()))
+        }
+    }
+
+    #[inline]
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            Key::Inline(n, buf) => &buf[..*n as usize],
+            Key::Heap(b) => b,
+        }
+    }
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(self.as_bytes()))
+    }
+}
+
+/// One key and its entry: what the shard's table points to (one allocation per key; the
+/// table itself holds a pointer per slot, so its unused slots cost 8 bytes, not a whole entry).
+/// 56 bytes, which the allocator serves from 64-byte blocks.
+#[derive(Debug)]
+struct Node {
+    key: Key,
+    entry: Entry,
+}
+
+const _: () = assert!(std::mem::size_of::<Node>() == 56);
+
+impl Node {
+    /// What this entry is charged (see [`entry_size`]).
+    fn charge(&self) -> usize {
+        entry_size(self.key.as_bytes(), &self.entry.value)
     }
 }
 
@@ -194,19 +276,116 @@ fn touch_existing(ws: &mut [Watcher]) {
     }
 }
 
-/// One shard: its map, its deadline index and its change counter.
+/// Hashes per leaf of [`Order`]: 2 KiB, so that inserting moves at most that much.
+const ORDER_LEAF: usize = 256;
+
+/// A set of `u64`s (a shard's key hashes) in ascending order, for SCAN: sorted leaves of at most
+/// [`ORDER_LEAF`] values, each allocated once at full size. A full leaf passes a value to a
+/// neighbour with room before it splits, which keeps leaves about 85% full: ~10 bytes a key,
+/// where std's `BTreeSet<u64>` (11 values a node, ~69% full after random inserts) takes ~18.
+#[derive(Debug, Default)]
+struct Order {
+    /// Non-empty, each sorted, every value of a leaf below every value of the next.
+    leaves: Vec<Vec<u64>>,
+}
+
+impl Order {
+    fn new_leaf() -> Vec<u64> {
+        Vec::with_capacity(ORDER_LEAF)
+    }
+
+    /// The leaf that holds `h` or would: the last whose first value is ≤ `h` (or the first).
+    fn leaf_of(&self, h: u64) -> usize {
+        self.leaves.partition_point(|l| l[0] <= h).saturating_sub(1)
+    }
+
+    fn insert(&mut self, h: u64) {
+        if self.leaves.is_empty() {
+            let mut leaf = Self::new_leaf();
+            leaf.push(h);
+            self.leaves.push(leaf);
+            return;
+        }
+        let i = self.leaf_of(h);
+        let Err(mut at) = self.leaves[i].binary_search(&h) else { return };
+        if self.leaves[i].len() == ORDER_LEAF {
+            if at > 0 && i > 0 && self.leaves[i - 1].len() < ORDER_LEAF {
+                // The smallest value moves to the end of the previous leaf.
+                let first = self.leaves[i].remove(0);
+                self.leaves[i - 1].push(first);
+                at -= 1;
+            } else if at < ORDER_LEAF && i + 1 < self.leaves.len() && self.leaves[i + 1].len() < ORDER_LEAF {
+                // The largest value moves to the front of the next leaf.
+                let last = self.leaves[i].pop().expect("a full leaf");
+                self.leaves[i + 1].insert(0, last);
+            } else {
+                let mut right = Self::new_leaf();
+                right.extend_from_slice(&self.leaves[i][ORDER_LEAF / 2..]);
+                self.leaves[i].truncate(ORDER_LEAF / 2);
+                self.leaves.insert(i + 1, right);
+                if at > ORDER_LEAF / 2 {
+                    self.leaves[i + 1].insert(at - ORDER_LEAF / 2, h);
+                    return;
+                }
+            }
+        }
+        self.leaves[i].insert(at, h);
+    }
+
+    fn remove(&mut self, h: u64) {
+        if self.leaves.is_empty() {
+            return;
+        }
+        let i = self.leaf_of(h);
+        let Ok(at) = self.leaves[i].binary_search(&h) else { return };
+        self.leaves[i].remove(at);
+        // Sparse leaves merge into their successor, so deleting keys gives the memory back.
+        if self.leaves[i].is_empty() {
+            self.leaves.remove(i);
+        } else if i + 1 < self.leaves.len()
+            && self.leaves[i].len() + self.leaves[i + 1].len() <= ORDER_LEAF / 2
+        {
+            let next = self.leaves.remove(i + 1);
+            self.leaves[i].extend_from_slice(&next);
+        }
+    }
+
+    /// The values ≥ `from`, ascending.
+    fn from(&self, from: u64) -> impl Iterator<Item = u64> + '_ {
+        let i = if self.leaves.is_empty() { 0 } else { self.leaf_of(from) };
+        self.leaves[i..].iter().flatten().copied().skip_while(move |&h| h < from)
+    }
+
+    fn clear(&mut self) {
+        self.leaves = Vec::new();
+    }
+}
+
+/// One shard: its keys, its deadline index and its change counter.
+///
+/// # Memory
+///
+/// Issue 15 (item 9) asks for a million small filters to cost at most 1.10× their payload, so
+/// the per-key structures are kept small: the table holds one pointer per slot (a hash table is
+/// between 44% and 87% full, so inline entries of 88 bytes cost up to 200 bytes a key), the
+/// node holds the key inline when it is short and the deadline in 8 bytes, and the SCAN order
+/// index holds only the 8-byte position (the key is found again through the table, see
+/// [`Shard::keys_from`]). `scripts/bench_small_keys.sh` measures it.
 #[derive(Debug, Default)]
 pub struct Shard {
-    /// foldhash, randomly seeded per process: a command does several lookups of its key (live
-    /// check, read, write, re-measure), and SipHash took 6% of a pipelined BF.ADD's server CPU
-    /// (perf, `scripts/bench_server.sh` BF.ADD -P 64).
-    map: HashMap<Bytes, Entry, foldhash::fast::RandomState>,
-    deadlines: BTreeSet<(u64, Bytes)>,
+    /// The nodes, found by [`Shard::slot_hash`] of the key's [`key_hash`]: the hash the shard
+    /// and the SCAN order use anyway, mixed with this process's random seed so that a client
+    /// cannot choose keys that pile up in one probe sequence without full 64-bit xxh3
+    /// collisions (SipHash took 6% of a pipelined BF.ADD's server CPU, so no keyed hash of the
+    /// key bytes themselves).
+    table: hashbrown::HashTable<Box<Node>>,
+    seed: foldhash::fast::RandomState,
+    deadlines: BTreeSet<(u64, Key)>,
     dirty: u64,
     /// Sum of the entries' charges (mirrored into [`Db::used_memory`] by the callers).
     mem: usize,
-    /// Every key by [`key_hash`], for SCAN's cursor.
-    order: BTreeSet<(u64, Bytes)>,
+    /// The distinct [`key_hash`]es of the keys, for SCAN's cursor.
+    order: Order,
     before_write: Option<std::sync::Arc<dyn BeforeWrite>>,
     /// WATCHed keys of this shard and their watchers (empty when nobody watches here).
     watched: HashMap<Bytes, Vec<Watcher>>,
@@ -216,19 +395,46 @@ pub struct Shard {
 }
 
 impl Shard {
+    /// The table's hash for a key whose [`key_hash`] is `h`.
+    #[inline]
+    fn slot_hash(&self, h: u64) -> u64 {
+        use std::hash::BuildHasher as _;
+        self.seed.hash_one(h)
+    }
+
+    #[inline]
+    fn node(&self, key: &[u8]) -> Option<&Node> {
+        self.table.find(self.slot_hash(key_hash(key)), |n| n.key.as_bytes() == key).map(|n| &**n)
+    }
+
+    #[inline]
+    fn node_mut(&mut self, key: &[u8]) -> Option<&mut Node> {
+        let h = self.slot_hash(key_hash(key));
+        self.table.find_mut(h, |n| n.key.as_bytes() == key).map(|n| &mut **n)
+    }
+
+    /// The nodes whose key hashes to `h` (one, but for 64-bit xxh3 collisions).
+    fn nodes_with_hash(&self, h: u64) -> impl Iterator<Item = &Node> {
+        self.table.iter_hash(self.slot_hash(h)).map(|n| &**n).filter(move |n| key_hash(n.key.as_bytes()) == h)
+    }
+
+    fn entry(&self, key: &[u8]) -> Option<&Entry> {
+        self.node(key).map(|n| &n.entry)
+    }
+
     /// Live entries (not yet expired at `now`), in no particular order.
-    pub fn iter(&self, now: u64) -> impl Iterator<Item = (&Bytes, &Entry)> {
-        self.map.iter().filter(move |(_, e)| !e.is_expired(now))
+    pub fn iter(&self, now: u64) -> impl Iterator<Item = (&[u8], &Entry)> {
+        self.table.iter().filter(move |n| !n.entry.is_expired(now)).map(|n| (n.key.as_bytes(), &n.entry))
     }
 
     /// Number of keys, including expired ones not yet removed (as Redis's DBSIZE).
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.table.len()
     }
 
     /// Is the shard empty?
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.table.is_empty()
     }
 
     /// Number of keys with a deadline.
@@ -264,40 +470,56 @@ impl Shard {
     }
 
     /// Keys at or after position `from` of the hash order (see the module docs), with their
-    /// positions, including expired ones not yet removed.
-    pub fn keys_from(&self, from: u64) -> impl Iterator<Item = (u64, &Bytes)> {
-        self.order.range((from, Bytes::new())..).map(|(h, k)| (*h, k))
+    /// positions, including expired ones not yet removed. Keys sharing a position (an xxh3
+    /// collision) come one after the other, in byte order.
+    pub fn keys_from(&self, from: u64) -> impl Iterator<Item = (u64, &[u8])> {
+        self.order.from(from).flat_map(move |h| {
+            let mut nodes = self.nodes_with_hash(h).map(|n| n.key.as_bytes());
+            let first = nodes.next();
+            // Collisions only allocate (an empty `collect` does not).
+            let mut group: Vec<&[u8]> = nodes.collect();
+            let single = if group.is_empty() {
+                first
+            } else {
+                group.extend(first);
+                group.sort_unstable();
+                None
+            };
+            single.into_iter().chain(group).map(move |k| (h, k))
+        })
     }
 
     /// The live entry of `key`, if any (for SCAN's TYPE filter).
     pub fn get_live(&self, key: &[u8], now: u64) -> Option<&Entry> {
-        self.map.get(key).filter(|e| !e.is_expired(now))
+        self.entry(key).filter(|e| !e.is_expired(now))
     }
 
     fn remove(&mut self, key: &[u8]) -> Option<Entry> {
-        let (k, e) = self.detach(key)?;
-        self.order.remove(&(key_hash(&k), k));
-        Some(e)
+        let node = self.detach(key)?;
+        let h = key_hash(key);
+        if self.nodes_with_hash(h).next().is_none() {
+            self.order.remove(h);
+        }
+        Some(node.entry)
     }
 
-    /// Removes `key` from the map, the deadline index and the memory count, but not from the
+    /// Removes `key` from the table, the deadline index and the memory count, but not from the
     /// order index (the caller puts it back or removes it there).
-    fn detach(&mut self, key: &[u8]) -> Option<(Bytes, Entry)> {
-        let (k, e) = self.map.remove_entry(key)?;
-        if let Some(t) = e.expires_at {
-            self.deadlines.remove(&(t, k.clone()));
+    fn detach(&mut self, key: &[u8]) -> Option<Box<Node>> {
+        let h = self.slot_hash(key_hash(key));
+        let found = self.table.find_entry(h, |n| n.key.as_bytes() == key).ok()?;
+        let (node, _) = found.remove();
+        if node.entry.deadline != NO_DEADLINE {
+            self.deadlines.remove(&(node.entry.deadline, node.key.clone()));
         }
-        self.mem -= e.charged;
-        Some((k, e))
+        self.mem -= node.charge();
+        Some(node)
     }
 
-    /// Re-measures `key`'s entry after an in-place change.
-    fn recharge(&mut self, key: &[u8]) {
-        if let Some(e) = self.map.get_mut(key) {
-            let now = entry_size(key, &e.value);
-            self.mem = self.mem - e.charged + now;
-            e.charged = now;
-        }
+    /// What the entries of the keys hashing to `h` are charged (one key, but for xxh3
+    /// collisions).
+    fn charge_of_hash(&self, h: u64) -> usize {
+        self.nodes_with_hash(h).map(Node::charge).sum()
     }
 
     /// Marks the watchers of `key` dirty: it is being changed.
@@ -325,7 +547,7 @@ impl Shard {
 
     /// Removes `key` if it has expired; returns whether it is (still) present.
     fn expire_if_needed(&mut self, key: &[u8], now: u64) -> bool {
-        match self.map.get(key) {
+        match self.entry(key) {
             None => false,
             Some(e) if e.is_expired(now) => {
                 self.signal_expired(key);
@@ -336,17 +558,25 @@ impl Shard {
         }
     }
 
-    fn insert(&mut self, key: Bytes, mut entry: Entry) -> Option<Entry> {
-        let old = self.detach(&key).map(|(_, e)| e);
+    fn insert(&mut self, key: &[u8], entry: Entry) -> Option<Entry> {
+        let old = self.detach(key).map(|n| n.entry);
+        let h = key_hash(key);
         if old.is_none() {
-            self.order.insert((key_hash(&key), key.clone()));
+            self.order.insert(h);
         }
-        if let Some(t) = entry.expires_at {
-            self.deadlines.insert((t, key.clone()));
+        let key = Key::new(key);
+        if entry.deadline != NO_DEADLINE {
+            self.deadlines.insert((entry.deadline, key.clone()));
         }
-        entry.charged = entry_size(&key, &entry.value);
-        self.mem += entry.charged;
-        self.map.insert(key, entry);
+        self.mem += entry_size(key.as_bytes(), &entry.value);
+        let slot = self.slot_hash(h);
+        let seed = &self.seed;
+        #[allow(clippy::borrowed_box)] // hashbrown hands the table's element, the box
+        let rehash = |n: &Box<Node>| {
+            use std::hash::BuildHasher as _;
+            seed.hash_one(key_hash(n.key.as_bytes()))
+        };
+        self.table.insert_unique(slot, Box::new(Node { key, entry }), rehash);
         old
     }
 
@@ -354,13 +584,14 @@ impl Shard {
         // FLUSHALL / FLUSHDB touch the watched keys that exist (Redis 7.0's
         // `touchAllWatchedKeysInDb`): present but already expired when watched is no change.
         if !self.watched.is_empty() {
-            let map = &self.map;
-            for (_, ws) in self.watched.iter_mut().filter(|(k, _)| map.contains_key(&k[..])) {
+            let mut watched = std::mem::take(&mut self.watched);
+            for (_, ws) in watched.iter_mut().filter(|(k, _)| self.node(k).is_some()) {
                 touch_existing(ws);
             }
+            self.watched = watched;
         }
-        let n = self.map.len();
-        self.map.clear();
+        let n = self.table.len();
+        self.table = hashbrown::HashTable::new();
         self.deadlines.clear();
         self.order.clear();
         self.mem = 0;
@@ -512,8 +743,8 @@ impl Db {
                 if t > now {
                     break;
                 }
-                s.signal_expired(&key);
-                s.remove(&key);
+                s.signal_expired(key.as_bytes());
+                s.remove(key.as_bytes());
                 removed += 1;
             }
             self.account(before, s.mem);
@@ -545,8 +776,10 @@ pub struct Locked<'a> {
     /// (perf, docs/BENCHMARKS.md "Branch srv9").
     now: Cell<u64>,
     mutations: u64,
-    /// Keys handed out by [`Locked::get_mut`]: re-measured on drop.
-    changed_in_place: Vec<Bytes>,
+    /// The keys handed out by [`Locked::get_mut`], by [`key_hash`], with what they were charged
+    /// then: re-measured on drop. An entry's charge is not stored (8 bytes a key), so every
+    /// change that removes or replaces an entry first settles these ([`Locked::with_accounting`]).
+    changed_in_place: Vec<(u64, usize)>,
     /// The highest [`Locked::stamp_written`] of the shards visited one at a time
     /// ([`Locked::for_each_shard`], [`Locked::with_shard`] without holding them).
     seen_lsn: u64,
@@ -593,8 +826,14 @@ impl Locked<'_> {
     /// many commands under one view (the next command's `maxmemory` checks must see the earlier
     /// ones' growth, and the list of keys to re-measure must not grow with the whole load).
     pub fn settle(&mut self) {
-        for key in std::mem::take(&mut self.changed_in_place) {
-            self.with_accounting(&key, |s| s.recharge(&key));
+        for (h, old) in std::mem::take(&mut self.changed_in_place) {
+            let db = self.db;
+            let i = (h >> SHARD_SHIFT) as usize;
+            let Ok(pos) = self.guards.binary_search_by_key(&i, |(j, _)| *j) else { continue };
+            let s = &mut self.guards[pos].1;
+            let before = s.mem;
+            s.mem = s.mem - old + s.charge_of_hash(h);
+            db.account(before, s.mem);
         }
     }
 
@@ -635,6 +874,9 @@ impl Locked<'_> {
 
     /// Runs `f` on `key`'s shard and applies its memory change to the total.
     fn with_accounting<R>(&mut self, key: &[u8], f: impl FnOnce(&mut Shard) -> R) -> R {
+        if !self.changed_in_place.is_empty() {
+            self.settle();
+        }
         let db = self.db;
         let s = self.shard(key);
         let before = s.mem;
@@ -666,7 +908,7 @@ impl Locked<'_> {
         let now = self.now_ms();
         let db = self.db;
         let s = self.shard(key);
-        let expired = s.map.get(&key[..]).is_some_and(|e| e.is_expired(now));
+        let expired = s.entry(key).is_some_and(|e| e.is_expired(now));
         let ws = s.watched.entry(key.clone()).or_default();
         if ws.iter().any(|w| w.client == client) {
             return false;
@@ -700,13 +942,13 @@ impl Locked<'_> {
             .get(key)
             .and_then(|ws| ws.iter().find(|w| w.client == client))
             .is_none_or(|w| w.expired);
-        !expired_when_watched && s.map.get(key).is_some_and(|e| e.is_expired(now))
+        !expired_when_watched && s.entry(key).is_some_and(|e| e.is_expired(now))
     }
 
     /// The live entry of `key` (an expired one is removed first).
     pub fn get(&mut self, key: &[u8]) -> Option<&Entry> {
         if self.live(key) {
-            self.shard(key).map.get(key)
+            self.shard(key).entry(key)
         } else {
             None
         }
@@ -715,7 +957,7 @@ impl Locked<'_> {
     /// The entry of `key`, even an expired one, without removing it or counting a change: for
     /// hints (`cmd::batch` prefetching a filter's cache lines), never for what a command replies.
     pub fn peek(&mut self, key: &[u8]) -> Option<&Entry> {
-        self.shard(key).map.get(key)
+        self.shard(key).entry(key)
     }
 
     /// The live entries of `keys` at once (expired ones are removed first), for a command that
@@ -725,15 +967,15 @@ impl Locked<'_> {
             self.live(key);
         }
         let this = &*self;
-        keys.iter().map(|key| this.shard_ref(key).map.get(*key)).collect()
+        keys.iter().map(|key| this.shard_ref(key).entry(key)).collect()
     }
 
     /// Removes `key` if it has expired (with its charge); returns whether it is live.
     fn live(&mut self, key: &[u8]) -> bool {
         // Only a key with a deadline needs the clock.
-        match self.shard(key).map.get(key) {
+        match self.shard(key).entry(key) {
             None => return false,
-            Some(e) if e.expires_at.is_none() => return true,
+            Some(e) if e.deadline == NO_DEADLINE => return true,
             Some(_) => {}
         }
         let now = self.now_ms();
@@ -746,12 +988,12 @@ impl Locked<'_> {
             return None;
         }
         self.touched(key);
-        let (k, _) = self.shard(key).map.get_key_value(key)?;
-        let k = k.clone();
-        if !self.changed_in_place.contains(&k) {
-            self.changed_in_place.push(k);
+        let h = key_hash(key);
+        if !self.changed_in_place.iter().any(|&(c, _)| c == h) {
+            let charged = self.shard(key).charge_of_hash(h);
+            self.changed_in_place.push((h, charged));
         }
-        self.shard(key).map.get_mut(key)
+        self.shard(key).node_mut(key).map(|n| &mut n.entry)
     }
 
     /// Does `key` exist (and is it live)?
@@ -768,8 +1010,7 @@ impl Locked<'_> {
     pub fn insert_entry(&mut self, key: Bytes, entry: Entry) -> Option<Entry> {
         let live = self.live(&key);
         self.touched(&key);
-        let k = key.clone();
-        let old = self.with_accounting(&k, |s| s.insert(key, entry));
+        let old = self.with_accounting(&key, |s| s.insert(&key, entry));
         if live {
             old
         } else {
@@ -793,15 +1034,18 @@ impl Locked<'_> {
         }
         self.touched(key);
         let s = self.shard(key);
-        let (k, e) = s.map.get_key_value(key).expect("checked live above");
-        let k = k.clone();
-        if let Some(t) = e.expires_at {
-            s.deadlines.remove(&(t, k.clone()));
+        let old = s.entry(key).expect("checked live above").deadline;
+        let new = expires_at.unwrap_or(NO_DEADLINE);
+        if old != new {
+            let k = Key::new(key);
+            if old != NO_DEADLINE {
+                s.deadlines.remove(&(old, k.clone()));
+            }
+            if new != NO_DEADLINE {
+                s.deadlines.insert((new, k));
+            }
+            s.node_mut(key).expect("checked live above").entry.deadline = new;
         }
-        if let Some(t) = expires_at {
-            s.deadlines.insert((t, k));
-        }
-        s.map.get_mut(key).expect("checked live above").expires_at = expires_at;
         true
     }
 
@@ -837,6 +1081,7 @@ impl Locked<'_> {
 
     /// Removes every key; returns how many there were.
     pub fn clear(&mut self) -> usize {
+        self.settle();
         let mut n = 0;
         let mut changed = 0;
         let db = self.db;
@@ -935,6 +1180,33 @@ mod tests {
         assert!(db.used_memory() > 0);
         l.clear();
         assert_eq!(db.used_memory(), 0);
+    }
+
+    /// The order index against std's ordered set, through inserts (new and repeated), removals
+    /// (present and absent) and range reads, with values drawn from a small range so that
+    /// leaves fill, pass values to their neighbours, split and merge.
+    #[test]
+    fn the_order_index_is_an_ordered_set() {
+        use proptest::prelude::*;
+        let ops = proptest::collection::vec((any::<bool>(), 0u64..3000), 0..6000);
+        proptest::proptest!(ProptestConfig::with_cases(24), |(ops in ops)| {
+            let mut order = Order::default();
+            let mut model = BTreeSet::new();
+            for (i, (add, h)) in ops.into_iter().enumerate() {
+                if add {
+                    order.insert(h);
+                    model.insert(h);
+                } else {
+                    order.remove(h);
+                    model.remove(&h);
+                }
+                if i % 97 == 0 {
+                    prop_assert!(order.leaves.iter().all(|l| !l.is_empty() && l.len() <= ORDER_LEAF));
+                    prop_assert!(order.from(h).eq(model.range(h..).copied()));
+                }
+            }
+            prop_assert!(order.from(0).eq(model.iter().copied()));
+        });
     }
 
     #[test]

@@ -196,12 +196,12 @@ fn step(s: &mut Shard, published: Option<(u64, usize)>, walk: &mut Walk, budget:
     let now = now_ms();
     let (mut bytes, mut keys) = (0usize, 0usize);
     let from = walk.after.as_ref().map_or(0, |(h, _)| *h);
-    let mut last: Option<(u64, &Bytes)> = None;
+    let mut last: Option<(u64, &[u8])> = None;
     let mut done = true;
     for (h, key) in s.keys_from(from) {
         // Keys of the same hash as the last one read were read with it only if they sort
         // before it.
-        if walk.after.as_ref().is_some_and(|(ah, ak)| (h, key) <= (*ah, ak)) {
+        if walk.after.as_ref().is_some_and(|(ah, ak)| (h, key) <= (*ah, &ak[..])) {
             continue;
         }
         if keys >= budget.keys || bytes >= budget.bytes {
@@ -215,11 +215,11 @@ fn step(s: &mut Shard, published: Option<(u64, usize)>, walk: &mut Walk, budget:
         let Some(rate) = d.error_rate() else { continue };
         bytes += d.mem_usage();
         if let Some(target) = rate.target {
-            walk.figures.add(Worst { key: key.clone(), target, estimate: rate.estimate });
+            walk.figures.add(Worst { key: Bytes::copy_from_slice(key), target, estimate: rate.estimate });
         }
     }
     if let Some((h, k)) = last {
-        walk.after = Some((h, k.clone()));
+        walk.after = Some((h, Bytes::copy_from_slice(k)));
     }
     done
 }
@@ -325,7 +325,10 @@ mod tests {
         // Unchanged: nothing read; changed: walked again.
         let (steps, again) = walk(&shared, index, Some(all.seen), Budget { keys: 1, bytes: usize::MAX });
         assert_eq!((steps, again.figures.filters), (1, 0));
-        let key = shared.db.unlocked().with_shard(index, |s| s.keys_from(0).next().unwrap().1.clone());
+        let key = shared
+            .db
+            .unlocked()
+            .with_shard(index, |s| Bytes::copy_from_slice(s.keys_from(0).next().unwrap().1));
         run(&["DEL", std::str::from_utf8(&key).unwrap()]);
         let (_, after) = walk(&shared, index, Some(all.seen), BUDGET);
         assert_eq!(after.figures.filters, filters - key.starts_with(b"bf") as usize);

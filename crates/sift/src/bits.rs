@@ -5,6 +5,9 @@
 //! byte image of a bit array (what the file format stores) is the same on every platform: bit `x`
 //! is bit `x & 7` of byte `x >> 3`.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
 use crate::error::{Error, Result};
 
 /// The largest filter payload `sift` will allocate: 2^48 bytes (256 TiB). Anything above is
@@ -396,11 +399,203 @@ impl<T: Zeroable> core::ops::DerefMut for Storage<T> {
 impl<T: Zeroable> Drop for Storage<T> {
     fn drop(&mut self) {
         if let Repr::Huge { ptr, len } = self.repr {
+            // A snapshot still reading the array keeps it: its guard frees it when done.
+            if let Some(g) = guard_of(ptr.as_ptr() as usize) {
+                let layout = huge_layout::<T>(len).expect("the layout was valid at allocation");
+                let addr = ptr.as_ptr() as usize;
+                let free = move || {
+                    // SAFETY: as below; the guard calls this once, after its last read.
+                    unsafe { std::alloc::dealloc(addr as *mut u8, layout) };
+                };
+                g.state.lock().unwrap_or_else(|e| e.into_inner()).orphan = Some(Box::new(free));
+                return;
+            }
             let layout = huge_layout::<T>(len).expect("the layout was valid at allocation");
             // SAFETY: `ptr` was returned by `std::alloc::alloc(layout)` for this very layout in
             // `zeroed_huge` and is freed only here. `T: Zeroable` types used here have no drop
             // glue beyond their bytes (integers, atomics), so no destructor is skipped.
             unsafe { std::alloc::dealloc(ptr.as_ptr() as *mut u8, layout) };
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Copy-on-write snapshots of large byte arrays
+// ---------------------------------------------------------------------------------------------
+
+/// Bytes of a guarded array a writer copies aside before its first change to them.
+pub const COW_PIECE: usize = 256 << 10;
+
+/// Number of guarded arrays: writers look a guard up only when it is not 0.
+static GUARDED: AtomicUsize = AtomicUsize::new(0);
+/// The guards, by the address of the array they guard (a few at a time: one per large array a
+/// snapshot is reading).
+static GUARDS: Mutex<Vec<(usize, Arc<CowGuard>)>> = Mutex::new(Vec::new());
+
+fn guards() -> MutexGuard<'static, Vec<(usize, Arc<CowGuard>)>> {
+    GUARDS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The guard of the array at `addr`, if a snapshot is reading it.
+fn guard_of(addr: usize) -> Option<Arc<CowGuard>> {
+    if GUARDED.load(Ordering::Acquire) == 0 {
+        return None;
+    }
+    guards().iter().find(|(a, _)| *a == addr).map(|(_, g)| g.clone())
+}
+
+/// A piece of a guarded array, as the snapshot will see it.
+enum Piece {
+    /// Unchanged since the snapshot began: the snapshot reads the live bytes.
+    Live,
+    /// A writer changed it; these are its bytes from before.
+    Saved(Box<[u8]>),
+    /// The snapshot has read it; writers may change it freely.
+    Read,
+}
+
+struct CowState {
+    pieces: Vec<Piece>,
+    /// The array's owner dropped it while the snapshot still read it: how to free it.
+    orphan: Option<Box<dyn FnOnce() + Send>>,
+}
+
+/// What lets a snapshot read a large array as it was at one moment while writers keep changing
+/// it, without copying it whole: the array is cut in [`COW_PIECE`] pieces, and the first change
+/// to a piece the snapshot has not read yet copies that piece aside first. A writer therefore
+/// waits at most for the copy of the pieces it touches, and for the snapshot's copy of one piece.
+///
+/// Every write to a guarded array happens under the guard's lock, and the snapshot reads live
+/// bytes only under it, so no read of the snapshot overlaps a write.
+pub struct CowGuard {
+    addr: usize,
+    len: usize,
+    state: Mutex<CowState>,
+}
+
+impl core::fmt::Debug for CowGuard {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "CowGuard({} bytes)", self.len)
+    }
+}
+
+/// The lock a writer holds while it changes a guarded array (see [`CowWriter::before_write`]).
+pub(crate) struct CowWriter<'g> {
+    state: MutexGuard<'g, CowState>,
+}
+
+impl CowWriter<'_> {
+    /// Saves the pieces holding `bytes[range]` that the snapshot has not read yet; call before
+    /// changing those bytes. `bytes` is the guarded array.
+    pub(crate) fn before_write(&mut self, bytes: &[u8], range: core::ops::Range<usize>) {
+        if range.is_empty() {
+            return;
+        }
+        for p in range.start / COW_PIECE..=(range.end - 1) / COW_PIECE {
+            if let Some(piece @ Piece::Live) = self.state.pieces.get_mut(p) {
+                let end = ((p + 1) * COW_PIECE).min(bytes.len());
+                *piece = Piece::Saved(bytes[p * COW_PIECE..end].into());
+            }
+        }
+    }
+}
+
+impl CowGuard {
+    /// The lock a writer takes before changing the array.
+    pub(crate) fn writer(&self) -> CowWriter<'_> {
+        CowWriter { state: self.state.lock().unwrap_or_else(|e| e.into_inner()) }
+    }
+
+    /// Length of the guarded array.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the guarded array is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Appends bytes `from..from + n` of the array as they were when the guard was made. Each
+    /// piece is read once: the snapshot reads the array front to back, in any chunk sizes.
+    pub fn read(&self, from: usize, n: usize, out: &mut Vec<u8>) {
+        let end = (from + n).min(self.len);
+        let mut at = from;
+        while at < end {
+            let p = at / COW_PIECE;
+            let (start, stop) = (p * COW_PIECE, ((p + 1) * COW_PIECE).min(self.len));
+            let upto = stop.min(end);
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            match &st.pieces[p] {
+                Piece::Saved(b) => out.extend_from_slice(&b[at - start..upto - start]),
+                // SAFETY: `addr..addr + len` is the guarded array, alive until the guard frees
+                // it (an owner that drops it first hands it to the guard, see `Storage::drop`).
+                // Writers change it only under this lock, which we hold, and only pieces that
+                // are `Saved` or `Read`: this one is `Live`, so nobody changes these bytes.
+                Piece::Live => out.extend_from_slice(unsafe {
+                    core::slice::from_raw_parts((self.addr + at) as *const u8, upto - at)
+                }),
+                Piece::Read => panic!("piece {p} of a guarded array read twice"),
+            }
+            if upto == stop {
+                st.pieces[p] = Piece::Read;
+            }
+            at = upto;
+        }
+    }
+}
+
+/// A snapshot's hold on a guarded array: dropping it ends the guard (and frees the array if
+/// its owner dropped it meanwhile).
+#[derive(Debug)]
+pub struct CowHandle(Arc<CowGuard>);
+
+impl core::ops::Deref for CowHandle {
+    type Target = CowGuard;
+    fn deref(&self) -> &CowGuard {
+        &self.0
+    }
+}
+
+impl Drop for CowHandle {
+    fn drop(&mut self) {
+        let mut all = guards();
+        if let Some(i) = all.iter().position(|(_, g)| Arc::ptr_eq(g, &self.0)) {
+            all.swap_remove(i);
+            GUARDED.fetch_sub(1, Ordering::AcqRel);
+        }
+        drop(all);
+        let orphan = self.0.state.lock().unwrap_or_else(|e| e.into_inner()).orphan.take();
+        if let Some(free) = orphan {
+            free();
+        }
+    }
+}
+
+impl Storage<u8> {
+    /// A guard for reading this array as it is now while it keeps changing, when it is large
+    /// (in its own huge-page allocation) and not guarded already; `None` otherwise (the caller
+    /// copies it). Writers must then take [`Storage::cow_guard`]'s lock for every change.
+    pub fn freeze(&self) -> Option<CowHandle> {
+        let Repr::Huge { ptr, len } = self.repr else { return None };
+        let addr = ptr.as_ptr() as usize;
+        let mut all = guards();
+        if all.iter().any(|(a, _)| *a == addr) {
+            return None;
+        }
+        let pieces = (0..len.div_ceil(COW_PIECE)).map(|_| Piece::Live).collect();
+        let g = Arc::new(CowGuard { addr, len, state: Mutex::new(CowState { pieces, orphan: None }) });
+        all.push((addr, g.clone()));
+        GUARDED.fetch_add(1, Ordering::AcqRel);
+        Some(CowHandle(g))
+    }
+
+    /// The guard of this array, if a snapshot is reading it: one atomic load when none is.
+    #[inline]
+    pub(crate) fn cow_guard(&self) -> Option<Arc<CowGuard>> {
+        match self.repr {
+            Repr::Huge { ptr, .. } => guard_of(ptr.as_ptr() as usize),
+            Repr::Plain(_) => None,
         }
     }
 }

@@ -214,7 +214,7 @@ pub fn keys(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
             shard
                 .iter(now)
                 .filter(|(k, _)| glob::matches(pattern, k, false))
-                .map(|(k, _)| Frame::Bulk(k.clone())),
+                .map(|(k, _)| Frame::Bulk(Bytes::copy_from_slice(k))),
         );
     });
     Frame::Array(out)
@@ -292,7 +292,7 @@ pub fn scan(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
                 if type_filter.is_some_and(|t| !t.eq_ignore_ascii_case(e.value.type_name().as_bytes())) {
                     continue;
                 }
-                out.push(Frame::Bulk(k.clone()));
+                out.push(Frame::Bulk(Bytes::copy_from_slice(k)));
             }
             None
         });
@@ -337,7 +337,7 @@ pub fn randomkey(ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
                 return None;
             }
             let pick = (r >> 8) as usize % live;
-            s.iter(now).nth(pick).map(|(k, _)| k.clone())
+            s.iter(now).nth(pick).map(|(k, _)| Bytes::copy_from_slice(k))
         });
         if let Some(k) = found {
             return Frame::Bulk(k);

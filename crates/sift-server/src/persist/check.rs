@@ -139,20 +139,24 @@ fn report(dir: &Path, load_truncated: bool, out: &mut dyn Write) -> std::io::Res
     };
     if let Some(id) = m.snapshot {
         let name = manifest::snapshot_name(id);
-        match fs::read(dir.join(&name)) {
-            Ok(data) => {
-                let size_ok = m.snapshot_size.is_none_or(|s| s == data.len() as u64);
+        let path = dir.join(&name);
+        match fs::metadata(&path)
+            .and_then(|md| Ok((md.len(), fs::File::open(&path)?, fs::File::open(&path)?)))
+        {
+            Ok((len, first, second)) => {
+                let size_ok = m.snapshot_size.is_none_or(|s| s == len);
                 let decoded = if size_ok {
-                    snapshot::decode(&data, &LoadLimits::default(), |_, _| Ok(()))
+                    snapshot::verify_stream(first, len).and_then(|()| {
+                        snapshot::decode_stream(second, len, &LoadLimits::default(), |_, _| Ok(()))
+                    })
                 } else {
                     Err(format!(
-                        "the file is {} bytes, but it had {} when it was written",
-                        data.len(),
+                        "the file is {len} bytes, but it had {} when it was written",
                         m.snapshot_size.unwrap_or_default()
                     ))
                 };
                 match decoded {
-                    Ok(n) => writeln!(out, "{name}: ok; {}, {} bytes", plural(n, "key"), data.len())?,
+                    Ok(n) => writeln!(out, "{name}: ok; {}, {} bytes", plural(n, "key"), len)?,
                     Err(e) => {
                         writeln!(out, "{name}: DAMAGED: {e}")?;
                         reasons.push(format!("the snapshot {name} is damaged"));

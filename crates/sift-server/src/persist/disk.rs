@@ -58,10 +58,11 @@
 //! 2. the *epoch*, under every shard lock, O(number of shards): later records go to the new
 //!    segment, and every shard gets a copy-on-write hook ([`crate::db::BeforeWrite`]);
 //! 3. a background thread visits the shards one at a time; under that shard's lock alone it
-//!    encodes the shard, unless a writer already did: the first write to a shard after the epoch
-//!    encodes the shard's state first, under the lock it holds anyway. Either way each shard is
-//!    stored as it was at the epoch, and no lock is held longer than encoding one shard (1/64 of
-//!    the data);
+//!    takes the shard's state, unless a writer already did: the first write to a shard after
+//!    the epoch takes the shard's state first, under the lock it holds anyway. Either way each
+//!    shard is stored as it was at the epoch. Taking a shard's state encodes its small values
+//!    and freezes the large filters ([`snapshot::hold_shard`]): their bitmaps are read later,
+//!    without the lock, a writer copying aside only the 256 KiB pieces it reaches first;
 //! 4. the snapshot goes to a temporary file, fsync, rename, fsync of the directory;
 //! 5. a manifest naming the new snapshot and the segments from the new one on is stored; the
 //!    old files are deleted.
@@ -206,8 +207,8 @@ struct Pending {
     last_lsn: u64,
 }
 
-/// One shard's entries, encoded, and their count.
-type Section = (Vec<u8>, u64);
+/// One shard's entries as of the epoch.
+type Section = Vec<snapshot::Held>;
 
 /// A background snapshot in progress.
 #[derive(Debug)]
@@ -218,14 +219,14 @@ struct SnapJob {
     /// `Db::dirty` at the epoch.
     dirty: u64,
     cancelled: AtomicBool,
-    /// Each shard's entries as of the epoch, encoded, with their count.
+    /// Each shard's entries as of the epoch (a large filter frozen, not copied).
     slots: Vec<Mutex<Option<Section>>>,
 }
 
 impl BeforeWrite for SnapJob {
     fn before_write(&self, index: usize, shard: &Shard) {
         if !self.cancelled.load(Ordering::Acquire) {
-            *self.slots[index].lock() = Some(snapshot::encode_shard(shard, now_ms()));
+            *self.slots[index].lock() = Some(snapshot::hold_shard(shard, now_ms()));
         }
     }
 }
@@ -358,6 +359,9 @@ fn read_file(path: &Path) -> Result<Vec<u8>, PersistError> {
     Ok(data)
 }
 
+/// A snapshot being written is synced every this many bytes.
+const SNAPSHOT_SYNC_BYTES: u64 = 32 << 20;
+
 /// Writes a snapshot to `final_path` through a temporary file: header, the sections `sections`
 /// yields, trailer, fsync, rename, fsync of the directory. Returns the file size.
 fn write_snapshot(
@@ -372,12 +376,21 @@ fn write_snapshot(
         let head = snapshot::header(now_ms());
         w.write_all(&head)?;
         let mut crc = crc32c::crc32c(&head);
-        let (mut entries, mut size) = (0u64, head.len() as u64);
+        let (mut entries, mut size, mut synced) = (0u64, head.len() as u64, 0u64);
         let complete = sections(&mut |bytes, n| {
             crc = crc32c::crc32c_append(crc, bytes);
             entries += n;
             size += bytes.len() as u64;
-            w.write_all(bytes)
+            w.write_all(bytes)?;
+            // Synced as it goes (as Redis's rdb-save-incremental-fsync): a gigabyte of dirty
+            // pages left for the final fsync makes the kernel throttle every writer of the
+            // file system, the log's appends included, for hundreds of milliseconds.
+            if size - synced >= SNAPSHOT_SYNC_BYTES {
+                w.flush()?;
+                w.get_ref().sync_data()?;
+                synced = size;
+            }
+            Ok(())
         })?;
         if !complete {
             return Ok(None);
@@ -794,10 +807,10 @@ impl Inner {
                     Some(h) if std::ptr::addr_eq(Arc::as_ptr(&h), Arc::as_ptr(job)) => h.before_write(i, s),
                     other => s.set_before_write(other),
                 });
-                let Some((bytes, n)) = job.slots[i].lock().take() else {
+                let Some(held) = job.slots[i].lock().take() else {
                     return Ok(false); // cancelled while this shard was visited
                 };
-                sink(&bytes, n)?;
+                snapshot::write_held(held, sink)?;
             }
             Ok(true)
         });
@@ -978,19 +991,20 @@ impl Inner {
         let mut loaded = 0usize;
         if let Some(id) = m.snapshot {
             let path = self.path(&manifest::snapshot_name(id));
-            let data = read_file(&path)?;
-            if let Some(size) = m.snapshot_size.filter(|&s| s != data.len() as u64) {
-                let what = if (data.len() as u64) < size { "cut short" } else { "changed" };
+            // Streamed twice (checksum, then entries): a damaged file is refused before a key is
+            // loaded, and memory holds the values plus one chunk, never the file itself.
+            let open = || File::open(&path).map_err(|e| io_at(&path, e));
+            let len = open()?.metadata().map_err(|e| io_at(&path, e))?.len();
+            if let Some(size) = m.snapshot_size.filter(|&s| s != len) {
+                let what = if len < size { "cut short" } else { "changed" };
                 return Err(corrupt(
                     &path,
-                    format!(
-                        "the file is {} bytes, but it had {size} when it was written: it was {what}",
-                        data.len()
-                    ),
+                    format!("the file is {len} bytes, but it had {size} when it was written: it was {what}"),
                 ));
             }
-            self.base_size.store(data.len() as u64, Ordering::Relaxed);
-            snapshot::decode(&data, &LoadLimits::default(), |k, e| {
+            self.base_size.store(len, Ordering::Relaxed);
+            snapshot::verify_stream(open()?, len).map_err(|e| corrupt(&path, e))?;
+            snapshot::decode_stream(open()?, len, &LoadLimits::default(), |k, e| {
                 if e.expires_at().is_none_or(|t| t > now) {
                     keys.insert_entry(k, e);
                     loaded += 1;

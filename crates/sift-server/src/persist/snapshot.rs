@@ -31,16 +31,20 @@
 //! ```
 //!
 //! Everything is little-endian. The whole file is verified (checksum, then structure) before a
-//! single key is handed to the keyspace: a damaged snapshot is refused, never half-loaded.
+//! single key is handed to the keyspace: a damaged snapshot is refused, never half-loaded. Both
+//! passes stream the file ([`verify_stream`], [`decode_stream`]): loading needs the values plus
+//! one chunk, not a copy of the file.
 //!
 //! The library's own format (`sift::format`) frames one filter of a `FilterKind`; a snapshot is
 //! a keyspace of mixed values whose filters must round-trip through RedisBloom's own dump
 //! encoding, so it has its own container built the same way (magic, version refused when newer,
 //! explicit little-endian fields, CRC32C trailer).
 
+use std::io::Read;
+
 use bytes::Bytes;
 use sift::compat::redisbloom::LoadLimits;
-use sift_commands::{registry, Chunk, Defaults, LoadContext};
+use sift_commands::{registry, Chunk, Data, Defaults, Frozen, LoadContext};
 
 use crate::db::{Entry, Shard, Value};
 
@@ -75,14 +79,10 @@ pub fn trailer(entries: u64, crc_so_far: u32) -> [u8; TRAILER_LEN] {
     t
 }
 
-/// Appends one entry.
-pub fn encode_entry(key: &[u8], entry: &Entry, out: &mut Vec<u8>) {
-    let ty = match &entry.value {
-        Value::String(_) => T_STRING,
-        Value::Data(d) => d.snapshot_tag(),
-    };
+/// Appends an entry's type, flags, deadline and key.
+fn encode_head(key: &[u8], ty: u8, expires: Option<u64>, out: &mut Vec<u8>) {
     out.push(ty);
-    match entry.expires_at() {
+    match expires {
         Some(t) => {
             out.push(1);
             out.extend_from_slice(&t.to_le_bytes());
@@ -91,19 +91,30 @@ pub fn encode_entry(key: &[u8], entry: &Entry, out: &mut Vec<u8>) {
     }
     out.extend_from_slice(&(key.len() as u32).to_le_bytes());
     out.extend_from_slice(key);
+}
+
+/// Appends a data type's value: its chunk count and chunks.
+fn encode_data(d: &dyn Data, out: &mut Vec<u8>) {
+    let chunks: Vec<Chunk<'_>> = d.chunks().collect();
+    out.extend_from_slice(&(chunks.len() as u32).to_le_bytes());
+    for c in chunks {
+        out.extend_from_slice(&c.pos.to_le_bytes());
+        out.extend_from_slice(&(c.data.len() as u64).to_le_bytes());
+        out.extend_from_slice(&c.data);
+    }
+}
+
+/// Appends one entry.
+pub fn encode_entry(key: &[u8], entry: &Entry, out: &mut Vec<u8>) {
     match &entry.value {
         Value::String(s) => {
+            encode_head(key, T_STRING, entry.expires_at(), out);
             out.extend_from_slice(&(s.len() as u64).to_le_bytes());
             out.extend_from_slice(s);
         }
         Value::Data(d) => {
-            let chunks: Vec<Chunk<'_>> = d.chunks().collect();
-            out.extend_from_slice(&(chunks.len() as u32).to_le_bytes());
-            for c in chunks {
-                out.extend_from_slice(&c.pos.to_le_bytes());
-                out.extend_from_slice(&(c.data.len() as u64).to_le_bytes());
-                out.extend_from_slice(&c.data);
-            }
+            encode_head(key, d.snapshot_tag(), entry.expires_at(), out);
+            encode_data(&**d, out);
         }
     }
 }
@@ -119,6 +130,92 @@ pub fn encode_shard(shard: &Shard, now: u64) -> (Vec<u8>, u64) {
     (out, n)
 }
 
+/// An entry as a background snapshot holds it from its epoch until it is written: the entry
+/// encoded, or, for a value whose type can freeze it ([`sift_commands::DataType::freeze`]), its
+/// head encoded and the frozen value, dumped when the entry is written (a large filter is not
+/// copied under its writers' lock).
+pub enum Held {
+    /// Whole entries, encoded, and how many.
+    Encoded(Vec<u8>, u64),
+    /// The entry's head (type, flags, deadline, key) and its frozen value.
+    Frozen(Vec<u8>, Box<dyn Frozen>),
+}
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Held::Encoded(b, n) => write!(f, "Encoded({n} entries, {} bytes)", b.len()),
+            Held::Frozen(h, v) => write!(f, "Frozen({} head bytes, {} chunks)", h.len(), v.chunk_count()),
+        }
+    }
+}
+
+/// Holds every entry of `shard` live at `now` as it is now (under the shard's lock).
+pub fn hold_shard(shard: &Shard, now: u64) -> Vec<Held> {
+    let mut held = Vec::new();
+    let (mut small, mut n) = (Vec::new(), 0);
+    for (k, e) in shard.iter(now) {
+        if let Value::Data(d) = &e.value {
+            if let Some(f) = d.freeze() {
+                let mut head = Vec::new();
+                encode_head(k, d.snapshot_tag(), e.expires_at(), &mut head);
+                held.push(Held::Frozen(head, f));
+                continue;
+            }
+        }
+        encode_entry(k, e, &mut small);
+        n += 1;
+    }
+    if n > 0 {
+        held.push(Held::Encoded(small, n));
+    }
+    held
+}
+
+/// Writes held entries through `sink(bytes, entries)` (see `persist::disk`), a frozen value
+/// chunk by chunk. Returns the number of entries.
+pub fn write_held(
+    held: Vec<Held>,
+    sink: &mut dyn FnMut(&[u8], u64) -> std::io::Result<()>,
+) -> std::io::Result<u64> {
+    let mut n = 0;
+    let mut buf = Vec::new();
+    for h in held {
+        match h {
+            Held::Encoded(bytes, k) => {
+                sink(&bytes, k)?;
+                n += k;
+            }
+            Held::Frozen(head, f) => {
+                sink(&head, 0)?;
+                sink(&u32::try_from(f.chunk_count()).unwrap_or(u32::MAX).to_le_bytes(), 0)?;
+                let mut cursor = 0;
+                let mut written = 0u64;
+                loop {
+                    buf.clear();
+                    let Some((pos, next)) = f.dump_chunk(cursor, &mut buf) else { break };
+                    let mut framing = [0u8; 16];
+                    framing[..8].copy_from_slice(&pos.to_le_bytes());
+                    framing[8..].copy_from_slice(&(buf.len() as u64).to_le_bytes());
+                    sink(&framing, 0)?;
+                    sink(&buf, 0)?;
+                    written += 1;
+                    cursor = next;
+                }
+                if written != f.chunk_count() {
+                    return Err(std::io::Error::other(format!(
+                        "a frozen value gave {written} chunks, {} announced",
+                        f.chunk_count()
+                    )));
+                }
+                sink(&[], 1)?;
+                n += 1;
+            }
+        }
+    }
+    Ok(n)
+}
+
 /// A whole snapshot in memory (tests, small keyspaces).
 pub fn encode_all<'a>(created_ms: u64, entries: impl IntoIterator<Item = (&'a [u8], &'a Entry)>) -> Vec<u8> {
     let mut out = header(created_ms).to_vec();
@@ -132,63 +229,143 @@ pub fn encode_all<'a>(created_ms: u64, entries: impl IntoIterator<Item = (&'a [u
     out
 }
 
-/// A little-endian reader over a verified snapshot that reports where it failed.
-struct Reader<'a> {
-    data: &'a [u8],
-    at: usize,
+/// A little-endian reader over a snapshot's entries, streamed from any `Read`: it computes the
+/// CRC32C of what it reads and reports where it failed. It never reads past `end` (the start of
+/// the trailer), so a damaged length cannot make it allocate more than the file holds.
+struct Reader<R> {
+    r: R,
+    at: u64,
+    end: u64,
+    crc: u32,
 }
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: u64) -> Result<&'a [u8], String> {
-        let end = (self.at as u64).checked_add(n).filter(|&e| e <= self.data.len() as u64);
-        let end = end.ok_or_else(|| format!("entry data past the end at offset {}", self.at))? as usize;
-        let s = &self.data[self.at..end];
-        self.at = end;
-        Ok(s)
+impl<R: Read> Reader<R> {
+    fn fill(&mut self, buf: &mut [u8]) -> Result<(), String> {
+        self.r.read_exact(buf).map_err(|e| format!("reading at offset {}: {e}", self.at))?;
+        self.crc = crc32c::crc32c_append(self.crc, buf);
+        self.at += buf.len() as u64;
+        Ok(())
+    }
+    fn check(&self, n: u64) -> Result<usize, String> {
+        self.at
+            .checked_add(n)
+            .filter(|&e| e <= self.end)
+            .map(|_| n as usize)
+            .ok_or_else(|| format!("entry data past the end at offset {}", self.at))
+    }
+    /// The next `n` bytes into `buf` (replacing its contents).
+    fn take_into(&mut self, n: u64, buf: &mut Vec<u8>) -> Result<(), String> {
+        let n = self.check(n)?;
+        buf.clear();
+        buf.resize(n, 0);
+        self.fill(buf)
+    }
+    fn take_vec(&mut self, n: u64) -> Result<Vec<u8>, String> {
+        let mut v = Vec::new();
+        self.take_into(n, &mut v)?;
+        Ok(v)
+    }
+    fn arr<const N: usize>(&mut self) -> Result<[u8; N], String> {
+        self.check(N as u64)?;
+        let mut a = [0u8; N];
+        self.fill(&mut a)?;
+        Ok(a)
     }
     fn u8(&mut self) -> Result<u8, String> {
-        Ok(self.take(1)?[0])
+        Ok(self.arr::<1>()?[0])
     }
     fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
+        Ok(u32::from_le_bytes(self.arr()?))
     }
     fn u64(&mut self) -> Result<u64, String> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+        Ok(u64::from_le_bytes(self.arr()?))
     }
 }
 
-/// Checks the header and the checksum of a whole snapshot file.
-pub fn verify(data: &[u8]) -> Result<(), String> {
-    if data.len() < HEADER_LEN + TRAILER_LEN {
-        return Err(format!("truncated ({} bytes)", data.len()));
+/// Checks a header (the first [`HEADER_LEN`] bytes) and the length of a file of `len` bytes.
+fn check_header(head: &[u8], len: u64) -> Result<(), String> {
+    if len < (HEADER_LEN + TRAILER_LEN) as u64 {
+        return Err(format!("truncated ({len} bytes)"));
     }
-    if data[0..8] != SNAPSHOT_MAGIC {
+    if head[0..8] != SNAPSHOT_MAGIC {
         return Err("not a sift snapshot (bad magic)".into());
     }
-    let version = u16::from_le_bytes([data[8], data[9]]);
+    let version = u16::from_le_bytes([head[8], head[9]]);
     if version != SNAPSHOT_VERSION {
         return Err(format!(
             "snapshot format version {version}, this build reads version {SNAPSHOT_VERSION}"
         ));
     }
-    let (body, crc) = data.split_at(data.len() - 4);
-    if crc32c::crc32c(body) != u32::from_le_bytes(crc.try_into().expect("4 bytes")) {
+    Ok(())
+}
+
+/// Checks the header and the checksum of a whole snapshot file in memory.
+pub fn verify(data: &[u8]) -> Result<(), String> {
+    verify_stream(data, data.len() as u64)
+}
+
+/// Checks the header and the checksum of a snapshot of `len` bytes read from `r`, in pieces of
+/// 1 MiB: memory does not grow with the file.
+pub fn verify_stream(mut r: impl Read, len: u64) -> Result<(), String> {
+    if len < (HEADER_LEN + TRAILER_LEN) as u64 {
+        return Err(format!("truncated ({len} bytes)"));
+    }
+    let mut buf = vec![0u8; 1 << 20];
+    let mut crc = 0u32;
+    let mut left = len - 4;
+    let mut first = true;
+    while left > 0 {
+        let n = (left as usize).min(buf.len());
+        r.read_exact(&mut buf[..n]).map_err(|e| format!("reading at offset {}: {e}", len - 4 - left))?;
+        if first {
+            check_header(&buf[..n.min(HEADER_LEN)], len)?;
+            first = false;
+        }
+        crc = crc32c::crc32c_append(crc, &buf[..n]);
+        left -= n as u64;
+    }
+    let mut stored = [0u8; 4];
+    r.read_exact(&mut stored).map_err(|e| format!("reading the checksum: {e}"))?;
+    if crc != u32::from_le_bytes(stored) {
         return Err("checksum mismatch".into());
     }
     Ok(())
 }
 
-/// Decodes a verified snapshot, calling `f(key, entry)` for each entry in file order; `limits`
-/// bound what a filter header may allocate. Returns the number of entries. Every structural
-/// error is reported (never a panic), with its offset.
+/// Decodes a snapshot in memory (see [`decode_stream`]).
 pub fn decode(
     data: &[u8],
     limits: &LoadLimits,
-    mut f: impl FnMut(Bytes, Entry) -> Result<(), String>,
+    f: impl FnMut(Bytes, Entry) -> Result<(), String>,
 ) -> Result<u64, String> {
     verify(data)?;
-    let body_end = data.len() - TRAILER_LEN;
-    let mut r = Reader { data: &data[..body_end], at: HEADER_LEN };
+    decode_stream(data, data.len() as u64, limits, f)
+}
+
+/// Decodes a snapshot of `len` bytes streamed from `r`, calling `f(key, entry)` for each entry
+/// in file order; `limits` bound what a filter header may allocate. Returns the number of
+/// entries. Memory beyond the values themselves is one chunk (at most what the type dumps at
+/// once), never the file: a value is rebuilt from its header and then chunk by chunk.
+///
+/// The caller checks the file first ([`verify_stream`]), so that a damaged snapshot is refused
+/// before a single key is handed to the keyspace; this pass checks the checksum again at the
+/// end, so a file changed in between is refused too. Every structural error is reported (never
+/// a panic), with its offset.
+pub fn decode_stream(
+    r: impl Read,
+    len: u64,
+    limits: &LoadLimits,
+    mut f: impl FnMut(Bytes, Entry) -> Result<(), String>,
+) -> Result<u64, String> {
+    if len < (HEADER_LEN + TRAILER_LEN) as u64 {
+        return Err(format!("truncated ({len} bytes)"));
+    }
+    let body_end = len - TRAILER_LEN as u64;
+    let mut r = Reader { r: std::io::BufReader::with_capacity(1 << 20, r), at: 0, end: body_end, crc: 0 };
+    let head: [u8; HEADER_LEN] = r.arr()?;
+    check_header(&head, len)?;
+    let cx = LoadContext { limits: *limits, defaults: Defaults::default() };
+    let mut chunk = Vec::new();
     let mut n = 0u64;
     while r.at < body_end {
         let at = r.at;
@@ -199,11 +376,11 @@ pub fn decode(
         }
         let expires = if flags & 1 != 0 { Some(r.u64()?) } else { None };
         let klen = r.u32()?;
-        let key = Bytes::copy_from_slice(r.take(klen as u64)?);
+        let key = Bytes::from(r.take_vec(u64::from(klen))?);
         let value = match ty {
             T_STRING => {
                 let len = r.u64()?;
-                Value::String(Bytes::copy_from_slice(r.take(len)?))
+                Value::String(Bytes::from(r.take_vec(len)?))
             }
             tag => {
                 let Some(ty) = registry().type_by_tag(tag) else {
@@ -213,24 +390,32 @@ pub fn decode(
                 if count == 0 {
                     return Err(format!("value without a header at offset {at}"));
                 }
-                let mut chunks = Vec::new();
+                let mut value = None;
                 for _ in 0..count {
-                    let it = r.u64()? as i64;
+                    let pos = r.u64()? as i64;
                     let len = r.u64()?;
-                    chunks.push((it, r.take(len)?));
+                    r.take_into(len, &mut chunk)?;
+                    let step = match &mut value {
+                        None if pos == 0 => (ty.restore)(&chunk, &cx).map(|v| value = Some(v)),
+                        None => Err("the first chunk is not the header".into()),
+                        Some(v) => v.load_chunk(pos, &chunk),
+                    };
+                    step.map_err(|e| format!("{} of the entry at offset {at}: {e}", ty.name))?;
                 }
-                let cx = LoadContext { limits: *limits, defaults: Defaults::default() };
-                let value = ty
-                    .load_chunks(chunks.into_iter(), &cx)
-                    .map_err(|e| format!("{} of the entry at offset {at}: {e}", ty.name))?;
-                Value::Data(value)
+                Value::Data(value.expect("count >= 1 chunks were loaded"))
             }
         };
         f(key, Entry::with_expiry(value, expires))?;
         n += 1;
     }
-    let t = &data[body_end..];
+    let crc_body = r.crc;
+    r.end = len;
+    let t: [u8; TRAILER_LEN] = r.arr()?;
     let stored = u64::from_le_bytes(t[1..9].try_into().expect("8 bytes"));
+    let crc = crc32c::crc32c_append(crc_body, &t[..9]);
+    if crc != u32::from_le_bytes(t[9..13].try_into().expect("4 bytes")) {
+        return Err("checksum mismatch".into());
+    }
     if t[0] != T_END || stored != n {
         return Err(format!("trailer says {stored} entries, the file holds {n}"));
     }
@@ -318,6 +503,26 @@ mod tests {
             assert!(decode(&bad, &LoadLimits::default(), |_, _| Ok(())).is_err(), "byte {at}");
         }
         assert!(decode(&file[..file.len() - 1], &LoadLimits::default(), |_, _| Ok(())).is_err());
+    }
+
+    /// The entry pass alone refuses a file that changed after the checksum pass: every
+    /// flipped byte is caught, by the structure or by the checksum it computes again.
+    #[test]
+    fn the_streamed_pass_checks_again() {
+        let src = entries();
+        let file = encode_all(5, src.iter().map(|(k, e)| (&k[..], e)));
+        let limits = LoadLimits::default();
+        assert_eq!(decode_stream(&file[..], file.len() as u64, &limits, |_, _| Ok(())), Ok(src.len() as u64));
+        for at in 0..file.len() {
+            let mut bad = file.clone();
+            bad[at] ^= 0x01;
+            assert!(decode_stream(&bad[..], bad.len() as u64, &limits, |_, _| Ok(())).is_err(), "byte {at}");
+            assert!(verify_stream(&bad[..], bad.len() as u64).is_err(), "byte {at}");
+        }
+        // A file shorter than it claims to be.
+        let short = &file[..file.len() - 5];
+        assert!(decode_stream(short, file.len() as u64, &limits, |_, _| Ok(())).is_err());
+        assert!(verify_stream(short, file.len() as u64).is_err());
     }
 
     proptest! {

@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use super::dump::{Fields, LoadLimits, MAX_CHUNK};
 use super::gfmt::format_g;
 use super::{BF_ERROR_RATE_CAP, BF_MAX_CAPACITY, BF_MAX_EXPANSION};
-use crate::bits::{prefetch, Storage};
+use crate::bits::{prefetch, CowGuard, CowHandle, Storage};
 use crate::hash::{murmur2_32, murmur64a, REDISBLOOM_SEED};
 
 /// The `options` bits of a chain (§5.1).
@@ -346,6 +346,9 @@ impl BloomLink {
     /// Sets the item's bits; `true` when at least one was 0 before (the add "counts").
     #[inline]
     fn insert(&mut self, a: u64, b: u64) -> bool {
+        if let Some(g) = self.bitmap.cow_guard() {
+            return self.insert_guarded(&g, a, b);
+        }
         let mut p = Probes::new(a, b, self.modulus());
         let mut fresh = false;
         for _ in 0..self.hashes {
@@ -354,6 +357,24 @@ impl BloomLink {
             let mask = 1 << (x & 7);
             fresh |= *byte & mask == 0;
             *byte |= mask;
+        }
+        fresh
+    }
+
+    /// [`BloomLink::insert`] while a snapshot reads the bitmap ([`BloomChain::freeze`]): each
+    /// byte's piece is saved for the snapshot before its first change.
+    #[cold]
+    fn insert_guarded(&mut self, g: &CowGuard, a: u64, b: u64) -> bool {
+        let mut w = g.writer();
+        let mut p = Probes::new(a, b, self.modulus());
+        let mut fresh = false;
+        for _ in 0..self.hashes {
+            let x = p.next_position();
+            let i = (x >> 3) as usize;
+            w.before_write(&self.bitmap, i..i + 1);
+            let mask = 1 << (x & 7);
+            fresh |= self.bitmap[i] & mask == 0;
+            self.bitmap[i] |= mask;
         }
         fresh
     }
@@ -400,6 +421,63 @@ pub struct BloomInfo {
     pub items: u64,
     /// `Expansion rate`: the growth, or `None` (a null reply) for a non-scaling chain.
     pub expansion: Option<u32>,
+}
+
+/// A link's bitmap as [`BloomChain::freeze`] saw it.
+#[derive(Debug)]
+enum FrozenLink {
+    Copied(Vec<u8>),
+    Guarded(CowHandle),
+}
+
+impl FrozenLink {
+    fn len(&self) -> usize {
+        match self {
+            FrozenLink::Copied(v) => v.len(),
+            FrozenLink::Guarded(g) => g.len(),
+        }
+    }
+}
+
+/// A chain as it was when [`BloomChain::freeze`] was called, dumped in the chunks of
+/// [`BloomChain::scandump`] (each read once, in order). Dropping it ends the copy-on-write.
+#[derive(Debug)]
+pub struct FrozenChain {
+    header: Vec<u8>,
+    links: Vec<FrozenLink>,
+}
+
+impl FrozenChain {
+    /// The number of chunks [`FrozenChain::scandump`] gives, the header included.
+    pub fn chunk_count(&self) -> u64 {
+        1 + self.links.iter().map(|l| l.len().div_ceil(MAX_CHUNK) as u64).sum::<u64>()
+    }
+
+    /// [`BloomChain::scandump`] of the chain as frozen: appends the chunk at iterator `it` to
+    /// `out` and returns the next iterator, or `None` after the last chunk. Call with 0, then
+    /// with each iterator returned: every byte is read once.
+    pub fn scandump(&self, it: i64, out: &mut Vec<u8>) -> Option<i64> {
+        if it == 0 {
+            out.extend_from_slice(&self.header);
+            return Some(1);
+        }
+        let mut p = usize::try_from(it.checked_sub(1)?).ok()?;
+        for l in &self.links {
+            let n = l.len();
+            if p < n {
+                let len = (n - p).min(MAX_CHUNK);
+                // Grown here, not while a piece is read under the guard's lock.
+                out.reserve(len);
+                match l {
+                    FrozenLink::Copied(v) => out.extend_from_slice(&v[p..p + len]),
+                    FrozenLink::Guarded(g) => g.read(p, len, out),
+                }
+                return Some(it + len as i64);
+            }
+            p -= n;
+        }
+        None
+    }
 }
 
 /// RedisBloom's scalable Bloom filter (`MBbloom--`): a chain of Bloom filters ("links"), oldest
@@ -722,6 +800,22 @@ impl BloomChain {
         Some((it + len as i64, Cow::Borrowed(&bitmap[off..off + len])))
     }
 
+    /// The chain as it is now, to dump later while it keeps changing (a background snapshot):
+    /// the header and small links are copied now; a large link's bitmap is read later, its
+    /// pieces copied aside only when a write reaches them first ([`CowGuard`]), so that the
+    /// writer waits for those pieces, never for the whole bitmap.
+    pub fn freeze(&self) -> FrozenChain {
+        let links = self
+            .links
+            .iter()
+            .map(|l| match l.bitmap.freeze() {
+                Some(h) => FrozenLink::Guarded(h),
+                None => FrozenLink::Copied(l.bitmap.to_vec()),
+            })
+            .collect();
+        FrozenChain { header: self.header(), links }
+    }
+
     /// The link holding byte `p` of the data stream, and the offset in it.
     fn locate(&self, p: i64) -> Option<(usize, usize)> {
         let mut p = u64::try_from(p).ok()?;
@@ -799,6 +893,11 @@ impl BloomChain {
         let bitmap = &mut self.links[link].bitmap;
         if data.len() > bitmap.len() - off {
             return Err(BloomChunkError::TooBig);
+        }
+        let guard = bitmap.cow_guard();
+        let mut writer = guard.as_ref().map(|g| g.writer());
+        if let Some(w) = &mut writer {
+            w.before_write(bitmap, off..off + data.len());
         }
         bitmap[off..off + data.len()].copy_from_slice(data);
         Ok(())
@@ -906,6 +1005,59 @@ fn validate_link(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every chunk of `frozen`, concatenated in order with their iterators.
+    fn frozen_dump(frozen: &FrozenChain) -> Vec<(i64, Vec<u8>)> {
+        let (mut out, mut it) = (Vec::new(), 0);
+        loop {
+            let mut buf = Vec::new();
+            let Some(next) = frozen.scandump(it, &mut buf) else { break };
+            out.push((next, buf));
+            it = next;
+        }
+        assert_eq!(out.len() as u64, frozen.chunk_count());
+        out
+    }
+
+    fn live_dump(c: &BloomChain) -> Vec<(i64, Vec<u8>)> {
+        let (mut out, mut it) = (Vec::new(), 0);
+        while let Some((next, d)) = c.scandump(it) {
+            out.push((next, d.into_owned()));
+            it = next;
+        }
+        out
+    }
+
+    /// A frozen chain dumps the chain as it was when frozen, though adds (in a huge-page bitmap,
+    /// guarded piece by piece) and LOADCHUNK change it afterwards, and though the chain is
+    /// dropped before the dump is read.
+    #[test]
+    fn a_frozen_chain_dumps_the_state_it_was_frozen_in() {
+        for drop_first in [false, true] {
+            let mut c = BloomChain::new(4_000_000, 0.01, 2, false).unwrap();
+            assert!(c.links[0].bitmap.len() >= crate::bits::HUGE_THRESHOLD);
+            for i in 0..50_000u32 {
+                c.add(&i.to_le_bytes()).unwrap();
+            }
+            let before = live_dump(&c);
+            let frozen = c.freeze();
+            assert!(matches!(frozen.links[0], FrozenLink::Guarded(_)) || !cfg!(target_os = "linux"));
+            for i in 50_000..400_000u32 {
+                c.add(&i.to_le_bytes()).unwrap();
+            }
+            let (_, first) = &before[1];
+            c.load_chunk(1 + 4096, &vec![0xAB; 4096]).unwrap();
+            assert_ne!(&live_dump(&c)[1].1, first, "the live chain changed");
+            if drop_first {
+                drop(c);
+                assert_eq!(frozen_dump(&frozen), before);
+            } else {
+                assert_eq!(frozen_dump(&frozen), before);
+                // Once read, the pieces are free to change without copies.
+                c.add(b"after").unwrap();
+            }
+        }
+    }
 
     fn naive_positions(a: u64, b: u64, m: u64, k: usize) -> Vec<u64> {
         (0..k as u64).map(|i| a.wrapping_add(i.wrapping_mul(b)) % m).collect()

@@ -70,7 +70,7 @@ mod topk;
 
 pub use bloom::{
     options, BloomAddError, BloomChain, BloomChunkError, BloomCreateError, BloomHeaderError, BloomInfo,
-    BloomLink,
+    BloomLink, FrozenChain,
 };
 pub use cms::{
     cms_dims_for_error, CmsCreateError, CmsMergeError, CmsSource, CountMinSketch, CMS_COUNTER_MAX,
