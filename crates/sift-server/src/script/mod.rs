@@ -1,6 +1,10 @@
 //! The Lua scripting engine behind `EVAL`, `EVALSHA`, `EVAL_RO`, `EVALSHA_RO` and `SCRIPT`
 //! (the commands are in [`crate::cmd::script`]).
 //!
+//! Everything here but [`Engine`]'s counters is compiled only with the `lua` feature (on by
+//! default): without it the server has no VM, the counters stay at 0, and the commands answer
+//! [`crate::cmd::script::NOT_COMPILED_IN`].
+//!
 //! # One VM
 //!
 //! As Redis, the server has one Lua 5.1 interpreter (`mlua`, built from the C sources), created
@@ -60,26 +64,38 @@
 //! serving other connections). The VM's memory is capped at `lua-maxmemory`: an allocation
 //! beyond it fails the script with a `not enough memory` error reply.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+#[cfg(feature = "lua")]
+use std::sync::{atomic::Ordering, Arc};
 
+#[cfg(feature = "lua")]
 use parking_lot::{Mutex, MutexGuard};
 
+#[cfg(feature = "lua")]
 mod baseline;
+#[cfg(feature = "lua")]
 mod convert;
+#[cfg(feature = "lua")]
 mod error;
+#[cfg(feature = "lua")]
 mod vm;
 
+#[cfg(feature = "lua")]
 pub use convert::{frame_to_lua, lua_to_frame, value_to_arg, MAX_REPLY_BYTES, REPLY_TOO_LARGE};
+#[cfg(feature = "lua")]
 pub use error::{error_table, error_text, reply_error_text};
+#[cfg(feature = "lua")]
 pub use vm::{
     parse_shebang, sha1_hex, RunFlags, RunLimits, Script, Vm, HOOK_EVERY, KILLED, NOTBUSY, UNKILLABLE,
 };
 
-/// The server's scripting engine: the VM, the script cache, and counters for `INFO`.
+/// The server's scripting engine: the VM, the script cache, and counters for `INFO`. Without the
+/// `lua` feature only the counters, which stay at 0 (no script runs).
 pub struct Engine {
+    #[cfg(feature = "lua")]
     vm: Mutex<Vm>,
     /// Shared with the VM's hook.
+    #[cfg(feature = "lua")]
     pub flags: Arc<RunFlags>,
     /// Bytes the VM used after the last script (`INFO memory` `used_memory_lua`).
     pub memory: AtomicUsize,
@@ -105,6 +121,7 @@ impl Default for Engine {
 
 impl Engine {
     /// A fresh engine with an empty script cache.
+    #[cfg(feature = "lua")]
     pub fn new() -> Engine {
         let vm = Vm::new().expect("the Lua VM starts");
         let memory = AtomicUsize::new(vm.lua.used_memory());
@@ -117,12 +134,20 @@ impl Engine {
         }
     }
 
+    /// The counters alone: there is no VM to start.
+    #[cfg(not(feature = "lua"))]
+    pub fn new() -> Engine {
+        Engine { memory: AtomicUsize::new(0), cached: AtomicUsize::new(0), pending: AtomicUsize::new(0) }
+    }
+
     /// Locks the VM (for a run, a load or a lookup).
+    #[cfg(feature = "lua")]
     pub fn lock(&self) -> MutexGuard<'_, Vm> {
         self.vm.lock()
     }
 
     /// `SCRIPT FLUSH`: a new VM, no cached script.
+    #[cfg(feature = "lua")]
     pub fn flush(&self) {
         let vm = Vm::new().expect("the Lua VM starts");
         self.memory.store(vm.lua.used_memory(), Ordering::Relaxed);
@@ -131,5 +156,5 @@ impl Engine {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "lua"))]
 mod tests;
