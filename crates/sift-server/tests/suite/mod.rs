@@ -60,6 +60,10 @@ pub trait Target {
     fn memory_scale(&self) -> u64 {
         1
     }
+    /// Does the server run Lua scripts (sift-server without its `lua` feature does not)?
+    fn scripting(&self) -> bool {
+        true
+    }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -545,6 +549,7 @@ pub fn redis_py_bloom_commands(t: &dyn Target) {
             .arg(&script)
             .arg(srv.port().to_string())
             .arg(proto)
+            .arg(if t.scripting() { "lua" } else { "no-lua" })
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
