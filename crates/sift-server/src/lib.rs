@@ -9,7 +9,9 @@
 //!   socket (parse arguments → apply to the keyspace → reply [`frame::Frame`]);
 //! * [`db`]: the sharded keyspace and its locking;
 //! * [`persist`]: the boundary to durable storage;
-//! * [`script`]: the Lua engine behind EVAL and SCRIPT, and [`lualib`] Redis's `bit`, `cjson`, `cmsgpack` and `struct` for it;
+//! * [`script`]: the Lua engine behind EVAL and SCRIPT, and `lualib` Redis's `bit`, `cjson`,
+//!   `cmsgpack` and `struct` for it (both with the default `lua` feature; without it the
+//!   scripting commands answer an error, see [`cmd::script`]);
 //! * [`server`]: accept loop, limits, graceful shutdown;
 //! * [`metrics`]: per-command counters and the Prometheus endpoint (`--metrics-port`), and
 //!   [`monitor`], which estimates the filters' error rates in the background.
@@ -27,6 +29,7 @@ pub mod connection;
 pub mod db;
 pub mod frame;
 pub mod glob;
+#[cfg(feature = "lua")]
 pub mod lualib;
 pub mod metrics;
 pub mod monitor;

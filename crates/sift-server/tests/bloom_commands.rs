@@ -36,6 +36,9 @@ impl Target for SiftServer {
     fn start(&self) -> Box<dyn Server> {
         Box::new(TestServer::start(&[]))
     }
+    fn scripting(&self) -> bool {
+        cfg!(feature = "lua")
+    }
 }
 
 #[test]

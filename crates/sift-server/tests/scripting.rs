@@ -2,6 +2,9 @@
 //! binary, RESP2 and RESP3: reply conversions, redis.call / redis.pcall errors, the script cache,
 //! BF/CF/keyspace commands inside scripts, read-only scripts, refused commands, runaway scripts,
 //! maxmemory, the seed-002 "k writes in one script" pattern, and durability of script effects.
+//! With the default `lua` feature only (`tests/scripting_disabled.rs` covers the server without).
+
+#![cfg(feature = "lua")]
 
 mod common;
 

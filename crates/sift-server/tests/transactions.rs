@@ -127,7 +127,9 @@ fn exec_fails_when_a_watched_key_was_modified() {
             ("SETBIT", &[&["SETBIT", "k", "3", "1"]], &[&["SETBIT", "k", "3", "0"]], false),
             ("SETBIT to the same value", &[&["SETBIT", "k", "3", "1"]], &[&["SETBIT", "k", "3", "1"]], true),
             ("SETBIT error", &[k1], &[&["SETBIT", "k", "3", "x"]], true),
+            #[cfg(feature = "lua")]
             ("script", &[], &[&["EVAL", "redis.call('SET', KEYS[1], 'x')", "1", "k"]], false),
+            #[cfg(feature = "lua")]
             ("read-only script", &[k1], &[&["EVAL", "return redis.call('GET', KEYS[1])", "1", "k"]], true),
             ("another client's EXEC", &[], &[&["MULTI"], &["SET", "k", "2"], &["EXEC"]], false),
             ("BF.ADD", &[], &[&["BF.ADD", "k", "a"]], false),
@@ -273,8 +275,11 @@ fn watch_inside_multi_and_arity_errors() {
     ok(&mut c, &["SET", "k", "1"]);
     assert_eq!(ok(&mut c, &["EXEC"]), Value::Array(vec![okay()]));
     // Not from scripts.
-    let e = q(&mut c, &["EVAL", "return redis.call('WATCH', 'k')", "0"]).unwrap_err();
-    assert!(error_text(&e).contains("This Redis command is not allowed from script"), "{e}");
+    #[cfg(feature = "lua")]
+    {
+        let e = q(&mut c, &["EVAL", "return redis.call('WATCH', 'k')", "0"]).unwrap_err();
+        assert!(error_text(&e).contains("This Redis command is not allowed from script"), "{e}");
+    }
     // COMMAND INFO as redis-server 7.0.15 answers it.
     let info = ok(&mut c, &["COMMAND", "INFO", "watch", "unwatch"]);
     let Value::Array(rows) = info else { panic!("{info:?}") };
@@ -405,6 +410,7 @@ fn get(c: &mut redis::Connection, key: &str) -> Value {
 /// An EXEC and a script that write several times are logged as MULTI ... EXEC frames, and
 /// replay; one write alone is not framed.
 #[test]
+#[cfg(feature = "lua")]
 fn exec_and_scripts_are_logged_as_frames_and_replayed() {
     let dir = temp_dir("txn-frames");
     let p = Proc::started(&dir);

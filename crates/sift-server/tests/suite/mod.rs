@@ -62,6 +62,10 @@ pub trait Target {
     fn memory_scale(&self) -> u64 {
         1
     }
+    /// Does the server run Lua scripts (sift-server without its `lua` feature does not)?
+    fn scripting(&self) -> bool {
+        true
+    }
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -553,6 +557,7 @@ pub fn run_python_client(t: &dyn Target, script: &str, marker: &str) {
             .arg(&script)
             .arg(srv.port().to_string())
             .arg(proto)
+            .arg(if t.scripting() { "lua" } else { "no-lua" })
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
