@@ -1,5 +1,6 @@
 //! The cache-penetration guard on real PostgreSQL, redis-server (the cache, and the sift module
-//! for the BF guard) and sift-server, driven by the load generator over HTTP.
+//! for the BF guard), sift-server and a redis-server without the module (sift-client's filter in
+//! plain strings), driven by the load generator over HTTP.
 
 use std::sync::Arc;
 
@@ -42,7 +43,13 @@ async fn pg_client(pg: &Postgres) -> tokio_postgres::Client {
     c
 }
 
-async fn flush(redis: &Server) {
+async fn flush(servers: &[&Server]) {
+    for s in servers {
+        flush_one(s).await;
+    }
+}
+
+async fn flush_one(redis: &Server) {
     let mut c = redis::Client::open(redis.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
     let _: () = redis::cmd("FLUSHALL").query_async(&mut c).await.unwrap();
 }
@@ -55,6 +62,7 @@ async fn guards_under_mixed_load() {
     let pg = Postgres::start(&PgOptions { no_durability: true, ..Default::default() }).unwrap();
     let redis = Server::redis_with_module().unwrap();
     let sift = Server::sift().unwrap();
+    let plain = Server::redis(&[]).unwrap();
     let db = pg_client(&pg).await;
     bootstrap::create_schema(&db).await.unwrap();
     bootstrap::seed_items(&db, ROWS).await.unwrap();
@@ -64,9 +72,11 @@ async fn guards_under_mixed_load() {
         GuardKind::Local,
         GuardKind::Bf { url: redis.url(), key: "items:ids".into() },
         GuardKind::Bf { url: sift.url(), key: "items:ids".into() },
+        GuardKind::Client { url: plain.url(), name: "items:ids".into() },
+        GuardKind::Client { url: sift.url(), name: "items:ids".into() },
     ];
     for (i, kind) in guards.into_iter().enumerate() {
-        flush(&redis).await;
+        flush(&[&redis, &sift, &plain]).await;
         let mut cfg = Config::new(pg.url(), redis.url(), kind.clone());
         cfg.fpr = FPR;
         let svc = Running::start(cfg).await;
@@ -111,6 +121,7 @@ async fn guards_under_mixed_load() {
 async fn rebuild_while_writing_loses_no_row() {
     let pg = Postgres::start(&PgOptions { no_durability: true, ..Default::default() }).unwrap();
     let redis = Server::redis_with_module().unwrap();
+    let plain = Server::redis(&[]).unwrap();
     let mut db = pg_client(&pg).await;
     bootstrap::create_schema(&db).await.unwrap();
     bootstrap::seed_items(&db, ROWS).await.unwrap();
@@ -120,8 +131,9 @@ async fn rebuild_while_writing_loses_no_row() {
     for (kind, family) in [
         (GuardKind::Local, "blocked-bloom"),
         (GuardKind::Bf { url: redis.url(), key: "items:ids".into() }, "redisbloom-bf"),
+        (GuardKind::Client { url: plain.url(), name: "items:ids".into() }, "blocked-bloom"),
     ] {
-        flush(&redis).await;
+        flush(&[&redis, &plain]).await;
         let svc = Running::start(Config::new(pg.url(), redis.url(), kind.clone())).await;
         // A key dump and its filter file, made while nobody writes; the rows written after it
         // are the install's to catch up.

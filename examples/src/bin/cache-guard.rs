@@ -34,6 +34,9 @@ enum Which {
     Local,
     /// A BF key on sift-server or on redis-server with the sift module (--filter URL).
     Bf,
+    /// sift's blocked Bloom filter in plain Redis strings (sift-client): any Redis-protocol
+    /// server, no module (--filter URL, --key names it).
+    Client,
 }
 
 #[derive(Subcommand)]
@@ -49,10 +52,10 @@ enum Cmd {
         /// The filter.
         #[arg(long, value_enum, default_value = "local")]
         guard: Which,
-        /// The filter's server (--guard bf).
+        /// The filter's server (--guard bf, --guard client).
         #[arg(long)]
         filter: Option<String>,
-        /// The filter's key (--guard bf).
+        /// The filter's key (--guard bf) or name (--guard client).
         #[arg(long, default_value = "items:ids")]
         key: String,
         /// The filter's false-positive rate.
@@ -148,6 +151,10 @@ async fn run(cli: Cli) -> Result<()> {
                 Which::Bf => GuardKind::Bf {
                     url: filter.context("--guard bf needs --filter redis://host:port/")?,
                     key,
+                },
+                Which::Client => GuardKind::Client {
+                    url: filter.context("--guard client needs --filter redis://host:port/")?,
+                    name: key,
                 },
             };
             let mut cfg = Config::new(db, cache, kind);

@@ -1,5 +1,6 @@
 //! The cache-penetration guard end to end, in one command: starts PostgreSQL, redis-server with
-//! the sift module (the cache, and the BF filter's home) and sift-server, fills the table, then
+//! the sift module (the cache, and the BF filter's home), sift-server and a plain redis-server
+//! (sift-client's filter, no module), fills the table, then
 //! for each guard starts `cache-guard` as its own process, warms the cache, runs `guard-load`'s
 //! mixed load and prints one table row; guards alternate round by round.
 //!
@@ -47,8 +48,10 @@ struct Cli {
     #[arg(long, default_value_t = 1)]
     rounds: usize,
     /// Guards to run: off (the control), local, bf-module (BF on redis-server with the sift
-    /// module, the cache's own server), bf-sift (BF on sift-server).
-    #[arg(long, value_delimiter = ',', default_value = "off,local,bf-module,bf-sift")]
+    /// module, the cache's own server), bf-sift (BF on sift-server), client-redis (sift-client's
+    /// filter in plain strings on a redis-server without the module), client-sift (the same on
+    /// sift-server).
+    #[arg(long, value_delimiter = ',', default_value = "off,local,bf-module,bf-sift,client-redis")]
     guards: Vec<String>,
     /// Bootstrap the filter from a `sift build` file over a key dump instead of streaming the
     /// table (measures both paths' start-up time).
@@ -112,7 +115,8 @@ fn start_service(args: &[String]) -> Result<Service> {
 
 async fn flush(url: &str) -> Result<()> {
     let mut c = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
-    // Only the cache's keys: the BF key of another run is replaced at its start anyway.
+    // Each guard starts on empty servers: a cache warmed by another guard would flatter it,
+    // and the BF key and sift-client's filter of the same name cannot share a server.
     let _: () = redis::cmd("FLUSHALL").query_async(&mut c).await?;
     Ok(())
 }
@@ -121,10 +125,12 @@ async fn run(cli: Cli) -> Result<()> {
     let w: Vec<f64> =
         cli.mix.split(',').map(|x| x.trim().parse::<f64>()).collect::<Result<_, _>>().context("--mix")?;
     let [legit, write, attack] = w[..] else { bail!("--mix takes three weights: legit,write,attack") };
-    eprintln!("starting PostgreSQL, redis-server with the sift module, sift-server ...");
+    eprintln!("starting PostgreSQL, redis-server with the sift module, sift-server, plain redis-server ...");
     let pg = Postgres::start(&PgOptions { no_durability: cli.no_durability, ..Default::default() })?;
     let redis = Server::redis_with_module()?;
     let sift = Server::sift()?;
+    // sift-client's home: a redis-server with no module loaded.
+    let plain = Server::redis(&[])?;
     let (db, conn) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls).await?;
     tokio::spawn(conn);
     bootstrap::create_schema(&db).await?;
@@ -171,7 +177,7 @@ async fn run(cli: Cli) -> Result<()> {
         file_args = vec![dir.display().to_string()];
     }
 
-    let mut rows: Vec<Summary> = Vec::new();
+    let mut rows: Vec<(Summary, u128)> = Vec::new();
     let mut json = match &cli.json {
         Some(p) => Some(std::fs::File::create(p).with_context(|| format!("create {}", p.display()))?),
         None => None,
@@ -205,7 +211,17 @@ async fn run(cli: Cli) -> Result<()> {
                     args.extend(["--guard".into(), "bf".into(), "--filter".into(), sift.url()]);
                     Some("redisbloom-bf")
                 }
-                other => bail!("unknown guard {other:?} (off, local, bf-module, bf-sift)"),
+                "client-redis" => {
+                    args.extend(["--guard".into(), "client".into(), "--filter".into(), plain.url()]);
+                    Some("blocked-bloom")
+                }
+                "client-sift" => {
+                    args.extend(["--guard".into(), "client".into(), "--filter".into(), sift.url()]);
+                    Some("blocked-bloom")
+                }
+                other => bail!(
+                    "unknown guard {other:?} (off, local, bf-module, bf-sift, client-redis, client-sift)"
+                ),
             };
             if let (Some(dir), Some(family)) = (file_args.first(), family) {
                 args.extend([
@@ -215,7 +231,9 @@ async fn run(cli: Cli) -> Result<()> {
                     format!("{dir}/keys.txt.snapshot"),
                 ]);
             }
-            flush(&redis.url()).await?;
+            for server in [&redis, &sift, &plain] {
+                flush(&server.url()).await?;
+            }
             let svc = start_service(&args)?;
             let mut warm = LoadConfig::new(svc.url.clone(), cli.rows, cli.warmup);
             (warm.legit, warm.write, warm.attack) = (1.0, 0.0, 0.0);
@@ -238,19 +256,20 @@ async fn run(cli: Cli) -> Result<()> {
             }
             let mut s = s;
             s.guard = guard.clone();
-            rows.push(s);
+            rows.push((s, svc.start_ms));
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
 
-    println!("| guard | ops/s | legit cache hits p50 / p99 ms | attack p50 ms | attack reaching the DB | bound at p={} | DB lookups (service / pg_stat_statements) | wrong answers |", cli.fpr);
-    println!("|---|---|---|---|---|---|---|---|");
-    for s in &rows {
+    println!("| guard | start ms ({}) | ops/s | legit cache hits p50 / p99 ms | attack p50 ms | attack reaching the DB | bound at p={} | DB lookups (service / pg_stat_statements) | wrong answers |", if cli.from_file { "file" } else { "stream" }, cli.fpr);
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for (s, start_ms) in &rows {
         let bound = binomial_upper(s.attack_requests, cli.fpr, 1e-6);
         let wrong: u64 = s.classes.values().map(|c| c.wrong + c.errors).sum();
         println!(
-            "| {} | {:.0} | {:.3} / {:.3} | {:.3} | {} of {} ({:.2}%) | {} | {} / {} | {} |",
+            "| {} | {} | {:.0} | {:.3} / {:.3} | {:.3} | {} of {} ({:.2}%) | {} | {} / {} | {} |",
             s.guard,
+            start_ms,
             s.throughput,
             s.legit_hit_p50_ms,
             s.legit_hit_p99_ms,

@@ -17,6 +17,10 @@
 //! waits for every in-flight `POST` to commit or abort and holds new ones back for the few
 //! milliseconds the remaining rows and the swap take. A `POST` after the swap adds to the new
 //! filter. The locks are PostgreSQL's, so this holds for any number of service instances.
+//!
+//! With the `sift-client` guard the swap is the upload of the new filter's bits (published at
+//! its end by one metadata record), so writers also wait for that upload: a few milliseconds per
+//! MiB of filter on a local server; the rebuild's report gives the time (`locked_us`).
 
 use std::io::Write;
 use std::path::Path;

@@ -1,17 +1,21 @@
 //! The guard's filter, wherever it lives: a `BF.*` key on sift-server or on Redis with the sift
-//! module, or an in-process [`AtomicBloom`]. Items are ids written in decimal, the same bytes a
-//! key dump has one per line, so `sift build` over a dump makes the same filter.
+//! module, a `sift-client` filter in plain Redis strings (any Redis-protocol server, no module),
+//! or an in-process [`AtomicBloom`]. Items are ids written in decimal, the same bytes a key dump
+//! has one per line, so `sift build` over a dump makes the same filter.
 //!
 //! Replacing a filter (bootstrap, rebuild) goes through a [`Stage`]: a new filter filled aside
 //! — a temporary key, or a new in-process filter — then swapped in at once ([`Guard::install`]):
 //! `RENAME` of the temporary key over the live one (atomic in Redis and sift-server: a reader
-//! sees the old filter or the new one), or a pointer swap in process.
+//! sees the old filter or the new one), a pointer swap in process, or, for `sift-client`, an
+//! upload of the new bits under a generation no reader knows yet, published by one metadata
+//! record ([`sift_client::transfer::push_async`] with `replace`): every client, in this process
+//! or another, reads the old generation or the whole new one.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use redis::aio::MultiplexedConnection;
 use sift::compat::redisbloom::BloomChain;
 use sift::format::FilterKind;
@@ -33,15 +37,24 @@ pub enum GuardKind {
         /// The live key.
         key: String,
     },
+    /// sift's blocked Bloom filter in plain Redis strings (`sift-client`): `BITFIELD` adds and
+    /// `GETRANGE` queries, on any Redis-protocol server, with no module loaded.
+    Client {
+        /// `redis://host:port/`.
+        url: String,
+        /// The filter's name (its pointer key; the bits are in `{name:…}` keys).
+        name: String,
+    },
 }
 
 impl GuardKind {
-    /// A short name for tables: `off`, `local`, `bf`.
+    /// A short name for tables: `off`, `local`, `bf`, `client`.
     pub fn name(&self) -> &'static str {
         match self {
             GuardKind::Off => "off",
             GuardKind::Local => "local",
             GuardKind::Bf { .. } => "bf",
+            GuardKind::Client { .. } => "client",
         }
     }
 }
@@ -59,7 +72,22 @@ pub enum Guard {
         /// The live key.
         key: String,
     },
+    /// A `sift-client` filter.
+    Client {
+        /// A pipelined connection shared by all requests.
+        conn: MultiplexedConnection,
+        /// The filter's name.
+        name: String,
+        /// The handle, `None` until the first [`Guard::install`] (or when the name held no
+        /// filter at connect). A handle follows the filter's metadata by itself: after a
+        /// replacement published by anyone, its next round trip reads the new record.
+        live: ArcSwapOption<sift_client::Filter>,
+    },
 }
+
+/// How long a replaced `sift-client` generation stays after the switch, for requests already
+/// on their way to it (their answers stay right: its bits hold every id it ever held).
+const CLIENT_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The decimal text of an id: what is added and looked up.
 pub fn item(id: i64) -> String {
@@ -89,7 +117,29 @@ impl Guard {
                 }
                 Guard::Bf { conn, key: key.clone() }
             }
+            GuardKind::Client { url, name } => {
+                let client =
+                    redis::Client::open(url.as_str()).with_context(|| format!("filter url {url}"))?;
+                let conn = client
+                    .get_multiplexed_async_connection()
+                    .await
+                    .with_context(|| format!("connect to {url}"))?;
+                // An existing filter under the name is used until the bootstrap replaces it;
+                // anything else under it (another layout, not a filter) is refused now.
+                let live = match sift_client::Filter::open_async(&conn, name, sift_client::Options::new())
+                    .await
+                {
+                    Ok(f) => Some(Arc::new(f)),
+                    Err(sift_client::Error::NotFound { .. }) => None,
+                    Err(e) => return Err(e).with_context(|| format!("open the filter {name:?} on {url}")),
+                };
+                Guard::Client { conn, name: name.clone(), live: ArcSwapOption::new(live) }
+            }
         })
+    }
+
+    fn client_filter(live: &ArcSwapOption<sift_client::Filter>) -> Result<Arc<sift_client::Filter>> {
+        live.load_full().context("no filter installed yet")
     }
 
     /// A guard with an empty filter for `capacity` ids at `fpr` (for `Bf`, the key is replaced).
@@ -110,13 +160,16 @@ impl Guard {
                 let v: i64 = redis::cmd("BF.EXISTS").arg(key).arg(item(id)).query_async(&mut c).await?;
                 Ok(v == 1)
             }
+            Guard::Client { conn, live, .. } => {
+                Ok(Self::client_filter(live)?.contains_async(conn, item(id)).await?)
+            }
         }
     }
 
     /// Adds `id`; returns once every later [`Guard::may_contain`] sees it. The answer is
     /// whether the filter changed: `true` means `id` was surely new, `false` "maybe seen".
-    /// `BF.ADD` answers atomically (of all the clients adding one id, at most one hears
-    /// `true`); the in-process filter may tell two threads adding the same new id at the same
+    /// `BF.ADD` and `sift-client`'s `BITFIELD` answer atomically (of all the clients adding one
+    /// id, at most one hears `true`); the in-process filter may tell two threads adding the same new id at the same
     /// instant both `true`.
     pub async fn add(&self, id: i64) -> Result<bool> {
         match self {
@@ -126,6 +179,9 @@ impl Guard {
                 let mut c = conn.clone();
                 let v: i64 = redis::cmd("BF.ADD").arg(key).arg(item(id)).query_async(&mut c).await?;
                 Ok(v == 1)
+            }
+            Guard::Client { conn, live, .. } => {
+                Ok(Self::client_filter(live)?.add_async(conn, item(id)).await?)
             }
         }
     }
@@ -152,11 +208,17 @@ impl Guard {
                     .context("BF.RESERVE of the staging key")?;
                 Ok(Stage::Bf { conn: conn.clone(), key: staging })
             }
+            // Filled in process, uploaded at install: `sift-client` publishes a filter whole,
+            // so the new bits cannot be written in place while the old ones serve.
+            Guard::Client { .. } => {
+                let n = usize::try_from(capacity.max(1)).context("capacity")?;
+                Ok(Stage::Client(BlockedBloom::new(n, fpr)?))
+            }
         }
     }
 
     /// A stage holding the filter in `path`, a file written by `sift build`: the default
-    /// `blocked-bloom` family for `Local`, `--family redisbloom-bf` for `Bf` (its `SCANDUMP`
+    /// `blocked-bloom` family for `Local` and `Client`, `--family redisbloom-bf` for `Bf` (its `SCANDUMP`
     /// chunks go to the temporary key with `BF.LOADCHUNK`, as `BF.SCANDUMP` gave them).
     pub async fn stage_file(&self, path: &Path) -> Result<Stage> {
         let bytes = std::fs::read(path).with_context(|| format!("read {}", path.display()))?;
@@ -172,6 +234,14 @@ impl Guard {
                 let f =
                     BlockedBloom::from_bytes(&bytes).with_context(|| format!("load {}", path.display()))?;
                 Ok(Stage::Local(AtomicBloom::from(f)))
+            }
+            Guard::Client { .. } => {
+                if kind != Some(FilterKind::BlockedBloom) {
+                    bail!("{}: a sift-client guard loads blocked Bloom files (sift build's default family), not {}", path.display(), kind_name(kind));
+                }
+                let f =
+                    BlockedBloom::from_bytes(&bytes).with_context(|| format!("load {}", path.display()))?;
+                Ok(Stage::Client(f))
             }
             Guard::Bf { conn, key } => {
                 if kind != Some(FilterKind::RedisBloomChain) {
@@ -213,6 +283,23 @@ impl Guard {
                 let _: () = redis::cmd("RENAME").arg(&staging).arg(key).query_async(&mut c).await?;
                 Ok(())
             }
+            (Guard::Client { conn, name, live }, Stage::Client(f)) => {
+                let opts = sift_client::transfer::PushOptions {
+                    replace: true,
+                    grace: CLIENT_GRACE,
+                    ..Default::default()
+                };
+                sift_client::transfer::push_async(conn, name, &f, &opts)
+                    .await
+                    .with_context(|| format!("upload the new filter to {name:?}"))?;
+                // A fresh handle: also right if the name had no filter, or someone deleted and
+                // recreated it (a new instance the old handle would refuse).
+                let opened = sift_client::Filter::open_async(conn, name, sift_client::Options::new())
+                    .await
+                    .with_context(|| format!("open the filter {name:?} after the upload"))?;
+                live.store(Some(Arc::new(opened)));
+                Ok(())
+            }
             _ => bail!("a stage of another kind of guard"),
         }
     }
@@ -226,6 +313,11 @@ impl Guard {
                 let mut c = conn.clone();
                 let v: Option<u64> = redis::cmd("MEMORY").arg("USAGE").arg(key).query_async(&mut c).await?;
                 Ok(v.unwrap_or(0))
+            }
+            // The bits of the generations queries read (64 bytes a block); the few hundred
+            // bytes of metadata records are left out.
+            Guard::Client { live, .. } => {
+                Ok(live.load().as_ref().map_or(0, |f| f.record().gens.iter().map(|g| g.blocks * 64).sum()))
             }
         }
     }
@@ -248,6 +340,8 @@ pub enum Stage {
         /// `<live key>:staging`.
         key: String,
     },
+    /// The bits of a `sift-client` filter, uploaded by [`Guard::install`].
+    Client(BlockedBloom),
 }
 
 impl Stage {
@@ -259,6 +353,12 @@ impl Stage {
         match self {
             Stage::Off => Ok(()),
             Stage::Local(f) => {
+                for &id in ids {
+                    f.insert(item(id));
+                }
+                Ok(())
+            }
+            Stage::Client(f) => {
                 for &id in ids {
                     f.insert(item(id));
                 }
