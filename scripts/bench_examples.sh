@@ -26,7 +26,7 @@ case "${SCALE:-full}" in
 esac
 
 # One build per package kind: `--bins` would apply to every -p and skip the module (a library).
-cargo build --release -q -p sift-examples --bins -p sift-server -p sift-cli
+cargo build --release -q -p sift-examples --bins -p sift-server -p sift-filters-cli
 cargo build --release -q -p sift-redis --lib
 bin=target/release
 uptime
