@@ -7,10 +7,15 @@
 //!   an `intset` (8 bytes an item) as long as it holds at most `set-max-intset-entries` (512).
 //! * [`Design::Bf`] — the seed's second: one Bloom filter per user (`BF.RESERVE` sized for a
 //!   week, `BF.MADD`, `BF.MEXISTS`), on sift-server or the sift module. It never forgets.
-//!
-//! The design the seed wants, one aging filter per user ("seen in the last 7 days", whose old
-//! items come back by themselves), needs the `SF.*` commands of issue 16; it joins this harness
-//! once they are on main.
+//! * [`Design::Window`] — the design the seed wants: one filter per user that forgets by
+//!   itself, "seen in the last 7 days". Here it is `sift-client`'s time-windowed filter in plain
+//!   Redis strings (no module): one generation a day, a query reads the last [`WINDOW_KEEP`]
+//!   (8) of them, so an item is found for 7 to 8 days and then comes back; each generation's
+//!   keys expire on their own. (The native aging filters of issue 16, `SF.*`, are not on main;
+//!   once they are, they are one more design here.) The harness drives its clock
+//!   ([`sift_client::ManualClock`]) day by day, so a week passes in seconds; the expiry times
+//!   the keys get are then up to a few weeks ahead of the server's clock, so nothing expires
+//!   during a run.
 //!
 //! The workload: `users` users, each shown `per_day` items a day for `days` days (the items of a
 //! user and a day are derived from a seed, so nothing is kept in the harness); a query is one
@@ -18,30 +23,85 @@
 //! window (which must come back "seen": a miss is a false negative, counted) and the rest fresh
 //! ids (a "seen" among them is a false positive, counted).
 
-use std::time::Instant;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use futures_util::{StreamExt, TryStreamExt};
 use redis::aio::MultiplexedConnection;
 use serde::Serialize;
+use sift_client::{Clock, ManualClock};
 
 /// A design (see the module docs).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub enum Design {
     /// One set per user.
     Set,
     /// One `BF` filter per user.
     Bf,
+    /// One `sift-client` time-windowed filter per user (make it with [`Design::window`]).
+    Window(Arc<Windows>),
+}
+
+/// Generations (days) a windowed query reads: an item is found 7 to 8 days after it was shown.
+pub const WINDOW_KEEP: u32 = 8;
+
+const DAY_MS: u64 = 24 * 3600 * 1000;
+
+/// The users' windowed filters and the clock they share.
+pub struct Windows {
+    clock: Arc<ManualClock>,
+    /// Midnight (UTC) of the run's first day, ms: the server's clock is not before it, so the
+    /// keys' expiry times are all in the server's future.
+    start_ms: u64,
+    filters: OnceLock<Vec<sift_client::Filter>>,
+}
+
+impl std::fmt::Debug for Windows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Windows").field("start_ms", &self.start_ms).finish_non_exhaustive()
+    }
+}
+
+impl Windows {
+    /// Moves the users' clock to noon of `day` (day 0: the run's first).
+    fn set_day(&self, day: u32) {
+        self.clock.set(self.start_ms + day as u64 * DAY_MS + DAY_MS / 2);
+    }
+
+    fn filters(&self) -> Result<&[sift_client::Filter]> {
+        self.filters.get().map(Vec::as_slice).context("the users' filters are not created yet")
+    }
 }
 
 impl Design {
-    /// `set`, `bf`.
+    /// A windowed design with a fresh clock at today's midnight.
+    pub fn window() -> Design {
+        let now = sift_client::SystemClock.now_ms();
+        Design::Window(Arc::new(Windows {
+            clock: Arc::new(ManualClock::new(now)),
+            start_ms: now - now % DAY_MS,
+            filters: OnceLock::new(),
+        }))
+    }
+
+    /// `set`, `bf`, `window`.
     pub fn name(&self) -> &'static str {
         match self {
             Design::Set => "set",
             Design::Bf => "bf",
+            Design::Window(_) => "window",
         }
     }
 }
+
+/// A user's windowed filter: `sift-client` names cannot hold `{` (its keys use hash tags).
+fn window_name(user: u64) -> String {
+    format!("seen:{user}")
+}
+
+/// Users handled at once by the windowed design (each a round trip of its own).
+const WINDOW_CONCURRENCY: usize = 64;
 
 /// The workload.
 #[derive(Clone, Debug)]
@@ -98,6 +158,7 @@ pub async fn check_server(design: &Design, conn: &mut MultiplexedConnection) -> 
     let command = match design {
         Design::Set => return Ok(()),
         Design::Bf => "BF.MEXISTS",
+        Design::Window(_) => "BITFIELD",
     };
     let info: redis::Value = redis::cmd("COMMAND").arg("INFO").arg(command).query_async(conn).await?;
     let known =
@@ -111,15 +172,39 @@ pub async fn check_server(design: &Design, conn: &mut MultiplexedConnection) -> 
     Ok(())
 }
 
-/// Creates the users' filters (nothing for sets): capacity one window of items.
+/// Creates the users' filters (nothing for sets): capacity one window of items (`BF`), or one
+/// day of items in each of the windowed filter's generations, at `fpr / 8` each, so the 8 a
+/// query reads together stay within `fpr`.
 pub async fn reserve(design: &Design, cfg: &FeedConfig, conn: &mut MultiplexedConnection) -> Result<()> {
+    if let Design::Window(w) = design {
+        let spec = sift_client::Spec::new(cfg.per_day.max(1) as u64, cfg.fpr / WINDOW_KEEP as f64)
+            .window(Duration::from_millis(DAY_MS), WINDOW_KEEP);
+        let opts = sift_client::Options::new().clock(w.clock.clone());
+        let conn = conn.clone();
+        let filters: Vec<sift_client::Filter> = futures_util::stream::iter(0..cfg.users)
+            .map(|u| {
+                let (conn, spec, opts) = (conn.clone(), spec.clone(), opts.clone());
+                async move {
+                    sift_client::Filter::create_async(&conn, window_name(u), &spec, opts)
+                        .await
+                        .with_context(|| format!("create the filter of user {u}"))
+                }
+            })
+            .buffered(WINDOW_CONCURRENCY)
+            .try_collect()
+            .await?;
+        if w.filters.set(filters).is_err() {
+            bail!("the users' filters were created twice");
+        }
+        return Ok(());
+    }
     let capacity = (cfg.per_day as u64 * cfg.days.max(7) as u64).max(1);
     let mut users = 0..cfg.users;
     loop {
         let mut p = redis::pipe();
         for u in users.by_ref().take(cfg.batch) {
             match design {
-                Design::Set => return Ok(()),
+                Design::Set | Design::Window(_) => return Ok(()),
                 Design::Bf => {
                     p.cmd("BF.RESERVE").arg(key(u)).arg(cfg.fpr).arg(capacity).ignore();
                 }
@@ -142,6 +227,27 @@ pub async fn add_day(
     let verb = match design {
         Design::Set => "SADD",
         Design::Bf => "BF.MADD",
+        Design::Window(w) => {
+            w.set_day(day);
+            let filters = w.filters()?;
+            let conn = conn.clone();
+            return futures_util::stream::iter(0..cfg.users)
+                .map(|u| {
+                    let conn = conn.clone();
+                    async move {
+                        let ids: Vec<String> =
+                            (0..cfg.per_day).map(|j| shown_even(cfg.seed, u, day, j).to_string()).collect();
+                        filters[u as usize]
+                            .add_many_async(&conn, &ids)
+                            .await
+                            .with_context(|| format!("day {day}, user {u}"))?;
+                        anyhow::Ok(())
+                    }
+                })
+                .buffer_unordered(WINDOW_CONCURRENCY)
+                .try_collect::<()>()
+                .await;
+        }
     };
     let mut users = 0..cfg.users;
     loop {
@@ -170,17 +276,33 @@ pub async fn seen(
     let verb = match design {
         Design::Set => "SMISMEMBER",
         Design::Bf => "BF.MEXISTS",
+        Design::Window(w) => {
+            let ids: Vec<String> = ids.iter().map(i64::to_string).collect();
+            let f = w.filters()?.get(user as usize).context("no such user")?;
+            return Ok(f.contains_many_async(&*conn, &ids).await?);
+        }
     };
     let v: Vec<i64> = redis::cmd(verb).arg(key(user)).arg(ids).query_async(conn).await?;
     Ok(v.into_iter().map(|x| x == 1).collect())
 }
 
-/// The candidates of query `q` for `user`: `seen_candidates` from the last `days_back` days
-/// before `today` (exclusive), then fresh ids.
-pub fn candidates(cfg: &FeedConfig, user: u64, q: u64, today: u32, days_back: u32) -> (Vec<i64>, usize) {
+/// When a query is asked and which of the user's days its seen candidates come from.
+#[derive(Clone, Copy, Debug)]
+pub struct Ask {
+    /// The day the query is asked (the windowed design's clock is set to its noon).
+    pub day: u32,
+    /// The first day the seen candidates were shown.
+    pub from: u32,
+    /// The day after the last.
+    pub to: u32,
+}
+
+/// The candidates of query `q` for `user`: `seen_candidates` shown on the days `ask.from` to
+/// `ask.to` (exclusive), then fresh ids.
+pub fn candidates(cfg: &FeedConfig, user: u64, q: u64, ask: Ask) -> (Vec<i64>, usize) {
     let mut ids = Vec::with_capacity(cfg.candidates);
-    let first = today.saturating_sub(days_back);
-    let span = today - first;
+    let first = ask.from.min(ask.to);
+    let span = ask.to - first;
     for j in 0..cfg.seen_candidates.min(cfg.candidates) as u32 {
         let h = mix(q ^ mix(user ^ j as u64));
         let day = first + (h % span.max(1) as u64) as u32;
@@ -201,7 +323,8 @@ pub struct QueryReport {
     pub queries: u64,
     /// Queries per second.
     pub per_second: f64,
-    /// Seen candidates reported unseen (must be 0 for items in the window).
+    /// Seen candidates reported unseen (must be 0 for items in the window; after it, the share
+    /// of old items that came back).
     pub false_negatives: u64,
     /// Seen candidates asked.
     pub seen_asked: u64,
@@ -212,17 +335,18 @@ pub struct QueryReport {
 }
 
 /// `queries` queries of random users from `concurrency` tasks, each waiting for its answer
-/// (no pipelining: a feed service asks once per page), candidates from the `days_back` days
-/// before `today`.
+/// (no pipelining: a feed service asks once per page), candidates as `ask` says.
 pub async fn query(
     design: &Design,
     cfg: &FeedConfig,
     conn: &MultiplexedConnection,
     queries: u64,
     concurrency: usize,
-    today: u32,
-    days_back: u32,
+    ask: Ask,
 ) -> Result<QueryReport> {
+    if let Design::Window(w) = design {
+        w.set_day(ask.day);
+    }
     let t = Instant::now();
     let mut tasks = Vec::new();
     let workers = concurrency.max(1) as u64;
@@ -234,7 +358,7 @@ pub async fn query(
             for i in 0..n {
                 let q = mix(cfg.seed ^ (w << 48) ^ i);
                 let user = q % cfg.users;
-                let (ids, n_seen) = candidates(&cfg, user, q, today, days_back);
+                let (ids, n_seen) = candidates(&cfg, user, q, ask);
                 let answer = seen(&design, &mut conn, user, &ids).await?;
                 r.queries += 1;
                 r.seen_asked += n_seen as u64;
@@ -267,14 +391,38 @@ pub async fn used_memory(conn: &mut MultiplexedConnection) -> Result<u64> {
         .context("INFO memory has no used_memory")
 }
 
-/// Mean `MEMORY USAGE` (with all samples) of `sample` users' keys.
-pub async fn memory_per_key(cfg: &FeedConfig, conn: &mut MultiplexedConnection, sample: u64) -> Result<f64> {
+/// Mean `MEMORY USAGE` (with all samples) of `sample` users' keys: the set or `BF` key, or
+/// every key of a windowed filter (its pointer, its metadata record, and the bitmap of each day
+/// loaded: `docs/REDIS_LAYOUT.md` §1 names them; these filters fit one bitmap key a day).
+pub async fn memory_per_key(
+    design: &Design,
+    cfg: &FeedConfig,
+    conn: &mut MultiplexedConnection,
+    sample: u64,
+) -> Result<f64> {
     let step = (cfg.users / sample.max(1)).max(1);
     let mut p = redis::pipe();
     let mut n = 0u64;
     for u in (0..cfg.users).step_by(step as usize).take(sample as usize) {
-        p.cmd("MEMORY").arg("USAGE").arg(key(u)).arg("SAMPLES").arg(0);
         n += 1;
+        let Design::Window(w) = design else {
+            p.cmd("MEMORY").arg("USAGE").arg(key(u)).arg("SAMPLES").arg(0);
+            continue;
+        };
+        let name = window_name(u);
+        let record = w.filters()?[u as usize].record();
+        if record.gens.iter().any(|g| g.blocks * 64 > record.key_bytes) {
+            bail!("user {u}'s filter spans several bitmap keys a day: the sizes here assume one");
+        }
+        let i = &record.instance;
+        let mut keys = vec![name.clone(), format!("{{{name}}}:{i}:{}", record.rev)];
+        for day in 0..cfg.days {
+            let period = (w.start_ms + day as u64 * DAY_MS + DAY_MS / 2) / DAY_MS;
+            keys.push(format!("{{{name}:{i}:{period}:0}}"));
+        }
+        for k in keys {
+            p.cmd("MEMORY").arg("USAGE").arg(k).arg("SAMPLES").arg(0);
+        }
     }
     let v: Vec<Option<u64>> = p.query_async(conn).await?;
     Ok(v.iter().map(|x| x.unwrap_or(0)).sum::<u64>() as f64 / n.max(1) as f64)
@@ -283,7 +431,7 @@ pub async fn memory_per_key(cfg: &FeedConfig, conn: &mut MultiplexedConnection, 
 /// One design's measurements.
 #[derive(Clone, Debug, Serialize)]
 pub struct FeedReport {
-    /// `set`, `bf`.
+    /// `set`, `bf`, `window`.
     pub design: String,
     /// Users.
     pub users: u64,
@@ -293,10 +441,14 @@ pub struct FeedReport {
     pub load_s: f64,
     /// `used_memory` growth over the load, per user.
     pub bytes_per_user: f64,
-    /// Mean `MEMORY USAGE` of a user's key.
+    /// Mean `MEMORY USAGE` of a user's keys (one, but for the windowed design).
     pub memory_usage_per_key: f64,
-    /// Queries of items in the window.
+    /// Queries of items in the window, asked the day after the last day loaded.
     pub query: QueryReport,
+    /// Queries of items from every day loaded, asked when the newest of them is
+    /// [`WINDOW_KEEP`] days old, past every design's window: `false_negatives` counts the old
+    /// items that came back (a set or a `BF` never lets one come back).
+    pub after_window: QueryReport,
 }
 
 /// Loads `days` days for every user, measures memory and the query rate. The server should be
@@ -317,8 +469,12 @@ pub async fn measure(
     }
     let load_s = t.elapsed().as_secs_f64();
     let after = used_memory(conn).await?;
-    let memory_usage_per_key = memory_per_key(cfg, conn, 1000).await?;
-    let q = query(design, cfg, conn, queries, concurrency, cfg.days, cfg.days).await?;
+    let memory_usage_per_key = memory_per_key(design, cfg, conn, 1000).await?;
+    // "Seen in the last 7 days", asked the next day.
+    let in_window = Ask { day: cfg.days, from: cfg.days.saturating_sub(7), to: cfg.days };
+    let q = query(design, cfg, conn, queries, concurrency, in_window).await?;
+    let old = Ask { day: cfg.days.saturating_sub(1) + WINDOW_KEEP, from: 0, to: cfg.days };
+    let after_window = query(design, cfg, conn, queries, concurrency, old).await?;
     Ok(FeedReport {
         design: design.name().to_owned(),
         users: cfg.users,
@@ -327,5 +483,6 @@ pub async fn measure(
         bytes_per_user: after.saturating_sub(before) as f64 / cfg.users as f64,
         memory_usage_per_key,
         query: q,
+        after_window,
     })
 }

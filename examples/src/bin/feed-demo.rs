@@ -1,5 +1,6 @@
 //! "Already shown" per user (seed 004) in one command: for each design, a fresh server (plain
-//! redis-server for the sets, redis-server with the sift module or sift-server for the filters),
+//! redis-server for the sets and for sift-client's windowed filters, redis-server with the sift
+//! module or sift-server for the `BF` filters),
 //! `days` days of items for every user, then memory per user and the rate of "which of these
 //! 100 candidates has this user seen?" queries.
 //!
@@ -41,8 +42,9 @@ struct Cli {
     /// The filters' false-positive rate.
     #[arg(long, default_value_t = 0.01)]
     fpr: f64,
-    /// Designs: set, bf-module, bf-sift.
-    #[arg(long, value_delimiter = ',', default_value = "set,bf-module,bf-sift")]
+    /// Designs: set, bf-module, bf-sift, window-redis (sift-client's windowed filter on plain
+    /// redis-server), window-sift (the same on sift-server).
+    #[arg(long, value_delimiter = ',', default_value = "set,bf-module,bf-sift,window-redis")]
     designs: Vec<String>,
     /// Rounds (designs alternate).
     #[arg(long, default_value_t = 1)]
@@ -80,6 +82,8 @@ async fn go(cli: Cli) -> Result<()> {
                 "set" => (Design::Set, Server::redis(&[])?),
                 "bf-module" => (Design::Bf, Server::redis_with_module()?),
                 "bf-sift" => (Design::Bf, Server::sift()?),
+                "window-redis" => (Design::window(), Server::redis(&[])?),
+                "window-sift" => (Design::window(), Server::sift()?),
                 other => bail!("unknown design {other:?}"),
             };
             let mut conn = redis::Client::open(server.url())?.get_multiplexed_async_connection().await?;
@@ -93,13 +97,13 @@ async fn go(cli: Cli) -> Result<()> {
         }
     }
     println!(
-        "| design | users × items | load s | used_memory per user | MEMORY USAGE per key | queries/s ({} candidates) | false negatives | false positives |",
+        "| design | users × items | load s | used_memory per user | MEMORY USAGE per user | queries/s ({} candidates) | false negatives | false positives | old items back after the window |",
         cli.candidates
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for (name, r) in &rows {
         println!(
-            "| {name} | {} × {} | {:.1} | {:.0} B | {:.0} B | {:.0} | {} of {} | {} of {} ({:.3}%) |",
+            "| {name} | {} × {} | {:.1} | {:.0} B | {:.0} B | {:.0} | {} of {} | {} of {} ({:.3}%) | {} of {} ({:.2}%) |",
             r.users,
             r.items_per_user,
             r.load_s,
@@ -110,7 +114,10 @@ async fn go(cli: Cli) -> Result<()> {
             r.query.seen_asked,
             r.query.false_positives,
             r.query.fresh_asked,
-            100.0 * r.query.false_positives as f64 / r.query.fresh_asked.max(1) as f64
+            100.0 * r.query.false_positives as f64 / r.query.fresh_asked.max(1) as f64,
+            r.after_window.false_negatives,
+            r.after_window.seen_asked,
+            100.0 * r.after_window.false_negatives as f64 / r.after_window.seen_asked.max(1) as f64
         );
     }
     Ok(())
