@@ -472,6 +472,13 @@ pub fn module_path() -> Result<PathBuf> {
         return Ok(PathBuf::from(p));
     }
     let (dir, profile) = profile_dir()?;
+    // `cargo test --workspace` leaves the module in `deps/` only; building it again here (with
+    // the features of `cargo build -p sift-redis`, not those of the module's own tests) would
+    // replace the one the module's tests load after these.
+    let built = dir.join("deps").join("libsift_redis.so");
+    if built.exists() {
+        return Ok(built);
+    }
     let so = dir.join("libsift_redis.so");
     if !so.exists() {
         build("sift-redis", profile, &["--lib"])?;
