@@ -433,8 +433,8 @@ impl Batch {
 /// (cluster clients report a pipeline's first error for all of it) when every command of the
 /// group is such a script call (then none of them ran).
 pub fn noscript_fallbacks(batch: &Batch, replies: &[Replies]) -> Vec<(usize, usize, Group)> {
-    let all_scripts =
-        |g: usize| batch.fallbacks.iter().filter(|f| f.0 == g).count() == batch.groups[g].cmds.len();
+    // `counts`, not `groups`: the groups have been taken out to be sent.
+    let all_scripts = |g: usize| batch.fallbacks.iter().filter(|f| f.0 == g).count() == batch.counts[g];
     batch
         .fallbacks
         .iter()
