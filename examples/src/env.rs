@@ -294,7 +294,7 @@ impl Server {
         bail!("redis-server did not start; its log:\n{last}")
     }
 
-    /// redis-server with the sift module (`libsift_redis.so`, see [`module_path`]) loaded.
+    /// redis-server with the sift module (`libsift_redis.so`, see [`module_path()`]) loaded.
     pub fn redis_with_module() -> Result<Server> {
         let module = module_path()?;
         Server::redis(&["--loadmodule".into(), module.into_os_string()])

@@ -8,7 +8,7 @@
 //! * [`feed`]: "already shown" per user (seed 004) — one filter per user against one Redis set
 //!   per user, in memory and speed.
 //!
-//! [`env`] starts the real servers they run on (PostgreSQL, redis-server, sift-server) for the
+//! [`env`](mod@env) starts the real servers they run on (PostgreSQL, redis-server, sift-server) for the
 //! demos, the tests and the benchmarks. `examples/README.md` tells how to run each.
 
 #![deny(missing_docs)]
