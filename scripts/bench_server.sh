@@ -51,41 +51,6 @@ fi
 
 bench_workdir sift-bench
 
-# start_redis -> sets REDIS_PORT
-start_redis() {
-  mkdir -p "$work/redis"
-  REDIS_PORT=$(free_port)
-  redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
-    --dir "$work/redis" --logfile "$work/redis/log" &
-  pids+=($!)
-  wait_ping "$REDIS_PORT"
-}
-
-# start_sift NAME [flags...] -> sets SIFT_PORT and SIFT_PID
-start_sift() {
-  local name=$1; shift
-  local dir="$work/sift-$name"
-  mkdir -p "$dir"
-  RUST_LOG=warn "$BIN" --port 0 --dir "$dir/data" "$@" >"$dir/out" 2>"$dir/err" &
-  SIFT_PID=$!
-  pids+=("$SIFT_PID")
-  for _ in $(seq 1 200); do grep -q "listening on" "$dir/out" && break; sleep 0.05; done
-  local addr
-  addr=$(sed -n 's/.*listening on //p' "$dir/out" | head -1)
-  [ -n "$addr" ] || { log "sift-server $name did not start: $(cat "$dir/err")"; exit 1; }
-  SIFT_PORT=${addr##*:}
-  wait_ping "$SIFT_PORT"
-}
-
-# bench PORT REQUESTS PIPELINE COMMAND... -> requests/s
-bench() {
-  local port=$1 n=$2 p=$3; shift 3
-  redis-benchmark -h 127.0.0.1 -p "$port" -c "$CLIENTS" -n "$n" -P "$p" -r "$KEYSPACE" \
-    --threads "$THREADS" --csv "$@" | tail -1 | cut -d, -f2 | tr -d '"'
-}
-
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
-
 madd_items=()
 for _ in $(seq 1 100); do madd_items+=("i:__rand_int__"); done
 
