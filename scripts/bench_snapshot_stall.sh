@@ -7,13 +7,14 @@
 # filter's size, the worst BF.ADD latency while the snapshot ran, its p99 and the worst before,
 # the snapshot's duration; item 7's goal is a worst latency under 10 ms per GB of the filter.
 #
-# Knobs (environment): GB=1.2 ROUNDS=2 WARMUP=2  BIN="old/sift-server new/sift-server" (default:
+# Knobs (environment): GB=1.2 ROUNDS=2 WARMUP=2  SERVER_ARGS="--appendfsync no"  BIN="old/sift-server new/sift-server" (default:
 # the release build of this tree), run alternately.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GB=${GB:-1.2}
 ROUNDS=${ROUNDS:-2}
 WARMUP=${WARMUP:-2}
+SERVER_ARGS=${SERVER_ARGS:---appendfsync no}
 . scripts/bench_lib.sh
 python3 -c 'import redis' 2>/dev/null || { log "needs redis-py (pip install redis)"; exit 1; }
 
@@ -33,7 +34,7 @@ for _ in $(seq 1 "$ROUNDS"); do
     run=$((run + 1))
     dir="$work/run-$run"
     mkdir -p "$dir"
-    RUST_LOG=warn "$bin" --port 0 --dir "$dir/data" --appendfsync no >"$dir/out" 2>"$dir/err" &
+    RUST_LOG=warn "$bin" --port 0 --dir "$dir/data" $SERVER_ARGS >"$dir/out" 2>"$dir/err" &
     pid=$!
     pids+=("$pid")
     for _ in $(seq 1 200); do grep -q "listening on" "$dir/out" && break; sleep 0.05; done

@@ -23,10 +23,11 @@
 //! of its shard (its filter bytes at popcount speed, times 1 + [`PAUSE_FACTOR`] for the pauses).
 //! `INFO filters` reports the age of the last completed round (`filter_monitor_round_age_ms`).
 //!
-//! The limit: one value is read whole in one step (the type reads it at once), so a filter
-//! larger than [`STEP_BYTES`] holds its shard for the time of its own popcount (about 20 ms for
-//! a 14.4 MB Bloom filter on the benchmark machine, docs/BENCHMARKS.md); the pause after it
-//! scales with it, so such a filter is re-read less often, not the shard held longer in total.
+//! One value is read whole in one step, but a value's estimate reads at most a few MiB of it:
+//! the Bloom kinds larger than [`sift::bits::FILL_SAMPLE_BYTES`] count the bits of an evenly
+//! spaced sample of that size. Before, a filter's whole popcount ran under its shard's lock:
+//! 60–100 ms for a 1.2 GB filter on the benchmark machine, every few seconds, a stall every
+//! writer of that filter saw with or without a snapshot (docs/BENCHMARKS.md, issue 15 item 7).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -382,12 +382,13 @@ impl Native {
     pub fn estimate(&self, now: u64) -> f64 {
         match self {
             Native::Bloom(f) => f.current_fpr(),
-            Native::Blocked(f) => f.current_fpr(),
+            // Sampled beyond a few MiB: SF.INFO and the monitor read it under the key's lock.
+            Native::Blocked(f) => f.sampled_fpr(),
             Native::SplitBlock(f) => {
                 math::split_block_fpr(f.num_blocks() as f64, f.estimated_items().max(0.0))
             }
-            Native::Counting(f) => f.current_fpr(),
-            Native::Scalable(f) => math::compound_fpr(f.layers().iter().map(BlockedBloom::current_fpr)),
+            Native::Counting(f) => f.sampled_fpr(),
+            Native::Scalable(f) => math::compound_fpr(f.layers().iter().map(BlockedBloom::sampled_fpr)),
             Native::Cuckoo(f) => f.expected_fpr(),
             Native::ScalableCuckoo(f) => f.expected_fpr(),
             Native::Quotient(f) => f.expected_fpr(),
