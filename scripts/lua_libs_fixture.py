@@ -383,6 +383,12 @@ for e in ["cjson.decode('x')", "cjson.encode(print)", "bit.band('x')", "struct.p
           "error({err='mine'})"]:
     c(H % e)
 
+# A Lua number given to redis.call as an argument becomes text as the server formats it
+# (Redis 7.0: %.17g, the sign of a NaN kept), whatever Lua's own tostring would print.
+for e in ["3", "-3", "0.1 + 0.2", "1/3", "1e15", "1e16", "1e17", "1e20", "1e-5", "1e-7", "2^53", "2^63", "-2^63", "1.5e7", "123456789012345678",
+          "0/0", "-(0/0)", "1/0", "-1/0", "-0.0", "0", "5e-324", "1.7976931348623157e308", "0.5", "100", "12345.678"]:
+    c("return redis.call('ECHO', %s)" % e)
+
 def resp(args):
     out = b"*%d\r\n" % len(args)
     for a in args:

@@ -175,24 +175,6 @@ impl Digits {
     }
 }
 
-/// Formats a double as Redis does in replies: `inf`, `-inf`, `nan`, integers without a
-/// fractional part, otherwise the shortest representation that reads back exactly (`%.17g`).
-pub fn format_double(d: f64) -> String {
-    if d.is_nan() {
-        "nan".into()
-    } else if d.is_infinite() {
-        if d > 0.0 {
-            "inf".into()
-        } else {
-            "-inf".into()
-        }
-    } else {
-        // Rust's Display gives the shortest round-trip representation, like Redis 7's %.17g
-        // through fpconv_dtoa; integral values print without ".0".
-        format!("{d}")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

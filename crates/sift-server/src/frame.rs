@@ -282,7 +282,7 @@ fn split_inline(line: &[u8]) -> Result<Vec<Bytes>, ProtocolError> {
 }
 
 /// Reply values and their encoding live in `sift-commands`, shared with the Redis module.
-pub use sift_commands::frame::{format_double, Frame};
+pub use sift_commands::frame::Frame;
 
 #[cfg(test)]
 mod tests {

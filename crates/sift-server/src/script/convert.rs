@@ -4,7 +4,9 @@ use bytes::Bytes;
 use mlua::{Lua, Value};
 
 use super::error::{error_table, reply_error_text};
-use crate::frame::{format_double, Frame};
+use sift::compat::redisbloom::{format_double, DoubleFormat};
+
+use crate::frame::Frame;
 
 /// Nesting depth at which a returned table is cut (Redis's "reached lua stack limit"): a table
 /// that contains itself must not recurse forever.
@@ -20,14 +22,18 @@ pub const REPLY_TOO_LARGE: &str =
 /// (`t[1] = t; t[2] = t`, one string repeated) can flatten into an exponential or huge reply.
 pub const MAX_REPLY_BYTES: usize = 512 * 1024 * 1024;
 
-/// A `redis.call` argument: a string, or a number as Redis 7 writes it (the shortest text that
-/// reads back exactly, integers without a fraction: not Lua's lossy `%.14g`); `None` for any
+/// A `redis.call` argument: a string, or a number as Redis 7.0 writes it: C's `%.17g` (not
+/// Lua's lossy `%.14g`: `0.1 + 0.2` is `0.30000000000000004`, `1e-7` is
+/// `9.9999999999999995e-08`, `1e20` is `1e+20`, `0/0` is `-nan`; checked against redis-server
+/// 7.0.15 by the recorded fixture of `lua_libraries_match_redis_byte_for_byte`); `None` for any
 /// other type.
 pub fn value_to_arg(v: &Value) -> Option<Bytes> {
     match v {
         Value::String(s) => Some(Bytes::copy_from_slice(&s.as_bytes())),
-        Value::Integer(i) => Some(Bytes::from(i.to_string())),
-        Value::Number(n) => Some(Bytes::from(format_double(*n))),
+        // Lua 5.1's numbers are all doubles: mlua hands the integral ones over as integers,
+        // which Redis formats as the doubles they are (1e17 is `1e+17`).
+        Value::Integer(i) => Some(Bytes::from(format_double(*i as f64, DoubleFormat::Printf17g))),
+        Value::Number(n) => Some(Bytes::from(format_double(*n, DoubleFormat::Printf17g))),
         _ => None,
     }
 }
@@ -93,7 +99,9 @@ pub fn frame_to_lua(lua: &Lua, f: &Frame, resp3: bool) -> mlua::Result<Value> {
             t.raw_set("double", *d)?;
             Value::Table(t)
         }
-        Frame::Double(d) => Value::String(lua.create_string(format_double(*d))?),
+        // RESP2 sends a double as the bulk string a client reads (`Frame`'s encoding): the script
+        // sees the same text.
+        Frame::Double(d) => Value::String(lua.create_string(format_double(*d, DoubleFormat::D2String))?),
         Frame::Boolean(b) if resp3 => Value::Boolean(*b),
         Frame::Boolean(b) => Value::Integer(*b as i64),
     })

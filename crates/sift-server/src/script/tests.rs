@@ -394,10 +394,14 @@ fn shebang_flags() {
 #[test]
 fn numbers_as_command_arguments() {
     let arg = |v: Value| value_to_arg(&v).map(|b| String::from_utf8(b.to_vec()).unwrap());
-    assert_eq!(arg(Value::Number(0.1)).as_deref(), Some("0.1"));
+    // C's %.17g, as redis-server 7.0.15 (the fixture test checks it against the recording).
+    assert_eq!(arg(Value::Number(0.1)).as_deref(), Some("0.10000000000000001"));
     assert_eq!(arg(Value::Number(3.0)).as_deref(), Some("3"));
     assert_eq!(arg(Value::Integer(-7)).as_deref(), Some("-7"));
     assert_eq!(arg(Value::Number(1e14)).as_deref(), Some("100000000000000"));
+    assert_eq!(arg(Value::Integer(100_000_000_000_000_000)).as_deref(), Some("1e+17"));
+    assert_eq!(arg(Value::Number(1e-7)).as_deref(), Some("9.9999999999999995e-08"));
+    assert_eq!(arg(Value::Number(-f64::NAN)).as_deref(), Some("-nan"));
     assert_eq!(arg(Value::Boolean(true)), None);
     assert_eq!(arg(Value::Nil), None);
 }
