@@ -11,6 +11,17 @@
 //!
 //! The module is the `libsift_redis.so` that `cargo test` builds next to this binary, or
 //! `$SIFT_REDIS_MODULE` (see `support/mod.rs`).
+//!
+//! Valkey 8.0.1 (`valkey_*`, server from `../shared/bin` or `$SIFT_VALKEY_SERVER`; a missing one
+//! fails under `CI=true`) runs a representative share of the same bodies, one per area, with the
+//! module built once for both: the BF and CF transcripts in RESP2 and RESP3 and redis-py's
+//! RedisBloom tests; RedisBloom's golden `dump.rdb` loaded and its SCANDUMPs answered, then saved
+//! as RDB 11; SAVE + restart + DEBUG RELOAD; BGREWRITEAOF + restart; a replica with another
+//! configuration. Left to Redis only: the rest of the suite (commands and errors the transcript
+//! already covers on Valkey, and the same command code), the golden DUMP payloads dumped back
+//! byte for byte (Valkey's DUMP carries RDB version 11, so the bytes differ by design), the
+//! golden AOF rewrite sequence, MEMORY USAGE (the per-key overhead is the server's), the SF.*
+//! commands. The sketches' Valkey tests are in `sketches.rs`.
 
 #[path = "../../sift-server/tests/suite/mod.rs"]
 mod suite;
@@ -23,7 +34,7 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use serde_json::Value as J;
 use suite::{Raw, Server, Target};
-use support::{temp_dir, RedisServer};
+use support::{temp_dir, Program, RedisServer};
 
 impl Server for RedisServer {
     fn addr(&self) -> std::net::SocketAddr {
@@ -34,12 +45,15 @@ impl Server for RedisServer {
     }
 }
 
-/// redis-server + the module, fresh for each start.
-struct RedisWithModule;
+/// A server program + the module, fresh for each start.
+struct WithModule(Program);
 
-impl Target for RedisWithModule {
+/// redis-server + the module.
+const REDIS: WithModule = WithModule(Program::Redis);
+
+impl Target for WithModule {
     fn start(&self) -> Box<dyn Server> {
-        Box::new(RedisServer::start(&[], &[]))
+        Box::new(self.0.start(&[], &[]))
     }
     fn config_name(&self, name: &str) -> String {
         format!("bf.{name}")
@@ -54,57 +68,75 @@ impl Target for RedisWithModule {
 
 #[test]
 fn transcript_resp2_byte_exact() {
-    suite::transcript_resp2_byte_exact(&RedisWithModule);
+    suite::transcript_resp2_byte_exact(&REDIS);
 }
 
 #[test]
 fn transcript_resp3_byte_exact() {
-    suite::transcript_resp3_byte_exact(&RedisWithModule);
+    suite::transcript_resp3_byte_exact(&REDIS);
 }
 
 #[test]
 fn every_filter_fixture_matches() {
-    suite::every_filter_fixture_matches(&RedisWithModule);
+    suite::every_filter_fixture_matches(&REDIS);
 }
 
 #[test]
 fn redis_crate_resp2() {
-    suite::redis_crate_resp2(&RedisWithModule);
+    suite::redis_crate_resp2(&REDIS);
 }
 
 #[test]
 fn redis_crate_resp3() {
-    suite::redis_crate_resp3(&RedisWithModule);
+    suite::redis_crate_resp3(&REDIS);
 }
 
 #[test]
 fn redis_py_bloom_commands() {
-    suite::redis_py_bloom_commands(&RedisWithModule);
+    suite::redis_py_bloom_commands(&REDIS);
 }
 
 #[test]
 fn absurd_inputs_get_exact_errors_and_the_server_stays_up() {
-    suite::absurd_inputs_get_exact_errors_and_the_server_stays_up(&RedisWithModule);
+    suite::absurd_inputs_get_exact_errors_and_the_server_stays_up(&REDIS);
 }
 
 #[test]
 fn maxmemory_bounds_loadchunk_and_creation() {
-    suite::maxmemory_bounds_loadchunk_and_creation(&RedisWithModule);
+    suite::maxmemory_bounds_loadchunk_and_creation(&REDIS);
 }
 
 #[test]
 fn command_info_reports_arity_and_key() {
-    suite::command_info_reports_arity_and_key(&RedisWithModule);
+    suite::command_info_reports_arity_and_key(&REDIS);
 }
 
 #[test]
 fn configured_defaults_drive_auto_create() {
-    suite::configured_defaults_drive_auto_create(&RedisWithModule);
+    suite::configured_defaults_drive_auto_create(&REDIS);
 }
 
 #[test]
 fn module_version_as_clients_see_it() {
-    suite::module_version_as_clients_see_it(&RedisWithModule);
+    suite::module_version_as_clients_see_it(&REDIS);
+}
+
+#[test]
+fn valkey_transcript_resp2_byte_exact() {
+    let Some(valkey) = Program::valkey() else { return };
+    suite::transcript_resp2_byte_exact(&WithModule(valkey));
+}
+
+#[test]
+fn valkey_transcript_resp3_byte_exact() {
+    let Some(valkey) = Program::valkey() else { return };
+    suite::transcript_resp3_byte_exact(&WithModule(valkey));
+}
+
+#[test]
+fn valkey_redis_py_bloom_commands() {
+    let Some(valkey) = Program::valkey() else { return };
+    suite::redis_py_bloom_commands(&WithModule(valkey));
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -203,20 +235,37 @@ fn info_field(c: &mut Raw, section: &str, field: &str) -> String {
         .to_string()
 }
 
+/// The RDB file at `path` has the format version `p` writes (its `REDIS00nn` magic).
+fn assert_rdb_version(path: &Path, p: &Program) {
+    let data = std::fs::read(path).unwrap();
+    assert_eq!(show(&data[..9]), format!("REDIS{:04}", p.rdb_version()), "{}", path.display());
+}
+
 // ------------------------------------------------------------------------------------------------
 // Persistence.
 
 #[test]
 fn save_restart_and_debug_reload_keep_every_filter_identical() {
+    save_restart_and_debug_reload(&Program::Redis);
+}
+
+#[test]
+fn valkey_save_restart_and_debug_reload_keep_every_filter_identical() {
+    let Some(valkey) = Program::valkey() else { return };
+    save_restart_and_debug_reload(&valkey);
+}
+
+fn save_restart_and_debug_reload(p: &Program) {
     let dir = temp_dir("save");
-    let srv = RedisServer::start_in(&dir, &[], &[]);
+    let srv = p.start_in(&dir, &[], &[]);
     let mut c = srv.raw();
     let keys = populate(&mut c);
     let before = snapshots(&mut c, &keys);
     assert_eq!(cmd(&mut c, &["SAVE"]), b"+OK\r\n");
+    assert_rdb_version(&dir.join("dump.rdb"), p);
     srv.shutdown(false);
     // A different configuration at restart changes nothing in stored filters.
-    let srv = RedisServer::start_in(&dir, &[], &["ERROR_RATE", "0.2", "cf-bucket-size", "4"]);
+    let srv = p.start_in(&dir, &[], &["ERROR_RATE", "0.2", "cf-bucket-size", "4"]);
     let mut c = srv.raw();
     assert_eq!(snapshots(&mut c, &keys), before, "after SAVE + restart");
     assert_eq!(cmd(&mut c, &["PEXPIRETIME", "bf_ns"]), b":4102444800000\r\n");
@@ -295,8 +344,18 @@ const AOF: &[&str] = &["--appendonly", "yes", "--aof-use-rdb-preamble", "no", "-
 
 #[test]
 fn aof_rewrite_and_restart_keep_every_filter_identical() {
+    aof_rewrite_and_restart(&Program::Redis);
+}
+
+#[test]
+fn valkey_aof_rewrite_and_restart_keep_every_filter_identical() {
+    let Some(valkey) = Program::valkey() else { return };
+    aof_rewrite_and_restart(&valkey);
+}
+
+fn aof_rewrite_and_restart(p: &Program) {
     let dir = temp_dir("aof");
-    let srv = RedisServer::start_in(&dir, AOF, &[]);
+    let srv = p.start_in(&dir, AOF, &[]);
     let mut c = srv.raw();
     let keys = populate(&mut c);
     let before = snapshots(&mut c, &keys);
@@ -309,7 +368,7 @@ fn aof_rewrite_and_restart_keep_every_filter_identical() {
     assert_eq!(cmd(&mut c, &["BF.ADD", "bf_auto", "after-rewrite"]), b":1\r\n");
     let after = snapshot(&mut c, "bf_auto");
     srv.shutdown(false);
-    let srv = RedisServer::start_in(&dir, AOF, &["ERROR_RATE", "0.2"]);
+    let srv = p.start_in(&dir, AOF, &["ERROR_RATE", "0.2"]);
     let mut c = srv.raw();
     let mut expected = before.clone();
     expected.insert("bf_auto".into(), after);
@@ -448,9 +507,21 @@ fn check_golden_key(c: &mut Raw, name: &str, k: &J, as_key: &str) {
 
 #[test]
 fn golden_redisbloom_dump_rdb_loads_and_answers_its_scandumps() {
+    golden_dump_rdb_loads_and_answers(&Program::Redis);
+}
+
+/// RedisBloom's RDB 10 file loads into Valkey with the module; Valkey saves it as RDB 11 with the
+/// same values.
+#[test]
+fn valkey_golden_redisbloom_dump_rdb_loads_and_answers_its_scandumps() {
+    let Some(valkey) = Program::valkey() else { return };
+    golden_dump_rdb_loads_and_answers(&valkey);
+}
+
+fn golden_dump_rdb_loads_and_answers(p: &Program) {
     let dir = temp_dir("golden");
     std::fs::copy(rdb_fixtures().join("dump.rdb"), dir.join("dump.rdb")).unwrap();
-    let srv = RedisServer::start_in(&dir, &["--dbfilename", "dump.rdb"], &[]);
+    let srv = p.start_in(&dir, &["--dbfilename", "dump.rdb"], &[]);
     let mut c = srv.raw();
     let keys = keys_json();
     let keys = keys["keys"].as_object().unwrap();
@@ -468,6 +539,7 @@ fn golden_redisbloom_dump_rdb_loads_and_answers_its_scandumps() {
     )
     .unwrap();
     assert_eq!(cmd(&mut c, &["SAVE"]), b"+OK\r\n");
+    assert_rdb_version(&dir.join("dump.rdb"), p);
     let ours = sift::compat::redisbloom::rdb::read_rdb(
         &std::fs::read(dir.join("dump.rdb")).unwrap(),
         &Default::default(),
@@ -613,7 +685,17 @@ fn load_arguments_set_the_defaults() {
 /// filter, so it holds exactly its primary's filters.
 #[test]
 fn replica_holds_the_primary_filters_whatever_its_configuration() {
-    let primary = RedisServer::start(
+    replica_holds_the_primary_filters(&Program::Redis);
+}
+
+#[test]
+fn valkey_replica_holds_the_primary_filters_whatever_its_configuration() {
+    let Some(valkey) = Program::valkey() else { return };
+    replica_holds_the_primary_filters(&valkey);
+}
+
+fn replica_holds_the_primary_filters(p: &Program) {
+    let primary = p.start(
         &[],
         &[
             "ERROR_RATE",
@@ -627,7 +709,7 @@ fn replica_holds_the_primary_filters_whatever_its_configuration() {
         ],
     );
     let port = primary.port().to_string();
-    let replica = RedisServer::start(&["--replicaof", "127.0.0.1", &port], &["cf-bucket-size", "4"]);
+    let replica = p.start(&["--replicaof", "127.0.0.1", &port], &["cf-bucket-size", "4"]);
     let mut p = primary.raw();
     let mut r = replica.raw();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -649,25 +731,25 @@ fn replica_holds_the_primary_filters_whatever_its_configuration() {
 
 #[test]
 fn sf_redis_crate_resp2() {
-    suite::sf::sf_redis_crate(&RedisWithModule, false);
+    suite::sf::sf_redis_crate(&REDIS, false);
 }
 
 #[test]
 fn sf_redis_crate_resp3() {
-    suite::sf::sf_redis_crate(&RedisWithModule, true);
+    suite::sf::sf_redis_crate(&REDIS, true);
 }
 
 #[test]
 fn sf_bad_input_changes_nothing() {
-    suite::sf::sf_bad_input_changes_nothing(&RedisWithModule);
+    suite::sf::sf_bad_input_changes_nothing(&REDIS);
 }
 
 #[test]
 fn sf_command_metadata() {
-    suite::sf::sf_command_metadata(&RedisWithModule);
+    suite::sf::sf_command_metadata(&REDIS);
 }
 
 #[test]
 fn sf_redis_py() {
-    suite::sf::sf_redis_py(&RedisWithModule);
+    suite::sf::sf_redis_py(&REDIS);
 }

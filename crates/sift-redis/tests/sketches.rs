@@ -2,6 +2,15 @@
 //! `libsift_redis.so`: the golden transcript of RedisBloom's sketches, byte for byte in RESP2 and
 //! RESP3 (the shared `suite/sketches.rs`, which sift-server passes too). Redis 7.0 prints the
 //! doubles (`%.17g`), so those are the recorded bytes; everything else is current RedisBloom's.
+//!
+//! Valkey 8.0.1 (`valkey_*`, server from `../shared/bin` or `$SIFT_VALKEY_SERVER`; a missing one
+//! fails under `CI=true`) runs the same bodies for: the transcript in RESP2 and RESP3 (with
+//! current RedisBloom's doubles, as Valkey prints them like Redis ≥ 7.2), the golden DUMP
+//! payloads and redis-py's helpers, RedisBloom's `dump.rdb` loaded and saved back as RDB 11, the
+//! AOF rewrite of every database, and Top-K's seeded decay through a replica and an AOF replay.
+//! Left to Redis only: the absurd-input checks (the same command code, no server involvement),
+//! MEMORY USAGE against RedisBloom's recorded numbers (the per-key overhead is the server's), and
+//! the five-types RDB (the golden `dump.rdb` covers loading on Valkey).
 
 #[path = "../../sift-server/tests/suite/mod.rs"]
 mod suite;
@@ -9,7 +18,7 @@ mod support;
 
 use suite::sketches::{sketch_transcript_byte_exact, Doubles};
 use suite::{Server, Target};
-use support::RedisServer;
+use support::{Program, RedisServer};
 
 impl Server for RedisServer {
     fn addr(&self) -> std::net::SocketAddr {
@@ -20,38 +29,49 @@ impl Server for RedisServer {
     }
 }
 
-/// redis-server + the module, fresh for each start.
-struct RedisWithModule;
+/// A server program + the module, fresh for each start.
+struct WithModule(Program);
 
-impl Target for RedisWithModule {
+/// redis-server + the module.
+const REDIS: WithModule = WithModule(Program::Redis);
+
+impl Target for WithModule {
     fn start(&self) -> Box<dyn Server> {
-        Box::new(RedisServer::start(&[], &[]))
+        Box::new(self.0.start(&[], &[]))
+    }
+}
+
+/// How the server prints doubles: Redis 7.0 with `%.17g`, Valkey 8 as Redis ≥ 7.2 does.
+fn doubles(p: &Program) -> Doubles {
+    match p {
+        Program::Redis => Doubles::Redis70,
+        Program::Valkey(_) => Doubles::Current,
     }
 }
 
 #[test]
 fn sketch_transcript_resp2_byte_exact() {
-    sketch_transcript_byte_exact(&RedisWithModule, 2, Doubles::Redis70);
+    sketch_transcript_byte_exact(&REDIS, 2, Doubles::Redis70);
 }
 
 #[test]
 fn sketch_transcript_resp3_byte_exact() {
-    sketch_transcript_byte_exact(&RedisWithModule, 3, Doubles::Redis70);
+    sketch_transcript_byte_exact(&REDIS, 3, Doubles::Redis70);
 }
 
 #[test]
 fn redis_py_sketch_commands() {
-    suite::sketches::redis_py_sketch_commands(&RedisWithModule);
+    suite::sketches::redis_py_sketch_commands(&REDIS);
 }
 
 #[test]
 fn absurd_sketch_inputs_are_refused() {
-    suite::sketches::absurd_sketch_inputs_are_refused(&RedisWithModule);
+    suite::sketches::absurd_sketch_inputs_are_refused(&REDIS);
 }
 
 #[test]
 fn golden_sketch_payloads_restore() {
-    suite::sketches::golden_sketch_payloads_restore(&RedisWithModule, Doubles::Redis70);
+    suite::sketches::golden_sketch_payloads_restore(&REDIS, Doubles::Redis70);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -195,8 +215,18 @@ const AOF: &[&str] = &["--appendonly", "yes", "--aof-use-rdb-preamble", "no", "-
 /// from the rewritten AOF gives the same values.
 #[test]
 fn aof_rewrite_keeps_sketches_of_every_database() {
+    aof_rewrite_keeps_every_database(&Program::Redis);
+}
+
+#[test]
+fn valkey_aof_rewrite_keeps_sketches_of_every_database() {
+    let Some(valkey) = Program::valkey() else { return };
+    aof_rewrite_keeps_every_database(&valkey);
+}
+
+fn aof_rewrite_keeps_every_database(p: &Program) {
     let dir = temp_dir("sketch-aof");
-    let srv = RedisServer::start_in(&dir, AOF, &[]);
+    let srv = p.start_in(&dir, AOF, &[]);
     let mut c = srv.raw();
     let setup: &[&[&str]] = &[
         &["CMS.INITBYDIM", "cms", "50", "4"],
@@ -249,9 +279,12 @@ fn aof_rewrite_keeps_sketches_of_every_database() {
     assert_eq!(restores, 8, "one RESTORE per key of each database");
     drop(c);
     srv.shutdown(false);
-    let srv = RedisServer::start_in(&dir, AOF, &[]);
+    let srv = p.start_in(&dir, AOF, &[]);
     let mut c = srv.raw();
     assert_eq!(snapshot(&mut c), before);
+    drop(c);
+    srv.shutdown(false);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// TOPK.ADD on a table where items collide makes random decay draws; the replica and the AOF
@@ -259,10 +292,20 @@ fn aof_rewrite_keeps_sketches_of_every_database() {
 /// primary's table and heap.
 #[test]
 fn topk_decay_replicates_and_replays_deterministically() {
+    topk_decay_replicates_and_replays(&Program::Redis);
+}
+
+#[test]
+fn valkey_topk_decay_replicates_and_replays_deterministically() {
+    let Some(valkey) = Program::valkey() else { return };
+    topk_decay_replicates_and_replays(&valkey);
+}
+
+fn topk_decay_replicates_and_replays(program: &Program) {
     let dir = temp_dir("topk-repl");
-    let primary = RedisServer::start_in(&dir, AOF, &[]);
+    let primary = program.start_in(&dir, AOF, &[]);
     let port = primary.port().to_string();
-    let replica = RedisServer::start(&["--replicaof", "127.0.0.1", &port], &[]);
+    let replica = program.start(&["--replicaof", "127.0.0.1", &port], &[]);
     let mut p = primary.raw();
     let mut r = replica.raw();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -286,51 +329,35 @@ fn topk_decay_replicates_and_replays_deterministically() {
     let list = p.cmd(&["TOPK.LIST", "tk", "WITHCOUNT"]);
     drop(p);
     primary.shutdown(false);
-    let primary = RedisServer::start_in(&dir, AOF, &[]);
+    let primary = program.start_in(&dir, AOF, &[]);
     let mut p = primary.raw();
     assert_eq!(p.cmd(&["DUMP", "tk"]), dump, "the AOF replay holds the same Top-K");
     assert_eq!(p.cmd(&["TOPK.LIST", "tk", "WITHCOUNT"]), list);
+    drop(p);
+    primary.shutdown(false);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 // ------------------------------------------------------------------------------------------------
-// Valkey 8.0.1: the module loads unchanged; Valkey prints doubles as Redis ≥ 7.2 does.
-
-/// Valkey's server program: `$SIFT_VALKEY_SERVER`, else the build shared on the development
-/// machine. Debian 12 has no package, and CI does not build it: these tests run where it exists
-/// and say so where it does not (they fail under `CI=true` only when the variable names a
-/// program that is missing).
-fn valkey() -> Option<String> {
-    let explicit = std::env::var("SIFT_VALKEY_SERVER").ok();
-    let path = explicit.clone().unwrap_or_else(|| "/work/shared/bin/valkey-server".into());
-    if Path::new(&path).exists() {
-        return Some(path);
-    }
-    assert!(explicit.is_none(), "SIFT_VALKEY_SERVER={path} does not exist");
-    println!("NOTICE: no valkey-server at {path}; Valkey tests skipped (set SIFT_VALKEY_SERVER)");
-    None
-}
-
-struct ValkeyWithModule(String);
-
-impl Target for ValkeyWithModule {
-    fn start(&self) -> Box<dyn Server> {
-        Box::new(RedisServer::start_program(&self.0, &temp_dir("valkey"), &[], &[]))
-    }
-}
+// Valkey 8.0.1: the module loads unchanged.
 
 #[test]
 fn valkey_sketch_transcript_byte_exact() {
-    let Some(v) = valkey() else { return };
+    let Some(valkey) = Program::valkey() else { return };
+    let d = doubles(&valkey);
+    let target = WithModule(valkey);
     for proto in [2, 3] {
-        sketch_transcript_byte_exact(&ValkeyWithModule(v.clone()), proto, Doubles::Current);
+        sketch_transcript_byte_exact(&target, proto, d);
     }
 }
 
 #[test]
 fn valkey_golden_payloads_and_redis_py() {
-    let Some(v) = valkey() else { return };
-    suite::sketches::golden_sketch_payloads_restore(&ValkeyWithModule(v.clone()), Doubles::Current);
-    suite::sketches::redis_py_sketch_commands(&ValkeyWithModule(v));
+    let Some(valkey) = Program::valkey() else { return };
+    let d = doubles(&valkey);
+    let target = WithModule(valkey);
+    suite::sketches::golden_sketch_payloads_restore(&target, d);
+    suite::sketches::redis_py_sketch_commands(&target);
 }
 
 /// RedisBloom's `dump.rdb` (RDB 10) with all its sketches loads into Valkey with the module, and
@@ -338,17 +365,20 @@ fn valkey_golden_payloads_and_redis_py() {
 /// values.
 #[test]
 fn valkey_sketch_rdb_round_trip() {
-    let Some(v) = valkey() else { return };
+    let Some(valkey) = Program::valkey() else { return };
     let dir = temp_dir("valkey-rdb");
     let golden = sketch_fixtures().join("rdb/dump.rdb");
     std::fs::copy(&golden, dir.join("dump.rdb")).unwrap();
-    let srv = RedisServer::start_program(&v, &dir, &[], &[]);
+    let srv = valkey.start_in(&dir, &[], &[]);
     let mut c = srv.raw();
     assert_eq!(integer(&c.cmd(&["DBSIZE"])), 11);
     assert_eq!(c.cmd(&["SAVE"]), b"+OK\r\n");
     let saved = std::fs::read(dir.join("dump.rdb")).unwrap();
-    assert_eq!(&saved[..9], b"REDIS0011", "Valkey 8 writes RDB version 11");
+    assert_eq!(show(&saved[..9]), format!("REDIS{:04}", valkey.rdb_version()));
     assert_eq!(rdb_values(&dir.join("dump.rdb")), rdb_values(&golden));
-    let problems = check_after_load(&mut c, Doubles::Current, &|k| k.to_string());
+    let problems = check_after_load(&mut c, doubles(&valkey), &|k| k.to_string());
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+    drop(c);
+    srv.shutdown(false);
+    let _ = std::fs::remove_dir_all(&dir);
 }
