@@ -17,11 +17,12 @@
 //! module built once for both: the BF and CF transcripts in RESP2 and RESP3 and redis-py's
 //! RedisBloom tests; RedisBloom's golden `dump.rdb` loaded and its SCANDUMPs answered, then saved
 //! as RDB 11; SAVE + restart + DEBUG RELOAD; BGREWRITEAOF + restart; a replica with another
-//! configuration. Left to Redis only: the rest of the suite (commands and errors the transcript
-//! already covers on Valkey, and the same command code), the golden DUMP payloads dumped back
-//! byte for byte (Valkey's DUMP carries RDB version 11, so the bytes differ by design), the
-//! golden AOF rewrite sequence, MEMORY USAGE (the per-key overhead is the server's), the SF.*
-//! commands. The sketches' Valkey tests are in `sketches.rs`.
+//! configuration; and, across the two servers, Valkey's RDB 11 refused by Redis 7.0 while its
+//! plain AOF rewrite replays there. Left to Redis only: the rest of the suite (commands and
+//! errors the transcript already covers on Valkey, run by the same command code), the golden DUMP
+//! payloads dumped back byte for byte (Valkey's DUMP carries RDB version 11, so the bytes differ
+//! by design), the golden AOF rewrite sequence, MEMORY USAGE (the per-key overhead is the
+//! server's), the SF.* commands. The sketches' Valkey tests are in `sketches.rs`.
 
 #[path = "../../sift-server/tests/suite/mod.rs"]
 mod suite;
@@ -373,6 +374,60 @@ fn aof_rewrite_and_restart(p: &Program) {
     let mut expected = before.clone();
     expected.insert("bf_auto".into(), after);
     assert_eq!(snapshots(&mut c, &keys), expected, "after AOF rewrite + restart");
+    srv.shutdown(false);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A DUMP reply's payload without its trailer (RDB version and CRC64): the value as the module
+/// encoded it, comparable between servers that write different RDB versions.
+fn dump_body(c: &mut Raw, key: &str) -> Vec<u8> {
+    let r = cmd(c, &["DUMP", key]);
+    assert_eq!(r[0], b'$', "DUMP {key}: {}", show(&r));
+    let start = r.iter().position(|&b| b == b'\n').unwrap() + 1;
+    r[start..r.len() - 2 - 10].to_vec()
+}
+
+/// Valkey 8 saves RDB version 11, which redis-server 7.0 refuses to load (it exits); a plain
+/// AOF (no RDB preamble) rewritten on Valkey replays on Redis 7.0 with every filter and sketch
+/// as it was (the way back the README gives).
+#[test]
+fn valkey_rdb_is_refused_by_redis_70_and_its_plain_aof_replays_there() {
+    let Some(valkey) = Program::valkey() else { return };
+    let dir = temp_dir("valkey-to-redis");
+    let srv = valkey.start_in(&dir, AOF, &[]);
+    let mut c = srv.raw();
+    let keys = populate(&mut c);
+    let sketches: &[&[&str]] = &[
+        &["CMS.INITBYDIM", "cms", "40", "3"],
+        &["CMS.INCRBY", "cms", "a", "5", "b", "7"],
+        &["TOPK.RESERVE", "tk", "3", "8", "3", "0.9"],
+        &["TOPK.ADD", "tk", "a", "b", "c", "a", "d", "a", "b"],
+        &["TDIGEST.CREATE", "td", "COMPRESSION", "50"],
+        &["TDIGEST.ADD", "td", "0.1", "0.2", "3", "4.5", "100"],
+    ];
+    for args in sketches {
+        let r = cmd(&mut c, args);
+        assert!(!r.starts_with(b"-"), "{args:?}: {}", show(&r));
+    }
+    let before = snapshots(&mut c, &keys);
+    let sketch_bodies: Vec<Vec<u8>> = ["cms", "tk", "td"].iter().map(|k| dump_body(&mut c, k)).collect();
+    assert_eq!(cmd(&mut c, &["SAVE"]), b"+OK\r\n");
+    assert_rdb_version(&dir.join("dump.rdb"), &valkey);
+    assert!(cmd(&mut c, &["BGREWRITEAOF"]).starts_with(b"+"));
+    wait_rewrite(&mut c);
+    drop(c);
+    srv.shutdown(false);
+    // Without the AOF, redis-server loads dump.rdb: it refuses the version and exits.
+    let refused = RedisServer::try_start_program(&Program::Redis, &dir, &[], &[]);
+    let log = refused.err().expect("redis-server 7.0 started on Valkey's RDB 11 file");
+    assert!(log.contains("Can't handle RDB format version 11"), "{log}");
+    // With it, the rewritten base (LOADCHUNK and RESTORE of RDB 10 payloads) replays.
+    let srv = Program::Redis.start_in(&dir, AOF, &[]);
+    let mut c = srv.raw();
+    assert_eq!(snapshots(&mut c, &keys), before, "Valkey's plain AOF replayed by Redis 7.0");
+    let after: Vec<Vec<u8>> = ["cms", "tk", "td"].iter().map(|k| dump_body(&mut c, k)).collect();
+    assert_eq!(after, sketch_bodies);
+    drop(c);
     srv.shutdown(false);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -175,49 +175,64 @@ impl RedisServer {
     }
 
     /// [`RedisServer::start_in`] with the given server program (Valkey's `valkey-server` takes
-    /// the same command line).
+    /// the same command line). Tries up to five free ports (another process may take one
+    /// between the check and the bind).
     pub fn start_program(
         program: &Program,
         dir: &Path,
         config: &[&str],
         module_args: &[&str],
     ) -> RedisServer {
+        let mut last_log = String::new();
+        for _ in 0..5 {
+            match RedisServer::try_start_program(program, dir, config, module_args) {
+                Ok(s) => return s,
+                Err(log) => last_log = log,
+            }
+        }
+        panic!("{} did not start; last log:\n{last_log}", program.command().to_string_lossy());
+    }
+
+    /// One attempt at [`RedisServer::start_program`]: the server once it answers PING, or its
+    /// log when it exits (or does not answer) first, e.g. a server refusing the files in `dir`.
+    pub fn try_start_program(
+        program: &Program,
+        dir: &Path,
+        config: &[&str],
+        module_args: &[&str],
+    ) -> Result<RedisServer, String> {
         let install = match program {
             Program::Redis => "apt-get install redis-server",
             Program::Valkey(_) => "Valkey 8.0.1 from ../shared/bin, or SIFT_VALKEY_SERVER",
         };
-        let mut last_log = String::new();
-        for _ in 0..5 {
-            let port = free_port();
-            let log = dir.join(format!("redis-{port}.log"));
-            let child = Command::new(program.command())
-                .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-                .arg("--dir")
-                .arg(dir)
-                .args(["--save", "", "--appendonly", "no", "--enable-debug-command", "yes"])
-                .arg("--logfile")
-                .arg(&log)
-                .arg("--loadmodule")
-                .arg(module_path())
-                .args(module_args)
-                .args(config)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("spawn {} ({install}): {e}", program.command().to_string_lossy()));
-            let mut s = RedisServer {
-                child: Some(child),
-                addr: SocketAddr::from(([127, 0, 0, 1], port)),
-                dir: dir.to_path_buf(),
-                own_dir: false,
-            };
-            if s.wait_ready() {
-                return s;
-            }
-            s.kill();
-            last_log = std::fs::read_to_string(&log).unwrap_or_default();
+        let port = free_port();
+        let log = dir.join(format!("redis-{port}.log"));
+        let child = Command::new(program.command())
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+            .arg("--dir")
+            .arg(dir)
+            .args(["--save", "", "--appendonly", "no", "--enable-debug-command", "yes"])
+            .arg("--logfile")
+            .arg(&log)
+            .arg("--loadmodule")
+            .arg(module_path())
+            .args(module_args)
+            .args(config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {} ({install}): {e}", program.command().to_string_lossy()));
+        let mut s = RedisServer {
+            child: Some(child),
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            dir: dir.to_path_buf(),
+            own_dir: false,
+        };
+        if s.wait_ready() {
+            return Ok(s);
         }
-        panic!("{} did not start; last log:\n{last_log}", program.command().to_string_lossy());
+        s.kill();
+        Err(std::fs::read_to_string(&log).unwrap_or_default())
     }
 
     /// Waits until the server answers PING (and has finished loading) or exits.
