@@ -21,8 +21,9 @@
 //! plain AOF rewrite replays there. Left to Redis only: the rest of the suite (commands and
 //! errors the transcript already covers on Valkey, run by the same command code), the golden DUMP
 //! payloads dumped back byte for byte (Valkey's DUMP carries RDB version 11, so the bytes differ
-//! by design), the golden AOF rewrite sequence, MEMORY USAGE (the per-key overhead is the
-//! server's), the SF.* commands. The sketches' Valkey tests are in `sketches.rs`.
+//! by design), the golden AOF rewrite sequence, the SF.* commands. TYPE, MEMORY USAGE (with
+//! Valkey's per-key overhead) and the module configs run on both. The sketches' Valkey tests are
+//! in `sketches.rs`.
 
 #[path = "../../sift-server/tests/suite/mod.rs"]
 mod suite;
@@ -690,19 +691,36 @@ fn aof_rewrite_emits_redisbloom_loadchunk_sequence() {
 
 #[test]
 fn type_and_memory_usage() {
-    let srv = RedisServer::start(&[], &[]);
+    type_memory_usage_and_configs(&Program::Redis);
+}
+
+/// The same types, module listing and configs; MEMORY USAGE with Valkey's per-key overhead.
+#[test]
+fn valkey_type_and_memory_usage() {
+    let Some(valkey) = Program::valkey() else { return };
+    type_memory_usage_and_configs(&valkey);
+}
+
+fn type_memory_usage_and_configs(p: &Program) {
+    let srv = p.start(&[], &[]);
     let mut c = srv.raw();
+    // MEMORY USAGE is the module's callback plus the server's own cost of a key, 8 bytes less on
+    // Valkey 8 than on Redis 7.0 for these short keys.
+    let usage = |redis_70: u64| {
+        let n = if *p == Program::Redis { redis_70 } else { redis_70 - 8 };
+        format!(":{n}\r\n").into_bytes()
+    };
     assert_eq!(cmd(&mut c, &["BF.ADD", "bf", "x"]), b":1\r\n");
     assert_eq!(cmd(&mut c, &["CF.ADD", "cf", "x"]), b":1\r\n");
     assert_eq!(cmd(&mut c, &["TYPE", "bf"]), b"+MBbloom--\r\n");
     assert_eq!(cmd(&mut c, &["TYPE", "cf"]), b"+MBbloomCF\r\n");
     assert_eq!(cmd(&mut c, &["TYPE", "none"]), b"+none\r\n");
     // Redis 7.0.15 with RedisBloom: INFO Size + 32 for short keys (spec §10).
-    assert_eq!(cmd(&mut c, &["MEMORY", "USAGE", "bf"]), b":272\r\n");
+    assert_eq!(cmd(&mut c, &["MEMORY", "USAGE", "bf"]), usage(272));
     assert_eq!(cmd(&mut c, &["BF.RESERVE", "bf2", "0.05", "1000"]), b"+OK\r\n");
-    assert_eq!(cmd(&mut c, &["MEMORY", "USAGE", "bf2"]), b":1088\r\n");
+    assert_eq!(cmd(&mut c, &["MEMORY", "USAGE", "bf2"]), usage(1088));
     assert_eq!(cmd(&mut c, &["CF.RESERVE", "cf2", "1000"]), b"+OK\r\n");
-    assert_eq!(cmd(&mut c, &["MEMORY", "USAGE", "cf2"]), b":1112\r\n");
+    assert_eq!(cmd(&mut c, &["MEMORY", "USAGE", "cf2"]), usage(1112));
     assert_eq!(cmd(&mut c, &["MEMORY", "USAGE", "missing"]), b"$-1\r\n");
     // Module listing and configs.
     let modules = String::from_utf8_lossy(&cmd(&mut c, &["MODULE", "LIST"])).into_owned();
