@@ -23,7 +23,9 @@
 #![allow(dead_code)]
 
 // The CI rule for a missing external program (fail under `CI=true`, else skip and say so), shared
-// with the suite in sift-server's tests.
+// with the suite in sift-server's tests. Test binaries that include that suite load this file a
+// second time (as `suite::external`): two copies of three small functions, one rule.
+#[allow(clippy::duplicate_mod)]
 #[path = "../../../sift-server/tests/suite/external.rs"]
 mod external;
 
