@@ -27,6 +27,7 @@
 
 #[path = "../../sift-server/tests/suite/mod.rs"]
 mod suite;
+#[macro_use]
 mod support;
 
 use std::collections::BTreeMap;
@@ -68,14 +69,15 @@ impl Target for WithModule {
     }
 }
 
-#[test]
-fn transcript_resp2_byte_exact() {
-    suite::transcript_resp2_byte_exact(&REDIS);
+on_redis_and_valkey!(transcript_resp2: transcript_resp2_byte_exact, valkey_transcript_resp2_byte_exact);
+on_redis_and_valkey!(transcript_resp3: transcript_resp3_byte_exact, valkey_transcript_resp3_byte_exact);
+
+fn transcript_resp2(p: &Program) {
+    suite::transcript_resp2_byte_exact(&WithModule(p.clone()));
 }
 
-#[test]
-fn transcript_resp3_byte_exact() {
-    suite::transcript_resp3_byte_exact(&REDIS);
+fn transcript_resp3(p: &Program) {
+    suite::transcript_resp3_byte_exact(&WithModule(p.clone()));
 }
 
 #[test]
@@ -93,9 +95,10 @@ fn redis_crate_resp3() {
     suite::redis_crate_resp3(&REDIS);
 }
 
-#[test]
-fn redis_py_bloom_commands() {
-    suite::redis_py_bloom_commands(&REDIS);
+on_redis_and_valkey!(redis_py_bloom: redis_py_bloom_commands, valkey_redis_py_bloom_commands);
+
+fn redis_py_bloom(p: &Program) {
+    suite::redis_py_bloom_commands(&WithModule(p.clone()));
 }
 
 #[test]
@@ -121,24 +124,6 @@ fn configured_defaults_drive_auto_create() {
 #[test]
 fn module_version_as_clients_see_it() {
     suite::module_version_as_clients_see_it(&REDIS);
-}
-
-#[test]
-fn valkey_transcript_resp2_byte_exact() {
-    let Some(valkey) = Program::valkey() else { return };
-    suite::transcript_resp2_byte_exact(&WithModule(valkey));
-}
-
-#[test]
-fn valkey_transcript_resp3_byte_exact() {
-    let Some(valkey) = Program::valkey() else { return };
-    suite::transcript_resp3_byte_exact(&WithModule(valkey));
-}
-
-#[test]
-fn valkey_redis_py_bloom_commands() {
-    let Some(valkey) = Program::valkey() else { return };
-    suite::redis_py_bloom_commands(&WithModule(valkey));
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -246,16 +231,11 @@ fn assert_rdb_version(path: &Path, p: &Program) {
 // ------------------------------------------------------------------------------------------------
 // Persistence.
 
-#[test]
-fn save_restart_and_debug_reload_keep_every_filter_identical() {
-    save_restart_and_debug_reload(&Program::Redis);
-}
-
-#[test]
-fn valkey_save_restart_and_debug_reload_keep_every_filter_identical() {
-    let Some(valkey) = Program::valkey() else { return };
-    save_restart_and_debug_reload(&valkey);
-}
+on_redis_and_valkey!(
+    save_restart_and_debug_reload:
+    save_restart_and_debug_reload_keep_every_filter_identical,
+    valkey_save_restart_and_debug_reload_keep_every_filter_identical
+);
 
 fn save_restart_and_debug_reload(p: &Program) {
     let dir = temp_dir("save");
@@ -344,16 +324,11 @@ fn aof_commands(dir: &Path) -> (Commands, Commands) {
 
 const AOF: &[&str] = &["--appendonly", "yes", "--aof-use-rdb-preamble", "no", "--appendfsync", "always"];
 
-#[test]
-fn aof_rewrite_and_restart_keep_every_filter_identical() {
-    aof_rewrite_and_restart(&Program::Redis);
-}
-
-#[test]
-fn valkey_aof_rewrite_and_restart_keep_every_filter_identical() {
-    let Some(valkey) = Program::valkey() else { return };
-    aof_rewrite_and_restart(&valkey);
-}
+on_redis_and_valkey!(
+    aof_rewrite_and_restart:
+    aof_rewrite_and_restart_keep_every_filter_identical,
+    valkey_aof_rewrite_and_restart_keep_every_filter_identical
+);
 
 fn aof_rewrite_and_restart(p: &Program) {
     let dir = temp_dir("aof");
@@ -561,19 +536,14 @@ fn check_golden_key(c: &mut Raw, name: &str, k: &J, as_key: &str) {
     }
 }
 
-#[test]
-fn golden_redisbloom_dump_rdb_loads_and_answers_its_scandumps() {
-    golden_dump_rdb_loads_and_answers(&Program::Redis);
-}
+on_redis_and_valkey!(
+    golden_dump_rdb_loads_and_answers:
+    golden_redisbloom_dump_rdb_loads_and_answers_its_scandumps,
+    valkey_golden_redisbloom_dump_rdb_loads_and_answers_its_scandumps
+);
 
-/// RedisBloom's RDB 10 file loads into Valkey with the module; Valkey saves it as RDB 11 with the
-/// same values.
-#[test]
-fn valkey_golden_redisbloom_dump_rdb_loads_and_answers_its_scandumps() {
-    let Some(valkey) = Program::valkey() else { return };
-    golden_dump_rdb_loads_and_answers(&valkey);
-}
-
+/// RedisBloom's `dump.rdb` (RDB 10) loads with the module and answers its golden SCANDUMPs;
+/// saved again (RDB 10 by Redis 7.0, 11 by Valkey 8) it holds the same keys and fields.
 fn golden_dump_rdb_loads_and_answers(p: &Program) {
     let dir = temp_dir("golden");
     std::fs::copy(rdb_fixtures().join("dump.rdb"), dir.join("dump.rdb")).unwrap();
@@ -689,18 +659,9 @@ fn aof_rewrite_emits_redisbloom_loadchunk_sequence() {
 // ------------------------------------------------------------------------------------------------
 // Introspection.
 
-#[test]
-fn type_and_memory_usage() {
-    type_memory_usage_and_configs(&Program::Redis);
-}
+on_redis_and_valkey!(type_memory_usage_and_configs: type_and_memory_usage, valkey_type_and_memory_usage);
 
 /// The same types, module listing and configs; MEMORY USAGE with Valkey's per-key overhead.
-#[test]
-fn valkey_type_and_memory_usage() {
-    let Some(valkey) = Program::valkey() else { return };
-    type_memory_usage_and_configs(&valkey);
-}
-
 fn type_memory_usage_and_configs(p: &Program) {
     let srv = p.start(&[], &[]);
     let mut c = srv.raw();
@@ -754,19 +715,14 @@ fn load_arguments_set_the_defaults() {
     );
 }
 
+on_redis_and_valkey!(
+    replica_holds_the_primary_filters:
+    replica_holds_the_primary_filters_whatever_its_configuration,
+    valkey_replica_holds_the_primary_filters_whatever_its_configuration
+);
+
 /// A replica with another configuration receives the explicit header of every auto-created
 /// filter, so it holds exactly its primary's filters.
-#[test]
-fn replica_holds_the_primary_filters_whatever_its_configuration() {
-    replica_holds_the_primary_filters(&Program::Redis);
-}
-
-#[test]
-fn valkey_replica_holds_the_primary_filters_whatever_its_configuration() {
-    let Some(valkey) = Program::valkey() else { return };
-    replica_holds_the_primary_filters(&valkey);
-}
-
 fn replica_holds_the_primary_filters(p: &Program) {
     let primary = p.start(
         &[],

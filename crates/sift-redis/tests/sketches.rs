@@ -8,12 +8,13 @@
 //! current RedisBloom's doubles, as Valkey prints them like Redis ≥ 7.2), the golden DUMP
 //! payloads and redis-py's helpers, RedisBloom's `dump.rdb` loaded and saved back as RDB 11, the
 //! AOF rewrite of every database, and Top-K's seeded decay through a replica and an AOF replay.
-//! Left to Redis only: the absurd-input checks (the same command code, no server involvement),
-//! MEMORY USAGE against RedisBloom's recorded numbers (the per-key overhead is the server's), and
-//! the five-types RDB (the golden `dump.rdb` covers loading on Valkey).
+//! Left to Redis only: the absurd-input checks (the module's own argument checks, whatever the
+//! server), MEMORY USAGE against RedisBloom's recorded numbers (the per-key overhead is the
+//! server's), and the five-types RDB (the golden `dump.rdb` covers loading on Valkey).
 
 #[path = "../../sift-server/tests/suite/mod.rs"]
 mod suite;
+#[macro_use]
 mod support;
 
 use suite::sketches::{sketch_transcript_byte_exact, Doubles};
@@ -49,29 +50,38 @@ fn doubles(p: &Program) -> Doubles {
     }
 }
 
-#[test]
-fn sketch_transcript_resp2_byte_exact() {
-    sketch_transcript_byte_exact(&REDIS, 2, Doubles::Redis70);
+on_redis_and_valkey!(
+    transcript_resp2:
+    sketch_transcript_resp2_byte_exact,
+    valkey_sketch_transcript_resp2_byte_exact
+);
+on_redis_and_valkey!(
+    transcript_resp3:
+    sketch_transcript_resp3_byte_exact,
+    valkey_sketch_transcript_resp3_byte_exact
+);
+on_redis_and_valkey!(redis_py: redis_py_sketch_commands, valkey_redis_py_sketch_commands);
+on_redis_and_valkey!(golden_payloads: golden_sketch_payloads_restore, valkey_golden_sketch_payloads_restore);
+
+fn transcript_resp2(p: &Program) {
+    sketch_transcript_byte_exact(&WithModule(p.clone()), 2, doubles(p));
 }
 
-#[test]
-fn sketch_transcript_resp3_byte_exact() {
-    sketch_transcript_byte_exact(&REDIS, 3, Doubles::Redis70);
+fn transcript_resp3(p: &Program) {
+    sketch_transcript_byte_exact(&WithModule(p.clone()), 3, doubles(p));
 }
 
-#[test]
-fn redis_py_sketch_commands() {
-    suite::sketches::redis_py_sketch_commands(&REDIS);
+fn redis_py(p: &Program) {
+    suite::sketches::redis_py_sketch_commands(&WithModule(p.clone()));
+}
+
+fn golden_payloads(p: &Program) {
+    suite::sketches::golden_sketch_payloads_restore(&WithModule(p.clone()), doubles(p));
 }
 
 #[test]
 fn absurd_sketch_inputs_are_refused() {
     suite::sketches::absurd_sketch_inputs_are_refused(&REDIS);
-}
-
-#[test]
-fn golden_sketch_payloads_restore() {
-    suite::sketches::golden_sketch_payloads_restore(&REDIS, Doubles::Redis70);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -210,20 +220,15 @@ fn rdb_with_all_five_types_round_trips() {
 
 const AOF: &[&str] = &["--appendonly", "yes", "--aof-use-rdb-preamble", "no", "--appendfsync", "always"];
 
+on_redis_and_valkey!(
+    aof_rewrite_keeps_every_database:
+    aof_rewrite_keeps_sketches_of_every_database,
+    valkey_aof_rewrite_keeps_sketches_of_every_database
+);
+
 /// The plain AOF rewrite keeps sketches of every database (RedisBloom's rewrite looks keys up in
 /// database 0 and loses the others, spec §10.6), as `RESTORE` of each key's own value; a restart
 /// from the rewritten AOF gives the same values.
-#[test]
-fn aof_rewrite_keeps_sketches_of_every_database() {
-    aof_rewrite_keeps_every_database(&Program::Redis);
-}
-
-#[test]
-fn valkey_aof_rewrite_keeps_sketches_of_every_database() {
-    let Some(valkey) = Program::valkey() else { return };
-    aof_rewrite_keeps_every_database(&valkey);
-}
-
 fn aof_rewrite_keeps_every_database(p: &Program) {
     let dir = temp_dir("sketch-aof");
     let srv = p.start_in(&dir, AOF, &[]);
@@ -287,20 +292,15 @@ fn aof_rewrite_keeps_every_database(p: &Program) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+on_redis_and_valkey!(
+    topk_decay_replicates_and_replays:
+    topk_decay_replicates_and_replays_deterministically,
+    valkey_topk_decay_replicates_and_replays_deterministically
+);
+
 /// TOPK.ADD on a table where items collide makes random decay draws; the replica and the AOF
 /// replay make the primary's (the call is propagated with its seed), so both hold exactly the
 /// primary's table and heap.
-#[test]
-fn topk_decay_replicates_and_replays_deterministically() {
-    topk_decay_replicates_and_replays(&Program::Redis);
-}
-
-#[test]
-fn valkey_topk_decay_replicates_and_replays_deterministically() {
-    let Some(valkey) = Program::valkey() else { return };
-    topk_decay_replicates_and_replays(&valkey);
-}
-
 fn topk_decay_replicates_and_replays(program: &Program) {
     let dir = temp_dir("topk-repl");
     let primary = program.start_in(&dir, AOF, &[]);
@@ -339,26 +339,7 @@ fn topk_decay_replicates_and_replays(program: &Program) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// Valkey 8.0.1: the module loads unchanged.
-
-#[test]
-fn valkey_sketch_transcript_byte_exact() {
-    let Some(valkey) = Program::valkey() else { return };
-    let d = doubles(&valkey);
-    let target = WithModule(valkey);
-    for proto in [2, 3] {
-        sketch_transcript_byte_exact(&target, proto, d);
-    }
-}
-
-#[test]
-fn valkey_golden_payloads_and_redis_py() {
-    let Some(valkey) = Program::valkey() else { return };
-    let d = doubles(&valkey);
-    let target = WithModule(valkey);
-    suite::sketches::golden_sketch_payloads_restore(&target, d);
-    suite::sketches::redis_py_sketch_commands(&target);
-}
+// Valkey 8.0.1 only.
 
 /// RedisBloom's `dump.rdb` (RDB 10) with all its sketches loads into Valkey with the module, and
 /// the module's SAVE there (Valkey writes RDB 11, which Redis 7.0 cannot read) holds the same

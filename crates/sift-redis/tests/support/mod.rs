@@ -150,6 +150,26 @@ impl Program {
     }
 }
 
+/// Two tests of one body `fn(&Program)`: `$redis` runs it on redis-server, `$valkey` on Valkey
+/// (which fails under `CI=true` and is skipped elsewhere when valkey-server is missing, see
+/// [`Program::valkey`]). For a test binary that declares `#[macro_use] mod support;`.
+#[allow(unused_macros)]
+macro_rules! on_redis_and_valkey {
+    ($body:path: $redis:ident, $valkey:ident) => {
+        #[test]
+        fn $redis() {
+            $body(&$crate::support::Program::Redis);
+        }
+
+        #[test]
+        fn $valkey() {
+            if let Some(valkey) = $crate::support::Program::valkey() {
+                $body(&valkey);
+            }
+        }
+    };
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().unwrap().port()
 }
