@@ -166,6 +166,9 @@ fn golden_sketch_dump_rdb_loads_answers_and_saves_back() {
     assert_eq!(c.cmd(&["DEBUG", "RELOAD"]), b"+OK\r\n");
     let problems = check_after_load(&mut c, Doubles::Redis70, &|k| k.to_string());
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+    drop(c);
+    srv.shutdown(false);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn type_prefix(ty: &str) -> &'static str {
@@ -216,6 +219,9 @@ fn rdb_with_all_five_types_round_trips() {
     }
     assert_eq!(c.cmd(&["SAVE"]), b"+OK\r\n");
     assert_eq!(rdb_values(&dir.join("dump.rdb")), before);
+    drop(c);
+    srv.shutdown(false);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 const AOF: &[&str] = &["--appendonly", "yes", "--aof-use-rdb-preamble", "no", "--appendfsync", "always"];
