@@ -13,7 +13,9 @@
 # mounts it (root, /dev/fuse), and it and the durability tests slow fdatasync with strace; the
 # examples' tests (examples/) start their own PostgreSQL instances with initdb and pg_ctl (as the
 # `postgres` account the package creates, when run as root). Without root (or sudo), install them
-# by hand and re-run.
+# by hand and re-run. Not installed here: Valkey 8.0.1, which sift-redis's tests also load the
+# module into, comes from ../shared/bin beside the repository (Debian 12 has no package; or
+# SIFT_VALKEY_SERVER); under CI=true those tests fail when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

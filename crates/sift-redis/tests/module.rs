@@ -11,9 +11,23 @@
 //!
 //! The module is the `libsift_redis.so` that `cargo test` builds next to this binary, or
 //! `$SIFT_REDIS_MODULE` (see `support/mod.rs`).
+//!
+//! Valkey 8.0.1 (`valkey_*`, server from `../shared/bin` or `$SIFT_VALKEY_SERVER`; a missing one
+//! fails under `CI=true`) runs a representative share of the same bodies, one per area, with the
+//! module built once for both: the BF and CF transcripts in RESP2 and RESP3 and redis-py's
+//! RedisBloom tests; RedisBloom's golden `dump.rdb` loaded and its SCANDUMPs answered, then saved
+//! as RDB 11; SAVE + restart + DEBUG RELOAD; BGREWRITEAOF + restart; a replica with another
+//! configuration; and, across the two servers, Valkey's RDB 11 refused by Redis 7.0 while its
+//! plain AOF rewrite replays there. Left to Redis only: the rest of the suite (commands and
+//! errors the transcript already covers on Valkey, run by the same command code), the golden DUMP
+//! payloads dumped back byte for byte (Valkey's DUMP carries RDB version 11, so the bytes differ
+//! by design), the golden AOF rewrite sequence, the SF.* commands. TYPE, MEMORY USAGE (with
+//! Valkey's per-key overhead) and the module configs run on both. The sketches' Valkey tests are
+//! in `sketches.rs`.
 
 #[path = "../../sift-server/tests/suite/mod.rs"]
 mod suite;
+#[macro_use]
 mod support;
 
 use std::collections::BTreeMap;
@@ -23,7 +37,7 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use serde_json::Value as J;
 use suite::{Raw, Server, Target};
-use support::{temp_dir, RedisServer};
+use support::{temp_dir, Program, RedisServer};
 
 impl Server for RedisServer {
     fn addr(&self) -> std::net::SocketAddr {
@@ -34,12 +48,15 @@ impl Server for RedisServer {
     }
 }
 
-/// redis-server + the module, fresh for each start.
-struct RedisWithModule;
+/// A server program + the module, fresh for each start.
+struct WithModule(Program);
 
-impl Target for RedisWithModule {
+/// redis-server + the module.
+const REDIS: WithModule = WithModule(Program::Redis);
+
+impl Target for WithModule {
     fn start(&self) -> Box<dyn Server> {
-        Box::new(RedisServer::start(&[], &[]))
+        Box::new(self.0.start(&[], &[]))
     }
     fn config_name(&self, name: &str) -> String {
         format!("bf.{name}")
@@ -52,59 +69,61 @@ impl Target for RedisWithModule {
     }
 }
 
-#[test]
-fn transcript_resp2_byte_exact() {
-    suite::transcript_resp2_byte_exact(&RedisWithModule);
+on_redis_and_valkey!(transcript_resp2: transcript_resp2_byte_exact, valkey_transcript_resp2_byte_exact);
+on_redis_and_valkey!(transcript_resp3: transcript_resp3_byte_exact, valkey_transcript_resp3_byte_exact);
+
+fn transcript_resp2(p: &Program) {
+    suite::transcript_resp2_byte_exact(&WithModule(p.clone()));
 }
 
-#[test]
-fn transcript_resp3_byte_exact() {
-    suite::transcript_resp3_byte_exact(&RedisWithModule);
+fn transcript_resp3(p: &Program) {
+    suite::transcript_resp3_byte_exact(&WithModule(p.clone()));
 }
 
 #[test]
 fn every_filter_fixture_matches() {
-    suite::every_filter_fixture_matches(&RedisWithModule);
+    suite::every_filter_fixture_matches(&REDIS);
 }
 
 #[test]
 fn redis_crate_resp2() {
-    suite::redis_crate_resp2(&RedisWithModule);
+    suite::redis_crate_resp2(&REDIS);
 }
 
 #[test]
 fn redis_crate_resp3() {
-    suite::redis_crate_resp3(&RedisWithModule);
+    suite::redis_crate_resp3(&REDIS);
 }
 
-#[test]
-fn redis_py_bloom_commands() {
-    suite::redis_py_bloom_commands(&RedisWithModule);
+on_redis_and_valkey!(redis_py_bloom: redis_py_bloom_commands, valkey_redis_py_bloom_commands);
+
+fn redis_py_bloom(p: &Program) {
+    suite::redis_py_bloom_commands(&WithModule(p.clone()));
 }
 
 #[test]
 fn absurd_inputs_get_exact_errors_and_the_server_stays_up() {
-    suite::absurd_inputs_get_exact_errors_and_the_server_stays_up(&RedisWithModule);
+    suite::absurd_inputs_get_exact_errors_and_the_server_stays_up(&REDIS);
 }
 
 #[test]
 fn maxmemory_bounds_loadchunk_and_creation() {
-    suite::maxmemory_bounds_loadchunk_and_creation(&RedisWithModule);
+    suite::maxmemory_bounds_loadchunk_and_creation(&REDIS);
 }
 
 #[test]
 fn command_info_reports_arity_and_key() {
-    suite::command_info_reports_arity_and_key(&RedisWithModule);
+    suite::command_info_reports_arity_and_key(&REDIS);
 }
 
 #[test]
 fn configured_defaults_drive_auto_create() {
-    suite::configured_defaults_drive_auto_create(&RedisWithModule);
+    suite::configured_defaults_drive_auto_create(&REDIS);
 }
 
 #[test]
 fn module_version_as_clients_see_it() {
-    suite::module_version_as_clients_see_it(&RedisWithModule);
+    suite::module_version_as_clients_see_it(&REDIS);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -203,20 +222,32 @@ fn info_field(c: &mut Raw, section: &str, field: &str) -> String {
         .to_string()
 }
 
+/// The RDB file at `path` has the format version `p` writes (its `REDIS00nn` magic).
+fn assert_rdb_version(path: &Path, p: &Program) {
+    let data = std::fs::read(path).unwrap();
+    assert_eq!(show(&data[..9]), format!("REDIS{:04}", p.rdb_version()), "{}", path.display());
+}
+
 // ------------------------------------------------------------------------------------------------
 // Persistence.
 
-#[test]
-fn save_restart_and_debug_reload_keep_every_filter_identical() {
+on_redis_and_valkey!(
+    save_restart_and_debug_reload:
+    save_restart_and_debug_reload_keep_every_filter_identical,
+    valkey_save_restart_and_debug_reload_keep_every_filter_identical
+);
+
+fn save_restart_and_debug_reload(p: &Program) {
     let dir = temp_dir("save");
-    let srv = RedisServer::start_in(&dir, &[], &[]);
+    let srv = p.start_in(&dir, &[], &[]);
     let mut c = srv.raw();
     let keys = populate(&mut c);
     let before = snapshots(&mut c, &keys);
     assert_eq!(cmd(&mut c, &["SAVE"]), b"+OK\r\n");
+    assert_rdb_version(&dir.join("dump.rdb"), p);
     srv.shutdown(false);
     // A different configuration at restart changes nothing in stored filters.
-    let srv = RedisServer::start_in(&dir, &[], &["ERROR_RATE", "0.2", "cf-bucket-size", "4"]);
+    let srv = p.start_in(&dir, &[], &["ERROR_RATE", "0.2", "cf-bucket-size", "4"]);
     let mut c = srv.raw();
     assert_eq!(snapshots(&mut c, &keys), before, "after SAVE + restart");
     assert_eq!(cmd(&mut c, &["PEXPIRETIME", "bf_ns"]), b":4102444800000\r\n");
@@ -293,10 +324,15 @@ fn aof_commands(dir: &Path) -> (Commands, Commands) {
 
 const AOF: &[&str] = &["--appendonly", "yes", "--aof-use-rdb-preamble", "no", "--appendfsync", "always"];
 
-#[test]
-fn aof_rewrite_and_restart_keep_every_filter_identical() {
+on_redis_and_valkey!(
+    aof_rewrite_and_restart:
+    aof_rewrite_and_restart_keep_every_filter_identical,
+    valkey_aof_rewrite_and_restart_keep_every_filter_identical
+);
+
+fn aof_rewrite_and_restart(p: &Program) {
     let dir = temp_dir("aof");
-    let srv = RedisServer::start_in(&dir, AOF, &[]);
+    let srv = p.start_in(&dir, AOF, &[]);
     let mut c = srv.raw();
     let keys = populate(&mut c);
     let before = snapshots(&mut c, &keys);
@@ -309,11 +345,65 @@ fn aof_rewrite_and_restart_keep_every_filter_identical() {
     assert_eq!(cmd(&mut c, &["BF.ADD", "bf_auto", "after-rewrite"]), b":1\r\n");
     let after = snapshot(&mut c, "bf_auto");
     srv.shutdown(false);
-    let srv = RedisServer::start_in(&dir, AOF, &["ERROR_RATE", "0.2"]);
+    let srv = p.start_in(&dir, AOF, &["ERROR_RATE", "0.2"]);
     let mut c = srv.raw();
     let mut expected = before.clone();
     expected.insert("bf_auto".into(), after);
     assert_eq!(snapshots(&mut c, &keys), expected, "after AOF rewrite + restart");
+    srv.shutdown(false);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A DUMP reply's payload without its trailer (RDB version and CRC64): the value as the module
+/// encoded it, comparable between servers that write different RDB versions.
+fn dump_body(c: &mut Raw, key: &str) -> Vec<u8> {
+    let r = cmd(c, &["DUMP", key]);
+    assert_eq!(r[0], b'$', "DUMP {key}: {}", show(&r));
+    let start = r.iter().position(|&b| b == b'\n').unwrap() + 1;
+    r[start..r.len() - 2 - 10].to_vec()
+}
+
+/// Valkey 8 saves RDB version 11, which redis-server 7.0 refuses to load (it exits); a plain
+/// AOF (no RDB preamble) rewritten on Valkey replays on Redis 7.0 with every filter and sketch
+/// as it was (the way back the README gives).
+#[test]
+fn valkey_rdb_is_refused_by_redis_70_and_its_plain_aof_replays_there() {
+    let Some(valkey) = Program::valkey() else { return };
+    let dir = temp_dir("valkey-to-redis");
+    let srv = valkey.start_in(&dir, AOF, &[]);
+    let mut c = srv.raw();
+    let keys = populate(&mut c);
+    let sketches: &[&[&str]] = &[
+        &["CMS.INITBYDIM", "cms", "40", "3"],
+        &["CMS.INCRBY", "cms", "a", "5", "b", "7"],
+        &["TOPK.RESERVE", "tk", "3", "8", "3", "0.9"],
+        &["TOPK.ADD", "tk", "a", "b", "c", "a", "d", "a", "b"],
+        &["TDIGEST.CREATE", "td", "COMPRESSION", "50"],
+        &["TDIGEST.ADD", "td", "0.1", "0.2", "3", "4.5", "100"],
+    ];
+    for args in sketches {
+        let r = cmd(&mut c, args);
+        assert!(!r.starts_with(b"-"), "{args:?}: {}", show(&r));
+    }
+    let before = snapshots(&mut c, &keys);
+    let sketch_bodies: Vec<Vec<u8>> = ["cms", "tk", "td"].iter().map(|k| dump_body(&mut c, k)).collect();
+    assert_eq!(cmd(&mut c, &["SAVE"]), b"+OK\r\n");
+    assert_rdb_version(&dir.join("dump.rdb"), &valkey);
+    assert!(cmd(&mut c, &["BGREWRITEAOF"]).starts_with(b"+"));
+    wait_rewrite(&mut c);
+    drop(c);
+    srv.shutdown(false);
+    // Without the AOF, redis-server loads dump.rdb: it refuses the version and exits.
+    let refused = RedisServer::try_start_program(&Program::Redis, &dir, &[], &[]);
+    let log = refused.err().expect("redis-server 7.0 started on Valkey's RDB 11 file");
+    assert!(log.contains("Can't handle RDB format version 11"), "{log}");
+    // With it, the rewritten base (LOADCHUNK and RESTORE of RDB 10 payloads) replays.
+    let srv = Program::Redis.start_in(&dir, AOF, &[]);
+    let mut c = srv.raw();
+    assert_eq!(snapshots(&mut c, &keys), before, "Valkey's plain AOF replayed by Redis 7.0");
+    let after: Vec<Vec<u8>> = ["cms", "tk", "td"].iter().map(|k| dump_body(&mut c, k)).collect();
+    assert_eq!(after, sketch_bodies);
+    drop(c);
     srv.shutdown(false);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -446,11 +536,18 @@ fn check_golden_key(c: &mut Raw, name: &str, k: &J, as_key: &str) {
     }
 }
 
-#[test]
-fn golden_redisbloom_dump_rdb_loads_and_answers_its_scandumps() {
+on_redis_and_valkey!(
+    golden_dump_rdb_loads_and_answers:
+    golden_redisbloom_dump_rdb_loads_and_answers_its_scandumps,
+    valkey_golden_redisbloom_dump_rdb_loads_and_answers_its_scandumps
+);
+
+/// RedisBloom's `dump.rdb` (RDB 10) loads with the module and answers its golden SCANDUMPs;
+/// saved again (RDB 10 by Redis 7.0, 11 by Valkey 8) it holds the same keys and fields.
+fn golden_dump_rdb_loads_and_answers(p: &Program) {
     let dir = temp_dir("golden");
     std::fs::copy(rdb_fixtures().join("dump.rdb"), dir.join("dump.rdb")).unwrap();
-    let srv = RedisServer::start_in(&dir, &["--dbfilename", "dump.rdb"], &[]);
+    let srv = p.start_in(&dir, &["--dbfilename", "dump.rdb"], &[]);
     let mut c = srv.raw();
     let keys = keys_json();
     let keys = keys["keys"].as_object().unwrap();
@@ -468,6 +565,7 @@ fn golden_redisbloom_dump_rdb_loads_and_answers_its_scandumps() {
     )
     .unwrap();
     assert_eq!(cmd(&mut c, &["SAVE"]), b"+OK\r\n");
+    assert_rdb_version(&dir.join("dump.rdb"), p);
     let ours = sift::compat::redisbloom::rdb::read_rdb(
         &std::fs::read(dir.join("dump.rdb")).unwrap(),
         &Default::default(),
@@ -561,21 +659,29 @@ fn aof_rewrite_emits_redisbloom_loadchunk_sequence() {
 // ------------------------------------------------------------------------------------------------
 // Introspection.
 
-#[test]
-fn type_and_memory_usage() {
-    let srv = RedisServer::start(&[], &[]);
+on_redis_and_valkey!(type_memory_usage_and_configs: type_and_memory_usage, valkey_type_and_memory_usage);
+
+/// The same types, module listing and configs; MEMORY USAGE with Valkey's per-key overhead.
+fn type_memory_usage_and_configs(p: &Program) {
+    let srv = p.start(&[], &[]);
     let mut c = srv.raw();
+    // MEMORY USAGE is the module's callback plus the server's own cost of a key, 8 bytes less on
+    // Valkey 8 than on Redis 7.0 for these short keys.
+    let usage = |redis_70: u64| {
+        let n = if *p == Program::Redis { redis_70 } else { redis_70 - 8 };
+        format!(":{n}\r\n").into_bytes()
+    };
     assert_eq!(cmd(&mut c, &["BF.ADD", "bf", "x"]), b":1\r\n");
     assert_eq!(cmd(&mut c, &["CF.ADD", "cf", "x"]), b":1\r\n");
     assert_eq!(cmd(&mut c, &["TYPE", "bf"]), b"+MBbloom--\r\n");
     assert_eq!(cmd(&mut c, &["TYPE", "cf"]), b"+MBbloomCF\r\n");
     assert_eq!(cmd(&mut c, &["TYPE", "none"]), b"+none\r\n");
     // Redis 7.0.15 with RedisBloom: INFO Size + 32 for short keys (spec §10).
-    assert_eq!(cmd(&mut c, &["MEMORY", "USAGE", "bf"]), b":272\r\n");
+    assert_eq!(cmd(&mut c, &["MEMORY", "USAGE", "bf"]), usage(272));
     assert_eq!(cmd(&mut c, &["BF.RESERVE", "bf2", "0.05", "1000"]), b"+OK\r\n");
-    assert_eq!(cmd(&mut c, &["MEMORY", "USAGE", "bf2"]), b":1088\r\n");
+    assert_eq!(cmd(&mut c, &["MEMORY", "USAGE", "bf2"]), usage(1088));
     assert_eq!(cmd(&mut c, &["CF.RESERVE", "cf2", "1000"]), b"+OK\r\n");
-    assert_eq!(cmd(&mut c, &["MEMORY", "USAGE", "cf2"]), b":1112\r\n");
+    assert_eq!(cmd(&mut c, &["MEMORY", "USAGE", "cf2"]), usage(1112));
     assert_eq!(cmd(&mut c, &["MEMORY", "USAGE", "missing"]), b"$-1\r\n");
     // Module listing and configs.
     let modules = String::from_utf8_lossy(&cmd(&mut c, &["MODULE", "LIST"])).into_owned();
@@ -609,11 +715,16 @@ fn load_arguments_set_the_defaults() {
     );
 }
 
+on_redis_and_valkey!(
+    replica_holds_the_primary_filters:
+    replica_holds_the_primary_filters_whatever_its_configuration,
+    valkey_replica_holds_the_primary_filters_whatever_its_configuration
+);
+
 /// A replica with another configuration receives the explicit header of every auto-created
 /// filter, so it holds exactly its primary's filters.
-#[test]
-fn replica_holds_the_primary_filters_whatever_its_configuration() {
-    let primary = RedisServer::start(
+fn replica_holds_the_primary_filters(p: &Program) {
+    let primary = p.start(
         &[],
         &[
             "ERROR_RATE",
@@ -627,7 +738,7 @@ fn replica_holds_the_primary_filters_whatever_its_configuration() {
         ],
     );
     let port = primary.port().to_string();
-    let replica = RedisServer::start(&["--replicaof", "127.0.0.1", &port], &["cf-bucket-size", "4"]);
+    let replica = p.start(&["--replicaof", "127.0.0.1", &port], &["cf-bucket-size", "4"]);
     let mut p = primary.raw();
     let mut r = replica.raw();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -649,25 +760,25 @@ fn replica_holds_the_primary_filters_whatever_its_configuration() {
 
 #[test]
 fn sf_redis_crate_resp2() {
-    suite::sf::sf_redis_crate(&RedisWithModule, false);
+    suite::sf::sf_redis_crate(&REDIS, false);
 }
 
 #[test]
 fn sf_redis_crate_resp3() {
-    suite::sf::sf_redis_crate(&RedisWithModule, true);
+    suite::sf::sf_redis_crate(&REDIS, true);
 }
 
 #[test]
 fn sf_bad_input_changes_nothing() {
-    suite::sf::sf_bad_input_changes_nothing(&RedisWithModule);
+    suite::sf::sf_bad_input_changes_nothing(&REDIS);
 }
 
 #[test]
 fn sf_command_metadata() {
-    suite::sf::sf_command_metadata(&RedisWithModule);
+    suite::sf::sf_command_metadata(&REDIS);
 }
 
 #[test]
 fn sf_redis_py() {
-    suite::sf::sf_redis_py(&RedisWithModule);
+    suite::sf::sf_redis_py(&REDIS);
 }

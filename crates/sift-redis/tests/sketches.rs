@@ -2,14 +2,24 @@
 //! `libsift_redis.so`: the golden transcript of RedisBloom's sketches, byte for byte in RESP2 and
 //! RESP3 (the shared `suite/sketches.rs`, which sift-server passes too). Redis 7.0 prints the
 //! doubles (`%.17g`), so those are the recorded bytes; everything else is current RedisBloom's.
+//!
+//! Valkey 8.0.1 (`valkey_*`, server from `../shared/bin` or `$SIFT_VALKEY_SERVER`; a missing one
+//! fails under `CI=true`) runs the same bodies for: the transcript in RESP2 and RESP3 (with
+//! current RedisBloom's doubles, as Valkey prints them like Redis ≥ 7.2), the golden DUMP
+//! payloads and redis-py's helpers, RedisBloom's `dump.rdb` loaded and saved back as RDB 11, the
+//! AOF rewrite of every database, and Top-K's seeded decay through a replica and an AOF replay.
+//! Left to Redis only: the absurd-input checks (the module's own argument checks, whatever the
+//! server), MEMORY USAGE against RedisBloom's recorded numbers (the per-key overhead is the
+//! server's), and the five-types RDB (the golden `dump.rdb` covers loading on Valkey).
 
 #[path = "../../sift-server/tests/suite/mod.rs"]
 mod suite;
+#[macro_use]
 mod support;
 
 use suite::sketches::{sketch_transcript_byte_exact, Doubles};
 use suite::{Server, Target};
-use support::RedisServer;
+use support::{Program, RedisServer};
 
 impl Server for RedisServer {
     fn addr(&self) -> std::net::SocketAddr {
@@ -20,38 +30,58 @@ impl Server for RedisServer {
     }
 }
 
-/// redis-server + the module, fresh for each start.
-struct RedisWithModule;
+/// A server program + the module, fresh for each start.
+struct WithModule(Program);
 
-impl Target for RedisWithModule {
+/// redis-server + the module.
+const REDIS: WithModule = WithModule(Program::Redis);
+
+impl Target for WithModule {
     fn start(&self) -> Box<dyn Server> {
-        Box::new(RedisServer::start(&[], &[]))
+        Box::new(self.0.start(&[], &[]))
     }
 }
 
-#[test]
-fn sketch_transcript_resp2_byte_exact() {
-    sketch_transcript_byte_exact(&RedisWithModule, 2, Doubles::Redis70);
+/// How the server prints doubles: Redis 7.0 with `%.17g`, Valkey 8 as Redis ≥ 7.2 does.
+fn doubles(p: &Program) -> Doubles {
+    match p {
+        Program::Redis => Doubles::Redis70,
+        Program::Valkey(_) => Doubles::Current,
+    }
 }
 
-#[test]
-fn sketch_transcript_resp3_byte_exact() {
-    sketch_transcript_byte_exact(&RedisWithModule, 3, Doubles::Redis70);
+on_redis_and_valkey!(
+    transcript_resp2:
+    sketch_transcript_resp2_byte_exact,
+    valkey_sketch_transcript_resp2_byte_exact
+);
+on_redis_and_valkey!(
+    transcript_resp3:
+    sketch_transcript_resp3_byte_exact,
+    valkey_sketch_transcript_resp3_byte_exact
+);
+on_redis_and_valkey!(redis_py: redis_py_sketch_commands, valkey_redis_py_sketch_commands);
+on_redis_and_valkey!(golden_payloads: golden_sketch_payloads_restore, valkey_golden_sketch_payloads_restore);
+
+fn transcript_resp2(p: &Program) {
+    sketch_transcript_byte_exact(&WithModule(p.clone()), 2, doubles(p));
 }
 
-#[test]
-fn redis_py_sketch_commands() {
-    suite::sketches::redis_py_sketch_commands(&RedisWithModule);
+fn transcript_resp3(p: &Program) {
+    sketch_transcript_byte_exact(&WithModule(p.clone()), 3, doubles(p));
+}
+
+fn redis_py(p: &Program) {
+    suite::sketches::redis_py_sketch_commands(&WithModule(p.clone()));
+}
+
+fn golden_payloads(p: &Program) {
+    suite::sketches::golden_sketch_payloads_restore(&WithModule(p.clone()), doubles(p));
 }
 
 #[test]
 fn absurd_sketch_inputs_are_refused() {
-    suite::sketches::absurd_sketch_inputs_are_refused(&RedisWithModule);
-}
-
-#[test]
-fn golden_sketch_payloads_restore() {
-    suite::sketches::golden_sketch_payloads_restore(&RedisWithModule, Doubles::Redis70);
+    suite::sketches::absurd_sketch_inputs_are_refused(&REDIS);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -136,6 +166,9 @@ fn golden_sketch_dump_rdb_loads_answers_and_saves_back() {
     assert_eq!(c.cmd(&["DEBUG", "RELOAD"]), b"+OK\r\n");
     let problems = check_after_load(&mut c, Doubles::Redis70, &|k| k.to_string());
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+    drop(c);
+    srv.shutdown(false);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn type_prefix(ty: &str) -> &'static str {
@@ -186,17 +219,25 @@ fn rdb_with_all_five_types_round_trips() {
     }
     assert_eq!(c.cmd(&["SAVE"]), b"+OK\r\n");
     assert_eq!(rdb_values(&dir.join("dump.rdb")), before);
+    drop(c);
+    srv.shutdown(false);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 const AOF: &[&str] = &["--appendonly", "yes", "--aof-use-rdb-preamble", "no", "--appendfsync", "always"];
 
+on_redis_and_valkey!(
+    aof_rewrite_keeps_every_database:
+    aof_rewrite_keeps_sketches_of_every_database,
+    valkey_aof_rewrite_keeps_sketches_of_every_database
+);
+
 /// The plain AOF rewrite keeps sketches of every database (RedisBloom's rewrite looks keys up in
 /// database 0 and loses the others, spec §10.6), as `RESTORE` of each key's own value; a restart
 /// from the rewritten AOF gives the same values.
-#[test]
-fn aof_rewrite_keeps_sketches_of_every_database() {
+fn aof_rewrite_keeps_every_database(p: &Program) {
     let dir = temp_dir("sketch-aof");
-    let srv = RedisServer::start_in(&dir, AOF, &[]);
+    let srv = p.start_in(&dir, AOF, &[]);
     let mut c = srv.raw();
     let setup: &[&[&str]] = &[
         &["CMS.INITBYDIM", "cms", "50", "4"],
@@ -249,20 +290,28 @@ fn aof_rewrite_keeps_sketches_of_every_database() {
     assert_eq!(restores, 8, "one RESTORE per key of each database");
     drop(c);
     srv.shutdown(false);
-    let srv = RedisServer::start_in(&dir, AOF, &[]);
+    let srv = p.start_in(&dir, AOF, &[]);
     let mut c = srv.raw();
     assert_eq!(snapshot(&mut c), before);
+    drop(c);
+    srv.shutdown(false);
+    let _ = std::fs::remove_dir_all(&dir);
 }
+
+on_redis_and_valkey!(
+    topk_decay_replicates_and_replays:
+    topk_decay_replicates_and_replays_deterministically,
+    valkey_topk_decay_replicates_and_replays_deterministically
+);
 
 /// TOPK.ADD on a table where items collide makes random decay draws; the replica and the AOF
 /// replay make the primary's (the call is propagated with its seed), so both hold exactly the
 /// primary's table and heap.
-#[test]
-fn topk_decay_replicates_and_replays_deterministically() {
+fn topk_decay_replicates_and_replays(program: &Program) {
     let dir = temp_dir("topk-repl");
-    let primary = RedisServer::start_in(&dir, AOF, &[]);
+    let primary = program.start_in(&dir, AOF, &[]);
     let port = primary.port().to_string();
-    let replica = RedisServer::start(&["--replicaof", "127.0.0.1", &port], &[]);
+    let replica = program.start(&["--replicaof", "127.0.0.1", &port], &[]);
     let mut p = primary.raw();
     let mut r = replica.raw();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -286,69 +335,37 @@ fn topk_decay_replicates_and_replays_deterministically() {
     let list = p.cmd(&["TOPK.LIST", "tk", "WITHCOUNT"]);
     drop(p);
     primary.shutdown(false);
-    let primary = RedisServer::start_in(&dir, AOF, &[]);
+    let primary = program.start_in(&dir, AOF, &[]);
     let mut p = primary.raw();
     assert_eq!(p.cmd(&["DUMP", "tk"]), dump, "the AOF replay holds the same Top-K");
     assert_eq!(p.cmd(&["TOPK.LIST", "tk", "WITHCOUNT"]), list);
+    drop(p);
+    primary.shutdown(false);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 // ------------------------------------------------------------------------------------------------
-// Valkey 8.0.1: the module loads unchanged; Valkey prints doubles as Redis ≥ 7.2 does.
-
-/// Valkey's server program: `$SIFT_VALKEY_SERVER`, else the build shared on the development
-/// machine. Debian 12 has no package, and CI does not build it: these tests run where it exists
-/// and say so where it does not (they fail under `CI=true` only when the variable names a
-/// program that is missing).
-fn valkey() -> Option<String> {
-    let explicit = std::env::var("SIFT_VALKEY_SERVER").ok();
-    let path = explicit.clone().unwrap_or_else(|| "/work/shared/bin/valkey-server".into());
-    if Path::new(&path).exists() {
-        return Some(path);
-    }
-    assert!(explicit.is_none(), "SIFT_VALKEY_SERVER={path} does not exist");
-    println!("NOTICE: no valkey-server at {path}; Valkey tests skipped (set SIFT_VALKEY_SERVER)");
-    None
-}
-
-struct ValkeyWithModule(String);
-
-impl Target for ValkeyWithModule {
-    fn start(&self) -> Box<dyn Server> {
-        Box::new(RedisServer::start_program(&self.0, &temp_dir("valkey"), &[], &[]))
-    }
-}
-
-#[test]
-fn valkey_sketch_transcript_byte_exact() {
-    let Some(v) = valkey() else { return };
-    for proto in [2, 3] {
-        sketch_transcript_byte_exact(&ValkeyWithModule(v.clone()), proto, Doubles::Current);
-    }
-}
-
-#[test]
-fn valkey_golden_payloads_and_redis_py() {
-    let Some(v) = valkey() else { return };
-    suite::sketches::golden_sketch_payloads_restore(&ValkeyWithModule(v.clone()), Doubles::Current);
-    suite::sketches::redis_py_sketch_commands(&ValkeyWithModule(v));
-}
+// Valkey 8.0.1 only.
 
 /// RedisBloom's `dump.rdb` (RDB 10) with all its sketches loads into Valkey with the module, and
 /// the module's SAVE there (Valkey writes RDB 11, which Redis 7.0 cannot read) holds the same
 /// values.
 #[test]
 fn valkey_sketch_rdb_round_trip() {
-    let Some(v) = valkey() else { return };
+    let Some(valkey) = Program::valkey() else { return };
     let dir = temp_dir("valkey-rdb");
     let golden = sketch_fixtures().join("rdb/dump.rdb");
     std::fs::copy(&golden, dir.join("dump.rdb")).unwrap();
-    let srv = RedisServer::start_program(&v, &dir, &[], &[]);
+    let srv = valkey.start_in(&dir, &[], &[]);
     let mut c = srv.raw();
     assert_eq!(integer(&c.cmd(&["DBSIZE"])), 11);
     assert_eq!(c.cmd(&["SAVE"]), b"+OK\r\n");
     let saved = std::fs::read(dir.join("dump.rdb")).unwrap();
-    assert_eq!(&saved[..9], b"REDIS0011", "Valkey 8 writes RDB version 11");
+    assert_eq!(show(&saved[..9]), format!("REDIS{:04}", valkey.rdb_version()));
     assert_eq!(rdb_values(&dir.join("dump.rdb")), rdb_values(&golden));
-    let problems = check_after_load(&mut c, Doubles::Current, &|k| k.to_string());
+    let problems = check_after_load(&mut c, doubles(&valkey), &|k| k.to_string());
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+    drop(c);
+    srv.shutdown(false);
+    let _ = std::fs::remove_dir_all(&dir);
 }

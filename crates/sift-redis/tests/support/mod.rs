@@ -1,5 +1,5 @@
-//! Starting `redis-server` with the sift-redis module, for tests (and for anyone scripting a
-//! cluster or a replica around it).
+//! Starting `redis-server` (or Valkey's `valkey-server`) with the sift-redis module, for tests
+//! (and for anyone scripting a cluster or a replica around it).
 //!
 //! * [`module_path`]: the built `libsift_redis.so`. `SIFT_REDIS_MODULE` wins when set; otherwise
 //!   the one `cargo test` built next to this test binary (`target/<profile>/`).
@@ -7,14 +7,29 @@
 //!   port, a private (or given) directory, `--loadmodule <module> <module args>` and any extra
 //!   configuration, e.g. `&["--appendonly", "yes"]` or `&["--cluster-enabled", "yes"]`; waits
 //!   until it answers PING. Killed on drop; [`RedisServer::shutdown`] stops it cleanly.
+//! * [`Program`]: which server program loads the module. [`Program::start`] and
+//!   [`Program::start_in`] are the two above for a given program; [`Program::valkey`] finds
+//!   Valkey 8.0.1 (`../shared/bin/valkey-server` beside the repository, or
+//!   `$SIFT_VALKEY_SERVER`), so a test body written against a `&Program` runs on both.
 //!
 //! ```ignore
 //! let primary = RedisServer::start(&[], &["ERROR_RATE", "0.001"]);
 //! let replica = RedisServer::start(&["--replicaof", "127.0.0.1", &primary.port().to_string()], &[]);
+//! if let Some(valkey) = Program::valkey() {
+//!     let node = valkey.start(&["--appendonly", "yes"], &[]);
+//! }
 //! ```
 
 #![allow(dead_code)]
 
+// The CI rule for a missing external program (fail under `CI=true`, else skip and say so), shared
+// with the suite in sift-server's tests. Test binaries that include that suite load this file a
+// second time (as `suite::external`): two copies of three small functions, one rule.
+#[allow(clippy::duplicate_mod)]
+#[path = "../../../sift-server/tests/suite/external.rs"]
+mod external;
+
+use std::ffi::OsStr;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -54,6 +69,107 @@ pub fn temp_dir(tag: &str) -> PathBuf {
     dir
 }
 
+/// A server program that loads the module with redis-server's command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Program {
+    /// `redis-server` from `PATH` (Debian's 7.0.15, installed by `scripts/test.sh`).
+    Redis,
+    /// Valkey's `valkey-server` at this path (8.0.1; Debian 12 has no package, so it comes from
+    /// `../shared/bin`, see [`Program::valkey`]).
+    Valkey(PathBuf),
+}
+
+impl Program {
+    /// Where Valkey's server is looked for: `$SIFT_VALKEY_SERVER`, else `bin/valkey-server` in
+    /// the `shared` folder beside the repository (CI clones the repository next to it).
+    pub fn valkey_path() -> PathBuf {
+        match std::env::var_os("SIFT_VALKEY_SERVER") {
+            Some(p) if !p.is_empty() => PathBuf::from(p),
+            // crates/sift-redis → crates → the repository → the folder that holds both.
+            _ => Path::new(env!("CARGO_MANIFEST_DIR"))
+                .ancestors()
+                .nth(3)
+                .expect("the repository has a parent folder")
+                .join("shared/bin/valkey-server"),
+        }
+    }
+
+    /// Valkey, when its server is there. When it is not: under `CI=true` the calling test fails
+    /// (a skip would let CI pass without running the module on Valkey); elsewhere it prints a
+    /// notice and the caller returns.
+    #[track_caller]
+    pub fn valkey() -> Option<Program> {
+        let path = Program::valkey_path();
+        if path.is_file() {
+            return Some(Program::Valkey(path));
+        }
+        external::missing(
+            &format!("valkey-server (Valkey 8.0.1) at {}", path.display()),
+            "it comes from ../shared/bin beside the repository; set SIFT_VALKEY_SERVER to another build",
+        );
+        None
+    }
+
+    /// The program to run.
+    pub fn command(&self) -> &OsStr {
+        match self {
+            Program::Redis => OsStr::new("redis-server"),
+            Program::Valkey(path) => path.as_os_str(),
+        }
+    }
+
+    /// A short name for messages and temporary directories.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Program::Redis => "redis",
+            Program::Valkey(_) => "valkey",
+        }
+    }
+
+    /// The RDB format version its SAVE writes (the `REDIS00nn` magic): Redis 7.0 writes 10,
+    /// Valkey 8 writes 11 (which Redis 7.0 refuses to load).
+    pub fn rdb_version(&self) -> u32 {
+        match self {
+            Program::Redis => 10,
+            Program::Valkey(_) => 11,
+        }
+    }
+
+    /// Starts it in a private directory (removed on drop).
+    pub fn start(&self, config: &[&str], module_args: &[&str]) -> RedisServer {
+        let dir = temp_dir(self.name());
+        let mut s = self.start_in(&dir, config, module_args);
+        s.own_dir = true;
+        s
+    }
+
+    /// Starts it in `dir` (kept: restart on the same directory to test persistence).
+    /// Defaults: no RDB snapshots on a timer, no AOF, DEBUG allowed; `config` may override them.
+    pub fn start_in(&self, dir: &Path, config: &[&str], module_args: &[&str]) -> RedisServer {
+        RedisServer::start_program(self, dir, config, module_args)
+    }
+}
+
+/// Two tests of one body `fn(&Program)`: `$redis` runs it on redis-server, `$valkey` on Valkey
+/// (which fails under `CI=true` and is skipped elsewhere when valkey-server is missing, see
+/// [`Program::valkey`]). For a test binary that declares `#[macro_use] mod support;`.
+#[allow(unused_macros)]
+macro_rules! on_redis_and_valkey {
+    ($body:path: $redis:ident, $valkey:ident) => {
+        #[test]
+        fn $redis() {
+            $body(&$crate::support::Program::Redis);
+        }
+
+        #[test]
+        fn $valkey() {
+            if let Some(valkey) = $crate::support::Program::valkey() {
+                $body(&valkey);
+            }
+        }
+    };
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().unwrap().port()
 }
@@ -71,53 +187,74 @@ pub struct RedisServer {
 impl RedisServer {
     /// Starts redis-server in a private directory (removed on drop).
     pub fn start(config: &[&str], module_args: &[&str]) -> RedisServer {
-        let dir = temp_dir("redis");
-        let mut s = RedisServer::start_in(&dir, config, module_args);
-        s.own_dir = true;
-        s
+        Program::Redis.start(config, module_args)
     }
 
     /// Starts redis-server in `dir` (kept: restart on the same directory to test persistence).
     /// Defaults: no RDB snapshots on a timer, no AOF, DEBUG allowed; `config` may override them.
     pub fn start_in(dir: &Path, config: &[&str], module_args: &[&str]) -> RedisServer {
-        RedisServer::start_program("redis-server", dir, config, module_args)
+        Program::Redis.start_in(dir, config, module_args)
     }
 
-    /// [`RedisServer::start_in`] with another server program of the same command line (Valkey's
-    /// `valkey-server`).
-    pub fn start_program(program: &str, dir: &Path, config: &[&str], module_args: &[&str]) -> RedisServer {
+    /// [`RedisServer::start_in`] with the given server program (Valkey's `valkey-server` takes
+    /// the same command line). Tries up to five free ports (another process may take one
+    /// between the check and the bind).
+    pub fn start_program(
+        program: &Program,
+        dir: &Path,
+        config: &[&str],
+        module_args: &[&str],
+    ) -> RedisServer {
         let mut last_log = String::new();
         for _ in 0..5 {
-            let port = free_port();
-            let log = dir.join(format!("redis-{port}.log"));
-            let child = Command::new(program)
-                .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-                .arg("--dir")
-                .arg(dir)
-                .args(["--save", "", "--appendonly", "no", "--enable-debug-command", "yes"])
-                .arg("--logfile")
-                .arg(&log)
-                .arg("--loadmodule")
-                .arg(module_path())
-                .args(module_args)
-                .args(config)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("spawn {program} (apt-get install redis-server): {e}"));
-            let mut s = RedisServer {
-                child: Some(child),
-                addr: SocketAddr::from(([127, 0, 0, 1], port)),
-                dir: dir.to_path_buf(),
-                own_dir: false,
-            };
-            if s.wait_ready() {
-                return s;
+            match RedisServer::try_start_program(program, dir, config, module_args) {
+                Ok(s) => return s,
+                Err(log) => last_log = log,
             }
-            s.kill();
-            last_log = std::fs::read_to_string(&log).unwrap_or_default();
         }
-        panic!("{program} did not start; last log:\n{last_log}");
+        panic!("{} did not start; last log:\n{last_log}", program.command().to_string_lossy());
+    }
+
+    /// One attempt at [`RedisServer::start_program`]: the server once it answers PING, or its
+    /// log when it exits (or does not answer) first, e.g. a server refusing the files in `dir`.
+    pub fn try_start_program(
+        program: &Program,
+        dir: &Path,
+        config: &[&str],
+        module_args: &[&str],
+    ) -> Result<RedisServer, String> {
+        let install = match program {
+            Program::Redis => "apt-get install redis-server",
+            Program::Valkey(_) => "Valkey 8.0.1 from ../shared/bin, or SIFT_VALKEY_SERVER",
+        };
+        let port = free_port();
+        let log = dir.join(format!("redis-{port}.log"));
+        let child = Command::new(program.command())
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+            .arg("--dir")
+            .arg(dir)
+            .args(["--save", "", "--appendonly", "no", "--enable-debug-command", "yes"])
+            .arg("--logfile")
+            .arg(&log)
+            .arg("--loadmodule")
+            .arg(module_path())
+            .args(module_args)
+            .args(config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {} ({install}): {e}", program.command().to_string_lossy()));
+        let mut s = RedisServer {
+            child: Some(child),
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            dir: dir.to_path_buf(),
+            own_dir: false,
+        };
+        if s.wait_ready() {
+            return Ok(s);
+        }
+        s.kill();
+        Err(std::fs::read_to_string(&log).unwrap_or_default())
     }
 
     /// Waits until the server answers PING (and has finished loading) or exits.
