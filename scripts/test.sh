@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what the tests drive (redis-cli, redis-server,
 # libclang-dev, strace, LazyFS's build dependencies and postgresql from Debian, redis-py and xxhash from PyPI) when
-# missing, then runs `cargo test --workspace`. Extra arguments go to cargo test (e.g.
-# `scripts/test.sh -p sift-filters`).
+# missing, then runs `cargo test --workspace`. Extra arguments go to cargo test; with a package
+# (`scripts/test.sh -p sift-filters`) only that package is tested.
 #
 # Why the packages: the client tests run redis-cli and redis-py against sift-server; the RDB tests,
 # the sift-redis module tests and the sift-client tests start a real redis-server (sift-client's
@@ -55,4 +55,8 @@ if [ -z "$pg_bin" ] || [ ! -x "$pg_bin/initdb" ]; then
 fi
 "$pg_bin/postgres" --version
 
+# `--workspace` would win over a `-p`: leave it out when a package is named.
+for arg in "$@"; do
+  case "$arg" in -p | -p* | --package | --package=*) exec cargo test "$@" ;; esac
+done
 exec cargo test --workspace "$@"
