@@ -45,13 +45,13 @@ fi
 if [ "$what" = all ] || [ "$what" = guard-file ]; then
   # The offline path: dump-keys, sift build (both families), services started from the files.
   run guard-file "$bin/guard-demo" --rows "$rows" --operations "$ops" --warmup "$warm" --rounds 1 \
-    --from-file --guards local,bf-module,bf-sift --json "$out/guard-file.jsonl"
+    --from-file --guards local,bf-module,bf-sift,client-redis --json "$out/guard-file.jsonl"
 fi
 if [ "$what" = all ] || [ "$what" = jobs ]; then
   run jobs "$bin/jobs-demo" --jobs "$jobs" --rounds 2
 fi
 if [ "$what" = all ] || [ "$what" = feed ]; then
   run feed "$bin/feed-demo" --users "$users" --per-day 40 --days 7 --queries "$queries" \
-    --designs set,bf-module,bf-sift --rounds 1
+    --designs set,bf-module,bf-sift,window-redis,sf-module,sf-sift --rounds 1
 fi
 uptime
