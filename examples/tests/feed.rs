@@ -74,3 +74,34 @@ async fn sets_and_filters_per_user() {
         }
     }
 }
+
+/// The path the harness does not take: `SF.MADD` on a `TTL` filter at the server's own clock,
+/// with a real window of one second (the shortest `SF.RESERVE` takes). Every item is a member
+/// at once, and none is once more than the window (and its last slice) has passed: a gap
+/// longer than the window leaves no slice live, so the answer is exact, not statistical.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aging_filters_forget_by_the_servers_clock() {
+    for server in [Server::redis_with_module().unwrap(), Server::sift().unwrap()] {
+        let mut conn =
+            redis::Client::open(server.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+        let items: Vec<String> = (0..200).map(|i| format!("item-{i}")).collect();
+        let _: () = redis::cmd("SF.RESERVE")
+            .arg("seen:{1}")
+            .arg(0.01)
+            .arg(400)
+            .arg(&["KIND", "aging", "TTL", "1"])
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let added: Vec<i64> =
+            redis::cmd("SF.MADD").arg("seen:{1}").arg(&items).query_async(&mut conn).await.unwrap();
+        assert_eq!(added.len(), items.len());
+        let seen: Vec<i64> =
+            redis::cmd("SF.MEXISTS").arg("seen:{1}").arg(&items).query_async(&mut conn).await.unwrap();
+        assert!(seen.iter().all(|&s| s == 1), "{}: an item added now is not seen: {seen:?}", server.url());
+        tokio::time::sleep(std::time::Duration::from_millis(2_200)).await;
+        let seen: Vec<i64> =
+            redis::cmd("SF.MEXISTS").arg("seen:{1}").arg(&items).query_async(&mut conn).await.unwrap();
+        assert!(seen.iter().all(|&s| s == 0), "{}: items 2.2 s old in a 1 s window: {seen:?}", server.url());
+    }
+}
