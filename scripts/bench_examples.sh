@@ -5,7 +5,7 @@
 # run's details on stderr) goes to $OUT (default target/bench-examples/).
 #
 #   scripts/bench_examples.sh                 # all three at the documented scale
-#   scripts/bench_examples.sh guard           # one of guard | guard-file | jobs | feed
+#   scripts/bench_examples.sh guard           # one of guard | guard-file | jobs | feed | feed-window
 #   SCALE=moderate scripts/bench_examples.sh  # a tenth of the size (1M rows, 100k users)
 #   SCALE=small scripts/bench_examples.sh     # a quick pass at a hundredth of the size
 #
@@ -45,13 +45,20 @@ fi
 if [ "$what" = all ] || [ "$what" = guard-file ]; then
   # The offline path: dump-keys, sift build (both families), services started from the files.
   run guard-file "$bin/guard-demo" --rows "$rows" --operations "$ops" --warmup "$warm" --rounds 1 \
-    --from-file --guards local,bf-module,bf-sift --json "$out/guard-file.jsonl"
+    --from-file --guards local,bf-module,bf-sift,client-redis --json "$out/guard-file.jsonl"
 fi
 if [ "$what" = all ] || [ "$what" = jobs ]; then
   run jobs "$bin/jobs-demo" --jobs "$jobs" --rounds 2
 fi
 if [ "$what" = all ] || [ "$what" = feed ]; then
   run feed "$bin/feed-demo" --users "$users" --per-day 40 --days 7 --queries "$queries" \
-    --designs set,bf-module,bf-sift --rounds 1
+    --designs set,bf-module,bf-sift,sf-module,sf-sift --rounds 1
+fi
+if [ "$what" = all ] || [ "$what" = feed-window ]; then
+  # sift-client's windowed filter loads a user a round trip per day (about 110 users a second
+  # here at 10k users), so it runs at a tenth of the users, next to the set and the module's
+  # aging filter at the same size.
+  run feed-window "$bin/feed-demo" --users "$((users / 10))" --per-day 40 --days 7 \
+    --queries "$((queries / 4))" --designs set,window-redis,sf-module --rounds 1
 fi
 uptime

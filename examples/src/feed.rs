@@ -11,11 +11,23 @@
 //!   itself, "seen in the last 7 days". Here it is `sift-client`'s time-windowed filter in plain
 //!   Redis strings (no module): one generation a day, a query reads the last [`WINDOW_KEEP`]
 //!   (8) of them, so an item is found for 7 to 8 days and then comes back; each generation's
-//!   keys expire on their own. (The native aging filters of issue 16, `SF.*`, are not on main;
-//!   once they are, they are one more design here.) The harness drives its clock
-//!   ([`sift_client::ManualClock`]) day by day, so a week passes in seconds; the expiry times
-//!   the keys get are then up to a few weeks ahead of the server's clock, so nothing expires
-//!   during a run.
+//!   keys expire on their own. The harness drives its clock ([`sift_client::ManualClock`]) day
+//!   by day, so a week passes in seconds; the expiry times the keys get are then up to a few
+//!   weeks ahead of the server's clock, so nothing expires during a run.
+//! * [`Design::Sf`] — the same design on the server's native aging filter: one key per user,
+//!   `SF.RESERVE key p capacity KIND aging TTL 604800` (a time-limited Bloom filter: an item
+//!   added at `t` is a member at every `now ≤ t + 7 days`, and gone once `now > t + 7 days +
+//!   one slice`), on sift-server or the sift module, queried with one `SF.MEXISTS`. A TTL
+//!   filter's clock is the time of its adds, and a read answers at the request's time or at the
+//!   filter's clock if that is later (it never moves the clock). So the harness adds with
+//!   `SF.MADDAT key ms item ...` (the command `SF.MADD` is replicated as, with the primary's
+//!   time) at simulated times that start at the real time and run ahead of it, and moves a
+//!   user's clock to the time a query is asked by one more `SF.MADDAT` of a sentinel item
+//!   ([`SF_TICK`], not an id: never a candidate). Every read of the run then answers at a
+//!   simulated time, as a server whose clock had run the 8 days would; the simulated times
+//!   are ahead of the server's clock, so the real seconds of the run change nothing. Each day
+//!   is shown in [`SF_SESSIONS`] sessions 6 hours apart (a user reads the feed several times a
+//!   day), each one `SF.MADDAT` at its own time.
 //!
 //! The workload: `users` users, each shown `per_day` items a day for `days` days (the items of a
 //! user and a day are derived from a seed, so nothing is kept in the harness); a query is one
@@ -41,6 +53,34 @@ pub enum Design {
     Bf,
     /// One `sift-client` time-windowed filter per user (make it with [`Design::window`]).
     Window(Arc<Windows>),
+    /// One native aging filter per user, `KIND aging TTL 604800` (make it with [`Design::sf`]).
+    Sf(SfClock),
+}
+
+/// The aging filters' window: 7 days, in seconds (`SF.RESERVE ... TTL`).
+pub const SF_TTL_S: u64 = 7 * 24 * 3600;
+
+/// Sessions a day in which a user of the [`Design::Sf`] design is shown the day's items, at
+/// hours 0, 6, 12 and 18 of the day.
+pub const SF_SESSIONS: u32 = 4;
+
+/// The item that moves an aging filter's clock to the time a query is asked (an `SF.MADDAT` needs
+/// one): not a decimal id, so never a candidate.
+pub const SF_TICK: &str = "clock-tick";
+
+/// The simulated clock of the [`Design::Sf`] design.
+#[derive(Clone, Copy, Debug)]
+pub struct SfClock {
+    /// Hour 0 of the run's first day, ms: the real time when the design was made, so every
+    /// simulated time is at or after the server's clock at the first read.
+    start_ms: u64,
+}
+
+impl SfClock {
+    /// The time of `session` of `day` (day 0: the run's first).
+    fn at(&self, day: u32, session: u32) -> u64 {
+        self.start_ms + day as u64 * DAY_MS + session as u64 * (DAY_MS / SF_SESSIONS as u64)
+    }
 }
 
 /// Generations (days) a windowed query reads: an item is found 7 to 8 days after it was shown.
@@ -85,12 +125,35 @@ impl Design {
         }))
     }
 
-    /// `set`, `bf`, `window`.
+    /// The native aging filter's design, its simulated days starting now.
+    pub fn sf() -> Design {
+        Design::Sf(SfClock { start_ms: sift_client::SystemClock.now_ms() })
+    }
+
+    /// `set`, `bf`, `window`, `sf`.
     pub fn name(&self) -> &'static str {
         match self {
             Design::Set => "set",
             Design::Bf => "bf",
             Design::Window(_) => "window",
+            Design::Sf(_) => "sf",
+        }
+    }
+
+    /// Whether the design forgets (an old item comes back after its window).
+    pub fn forgets(&self) -> bool {
+        matches!(self, Design::Window(_) | Design::Sf(_))
+    }
+
+    /// The day of the query for items from every day loaded, past the window: the windowed
+    /// design reads the generations of 8 days (its newest day, `days - 1`, is no longer read on
+    /// day `days - 1 + 8`); the aging filter's items of the last session of day `days - 1`
+    /// (hour 18) are surely gone `7 days + one slice` (16 slices: 10.5 hours) later, so the
+    /// query is asked at hour 0 of day `days + 8`: 8 days and 6 hours after them.
+    pub fn after_window_day(&self, days: u32) -> u32 {
+        match self {
+            Design::Sf(_) => days + WINDOW_KEEP,
+            _ => days.saturating_sub(1) + WINDOW_KEEP,
         }
     }
 }
@@ -159,6 +222,7 @@ pub async fn check_server(design: &Design, conn: &mut MultiplexedConnection) -> 
         Design::Set => return Ok(()),
         Design::Bf => "BF.MEXISTS",
         Design::Window(_) => "BITFIELD",
+        Design::Sf(_) => "SF.MADDAT",
     };
     let info: redis::Value = redis::cmd("COMMAND").arg("INFO").arg(command).query_async(conn).await?;
     let known =
@@ -199,6 +263,8 @@ pub async fn reserve(design: &Design, cfg: &FeedConfig, conn: &mut MultiplexedCo
         return Ok(());
     }
     let capacity = (cfg.per_day as u64 * cfg.days.max(7) as u64).max(1);
+    // The aging filter's capacity is its adds per TTL: a week of items and the clock ticks.
+    let per_ttl = cfg.per_day as u64 * 7 + 2;
     let mut users = 0..cfg.users;
     loop {
         let mut p = redis::pipe();
@@ -207,6 +273,17 @@ pub async fn reserve(design: &Design, cfg: &FeedConfig, conn: &mut MultiplexedCo
                 Design::Set | Design::Window(_) => return Ok(()),
                 Design::Bf => {
                     p.cmd("BF.RESERVE").arg(key(u)).arg(cfg.fpr).arg(capacity).ignore();
+                }
+                Design::Sf(_) => {
+                    p.cmd("SF.RESERVE")
+                        .arg(key(u))
+                        .arg(cfg.fpr)
+                        .arg(per_ttl)
+                        .arg("KIND")
+                        .arg("aging")
+                        .arg("TTL")
+                        .arg(SF_TTL_S)
+                        .ignore();
                 }
             }
         }
@@ -227,6 +304,7 @@ pub async fn add_day(
     let verb = match design {
         Design::Set => "SADD",
         Design::Bf => "BF.MADD",
+        Design::Sf(clock) => return add_day_sf(*clock, cfg, day, conn).await,
         Design::Window(w) => {
             w.set_day(day);
             let filters = w.filters()?;
@@ -266,6 +344,55 @@ pub async fn add_day(
     }
 }
 
+/// [`add_day`] for the aging filters: the day's items in [`SF_SESSIONS`] sessions, each one
+/// `SF.MADDAT` at its time.
+async fn add_day_sf(
+    clock: SfClock,
+    cfg: &FeedConfig,
+    day: u32,
+    conn: &mut MultiplexedConnection,
+) -> Result<()> {
+    let mut users = 0..cfg.users;
+    loop {
+        let mut p = redis::pipe();
+        for u in users.by_ref().take(cfg.batch) {
+            for s in 0..SF_SESSIONS {
+                let items = (s * cfg.per_day / SF_SESSIONS)..((s + 1) * cfg.per_day / SF_SESSIONS);
+                if items.is_empty() {
+                    continue;
+                }
+                let c = p.cmd("SF.MADDAT").arg(key(u)).arg(clock.at(day, s));
+                for j in items {
+                    c.arg(shown_even(cfg.seed, u, day, j));
+                }
+                c.ignore();
+            }
+        }
+        if p.cmd_iter().next().is_none() {
+            return Ok(());
+        }
+        let _: () = p.query_async(conn).await.with_context(|| format!("SF.MADDAT day {day}"))?;
+    }
+}
+
+/// Moves every user's aging filter to hour 0 of `day` (the time the next queries are asked):
+/// an `SF.MADDAT` of [`SF_TICK`] at that time.
+async fn tick_sf(clock: SfClock, cfg: &FeedConfig, day: u32, conn: &MultiplexedConnection) -> Result<()> {
+    let mut conn = conn.clone();
+    let mut users = 0..cfg.users;
+    loop {
+        let mut p = redis::pipe();
+        for u in users.by_ref().take(cfg.batch) {
+            p.cmd("SF.MADDAT").arg(key(u)).arg(clock.at(day, 0)).arg(SF_TICK).ignore();
+        }
+        if p.cmd_iter().next().is_none() {
+            return Ok(());
+        }
+        let _: () =
+            p.query_async(&mut conn).await.with_context(|| format!("move the clocks to day {day}"))?;
+    }
+}
+
 /// One query: which of `ids` the user has seen.
 pub async fn seen(
     design: &Design,
@@ -276,6 +403,7 @@ pub async fn seen(
     let verb = match design {
         Design::Set => "SMISMEMBER",
         Design::Bf => "BF.MEXISTS",
+        Design::Sf(_) => "SF.MEXISTS",
         Design::Window(w) => {
             let ids: Vec<String> = ids.iter().map(i64::to_string).collect();
             let f = w.filters()?.get(user as usize).context("no such user")?;
@@ -289,7 +417,8 @@ pub async fn seen(
 /// When a query is asked and which of the user's days its seen candidates come from.
 #[derive(Clone, Copy, Debug)]
 pub struct Ask {
-    /// The day the query is asked (the windowed design's clock is set to its noon).
+    /// The day the query is asked (the windowed design's clock is set to its noon, the aging
+    /// filters' to its hour 0).
     pub day: u32,
     /// The first day the seen candidates were shown.
     pub from: u32,
@@ -344,8 +473,10 @@ pub async fn query(
     concurrency: usize,
     ask: Ask,
 ) -> Result<QueryReport> {
-    if let Design::Window(w) = design {
-        w.set_day(ask.day);
+    match design {
+        Design::Window(w) => w.set_day(ask.day),
+        Design::Sf(clock) => tick_sf(*clock, cfg, ask.day, conn).await?,
+        Design::Set | Design::Bf => {}
     }
     let t = Instant::now();
     let mut tasks = Vec::new();
@@ -391,7 +522,7 @@ pub async fn used_memory(conn: &mut MultiplexedConnection) -> Result<u64> {
         .context("INFO memory has no used_memory")
 }
 
-/// Mean `MEMORY USAGE` (with all samples) of `sample` users' keys: the set or `BF` key, or
+/// Mean `MEMORY USAGE` (with all samples) of `sample` users' keys: the set, `BF` or `SF` key, or
 /// every key of a windowed filter (its pointer, its metadata record, and the bitmap of each day
 /// loaded: `docs/REDIS_LAYOUT.md` §1 names them; these filters fit one bitmap key a day).
 pub async fn memory_per_key(
@@ -445,9 +576,10 @@ pub struct FeedReport {
     pub memory_usage_per_key: f64,
     /// Queries of items in the window, asked the day after the last day loaded.
     pub query: QueryReport,
-    /// Queries of items from every day loaded, asked when the newest of them is
-    /// [`WINDOW_KEEP`] days old, past every design's window: `false_negatives` counts the old
-    /// items that came back (a set or a `BF` never lets one come back).
+    /// Queries of items from every day loaded, asked when the newest of them are past the
+    /// design's window ([`Design::after_window_day`]: 8 days old, or 8 days and 6 hours for the
+    /// aging filter): `false_negatives` counts the old items that came back (a set or a `BF`
+    /// never lets one come back).
     pub after_window: QueryReport,
 }
 
@@ -473,7 +605,7 @@ pub async fn measure(
     // "Seen in the last 7 days", asked the next day.
     let in_window = Ask { day: cfg.days, from: cfg.days.saturating_sub(7), to: cfg.days };
     let q = query(design, cfg, conn, queries, concurrency, in_window).await?;
-    let old = Ask { day: cfg.days.saturating_sub(1) + WINDOW_KEEP, from: 0, to: cfg.days };
+    let old = Ask { day: design.after_window_day(cfg.days), from: 0, to: cfg.days };
     let after_window = query(design, cfg, conn, queries, concurrency, old).await?;
     Ok(FeedReport {
         design: design.name().to_owned(),

@@ -1,6 +1,6 @@
 //! "Already shown" per user (seed 004) in one command: for each design, a fresh server (plain
 //! redis-server for the sets and for sift-client's windowed filters, redis-server with the sift
-//! module or sift-server for the `BF` filters),
+//! module or sift-server for the `BF` filters and the native aging filters, `SF.* KIND aging`),
 //! `days` days of items for every user, then memory per user and the rate of "which of these
 //! 100 candidates has this user seen?" queries.
 //!
@@ -43,8 +43,13 @@ struct Cli {
     #[arg(long, default_value_t = 0.01)]
     fpr: f64,
     /// Designs: set, bf-module, bf-sift, window-redis (sift-client's windowed filter on plain
-    /// redis-server), window-sift (the same on sift-server).
-    #[arg(long, value_delimiter = ',', default_value = "set,bf-module,bf-sift,window-redis")]
+    /// redis-server), window-sift (the same on sift-server), sf-module, sf-sift (the native aging
+    /// filter, `KIND aging TTL 604800`, on redis-server with the module and on sift-server).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "set,bf-module,bf-sift,window-redis,sf-module,sf-sift"
+    )]
     designs: Vec<String>,
     /// Rounds (designs alternate).
     #[arg(long, default_value_t = 1)]
@@ -84,6 +89,8 @@ async fn go(cli: Cli) -> Result<()> {
                 "bf-sift" => (Design::Bf, Server::sift()?),
                 "window-redis" => (Design::window(), Server::redis(&[])?),
                 "window-sift" => (Design::window(), Server::sift()?),
+                "sf-module" => (Design::sf(), Server::redis_with_module()?),
+                "sf-sift" => (Design::sf(), Server::sift()?),
                 other => bail!("unknown design {other:?}"),
             };
             let mut conn = redis::Client::open(server.url())?.get_multiplexed_async_connection().await?;
