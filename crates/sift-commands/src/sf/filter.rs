@@ -320,6 +320,15 @@ impl Native {
         }
     }
 
+    /// Hints the CPU to load the cache line `item` maps to, before an add or a query of it a
+    /// few requests later (a blocked filter: its one block; the other kinds do nothing).
+    #[inline]
+    pub fn prefetch(&self, item: &[u8]) {
+        if let Native::Blocked(f) = self {
+            f.prefetch(item);
+        }
+    }
+
     /// Does this filter's content depend on the time of each add (a window by time)?
     pub fn is_timed(&self) -> bool {
         matches!(self, Native::TimeLimited(_))
