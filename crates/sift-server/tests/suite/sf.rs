@@ -393,7 +393,7 @@ pub fn sf_pieces_and_foreign_files(t: &dyn Target) {
 fn parse_pair(reply: &[u8]) -> (i64, Vec<u8>) {
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     assert!(reply.starts_with(b"*2\r\n:"), "{}", text(&reply[..reply.len().min(80)]));
-    let rest = &reply[5..];
+    let rest = &reply[4..];
     let eol = rest.windows(2).position(|w| w == b"\r\n").unwrap();
     let next: i64 = text(&rest[1..eol]).parse().unwrap();
     let rest = &rest[eol + 2..];
