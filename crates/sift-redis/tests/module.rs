@@ -775,7 +775,7 @@ fn sf_bad_input_changes_nothing() {
 
 #[test]
 fn sf_pieces_and_foreign_files() {
-    suite::sf::sf_pieces_and_foreign_files(&RedisWithModule);
+    suite::sf::sf_pieces_and_foreign_files(&REDIS);
 }
 
 #[test]
