@@ -42,7 +42,7 @@ impl<T> Lookup<T> {
 /// The keyspace, as far as the commands of the registered families need it. The keys a handler
 /// touches are the ones its [`crate::Command::keys`] declare, which the transport has locked
 /// (sift-server) or opens (the module). Generic over types: the typed lookups on `dyn Store`
-/// (`get`, `get_mut`, `insert`, `exists`) are built on these four.
+/// (`get`, `get_mut`, `insert`, `exists`) are built on these.
 pub trait Store {
     /// What `key` holds, to read it: must not count as a change.
     fn read(&mut self, key: &[u8]) -> Held<&dyn Data>;
@@ -56,6 +56,11 @@ pub trait Store {
     /// `SET` does): creation, and atomic replacement (every reader sees the old value or the new
     /// one). Returns the stored value.
     fn set(&mut self, key: &[u8], value: Box<dyn Data>) -> &mut dyn Data;
+    /// Deletes `key`, whatever it holds (and its time to live), as `DEL` does; returns whether
+    /// it held a (live) value. A deletion counts as a change. What a handler uses to take back a
+    /// key it created itself when the command then fails, so that a refused command changes
+    /// nothing.
+    fn delete(&mut self, key: &[u8]) -> bool;
 }
 
 impl dyn Store + '_ {

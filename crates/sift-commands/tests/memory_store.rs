@@ -47,6 +47,9 @@ impl Store for MapStore {
             _ => unreachable!(),
         }
     }
+    fn delete(&mut self, key: &[u8]) -> bool {
+        self.0.remove(key).is_some()
+    }
 }
 
 struct FixedEnv {
@@ -208,17 +211,154 @@ fn sf_commands_run_over_a_hash_map() {
     exec(&mut store, &mut env, &["SF.ADD", "p", "old"]);
     let (a, b) = file.split_at(40);
     let left = (file.len() - 40) as i64;
-    assert_eq!(exec_bytes(&mut store, &mut env, &[b"SF.LOADCHUNK", b"p", b"0", a]), Frame::Integer(left));
+    assert_eq!(
+        exec_bytes(&mut store, &mut env, &[b"SF.LOADCHUNK", b"p", &iterator(0, a), a]),
+        Frame::Integer(left)
+    );
     assert_eq!(exec(&mut store, &mut env, &["SF.EXISTS", "p", "old"]), Frame::Boolean(true));
-    assert!(matches!(exec_bytes(&mut store, &mut env, &[b"SF.LOADCHUNK", b"p", b"41", b]), Frame::Error(_)));
-    assert_eq!(exec_bytes(&mut store, &mut env, &[b"SF.LOADCHUNK", b"p", b"40", b]), Frame::Integer(0));
+    assert!(matches!(
+        exec_bytes(&mut store, &mut env, &[b"SF.LOADCHUNK", b"p", &iterator(41, b), b]),
+        Frame::Error(_)
+    ));
+    assert_eq!(
+        exec_bytes(&mut store, &mut env, &[b"SF.LOADCHUNK", b"p", &iterator(40, b), b]),
+        Frame::Integer(0)
+    );
     assert_eq!(exec(&mut store, &mut env, &["SF.EXISTS", "p", "old"]), Frame::Boolean(false));
     assert_eq!(exec(&mut store, &mut env, &["SF.EXISTS", "p", "y"]), Frame::Boolean(true));
     // A corrupt last piece: error, the filter as it was.
     let (a2, b2) = bad.split_at(40);
-    exec_bytes(&mut store, &mut env, &[b"SF.LOADCHUNK", b"p", b"0", a2]);
-    assert!(matches!(exec_bytes(&mut store, &mut env, &[b"SF.LOADCHUNK", b"p", b"40", b2]), Frame::Error(_)));
+    exec_bytes(&mut store, &mut env, &[b"SF.LOADCHUNK", b"p", &iterator(0, a2), a2]);
+    assert!(matches!(
+        exec_bytes(&mut store, &mut env, &[b"SF.LOADCHUNK", b"p", &iterator(40, b2), b2]),
+        Frame::Error(_)
+    ));
     assert_eq!(exec(&mut store, &mut env, &["SF.EXISTS", "p", "y"]), Frame::Boolean(true));
+}
+
+/// The iterator `SF.LOADCHUNK` takes with a piece starting at byte `start` (BF.SCANDUMP's
+/// convention: the piece's end offset plus one).
+fn iterator(start: usize, piece: &[u8]) -> Vec<u8> {
+    (start + piece.len() + 1).to_string().into_bytes()
+}
+
+/// A failed load changes nothing: an `SF.LOADCHUNK` upload into a missing key whose last piece
+/// is corrupt leaves no key behind (the first piece created it), and neither does a corrupt
+/// `SF.LOAD` or one of bytes that are not a sift file.
+#[test]
+fn sf_failed_loads_leave_no_key() {
+    let mut store = MapStore::default();
+    let mut env = FixedEnv { protocol: 2, budget: 1 << 30, propagated: None };
+    exec(&mut store, &mut env, &["SF.RESERVE", "src", "0.01", "1000"]);
+    exec(&mut store, &mut env, &["SF.ADD", "src", "x"]);
+    let file = bulk(exec(&mut store, &mut env, &["SF.DUMP", "src"]));
+    let mut bad = file.clone();
+    let at = bad.len() - 10;
+    bad[at] ^= 1;
+    let (a, b) = bad.split_at(40);
+    let r = exec_bytes(&mut store, &mut env, &[b"SF.LOADCHUNK", b"new", &iterator(0, a), a]);
+    assert_eq!(r, Frame::Integer((bad.len() - 40) as i64));
+    assert!(store.0.contains_key(&b"new"[..]), "the upload in progress is kept with its key");
+    let r = exec_bytes(&mut store, &mut env, &[b"SF.LOADCHUNK", b"new", &iterator(40, b), b]);
+    assert!(matches!(&r, Frame::Error(e) if e.starts_with("ERR bad sift file")), "{r:?}");
+    assert!(!store.0.contains_key(&b"new"[..]), "a failed upload left its key behind");
+    for bytes in [&bad[..], b"not a filter", &file[..file.len() - 1]] {
+        let r = exec_bytes(&mut store, &mut env, &[b"SF.LOAD", b"new", bytes]);
+        assert!(matches!(&r, Frame::Error(e) if e.starts_with("ERR bad sift file")), "{r:?}");
+        assert!(!store.0.contains_key(&b"new"[..]));
+    }
+    // Into a key that serves a filter, the failed upload leaves that filter.
+    exec_bytes(&mut store, &mut env, &[b"SF.LOADCHUNK", b"src", &iterator(0, a), a]);
+    exec_bytes(&mut store, &mut env, &[b"SF.LOADCHUNK", b"src", &iterator(40, b), b]);
+    assert_eq!(exec(&mut store, &mut env, &["SF.EXISTS", "src", "x"]), Frame::Boolean(true));
+}
+
+/// `SF.LOAD` takes a Guava filter converted to a sift file (`sift convert --from guava`), and
+/// answers as Guava does; Guava's raw `writeTo` bytes get an error that says how to convert them.
+#[test]
+fn sf_load_serves_a_guava_filter() {
+    use sift::compat::guava::GuavaBloom;
+    use sift::Persist;
+    let mut g = GuavaBloom::new(1000, 0.01).unwrap();
+    for i in 0..500 {
+        g.put(format!("in-{i}").as_bytes());
+    }
+    let mut store = MapStore::default();
+    let mut env = FixedEnv { protocol: 2, budget: 1 << 30, propagated: None };
+    let r = exec_bytes(&mut store, &mut env, &[b"SF.LOAD", b"g", &g.write_to()]);
+    assert_eq!(r, Frame::error(sift_commands::sf::NOT_A_SIFT_FILE));
+    assert!(!store.0.contains_key(&b"g"[..]));
+    let file = Persist::to_bytes(&g);
+    assert_eq!(exec_bytes(&mut store, &mut env, &[b"SF.LOAD", b"g", &file]), Frame::ok());
+    for i in 0..2000 {
+        let item = format!("in-{i}");
+        let want = Frame::Boolean(g.might_contain(item.as_bytes()));
+        assert_eq!(exec(&mut store, &mut env, &["SF.EXISTS", "g", &item]), want, "{item}");
+    }
+    assert_eq!(exec(&mut store, &mut env, &["SF.ADD", "g", "new"]), Frame::Boolean(true));
+    g.put(b"new");
+    assert_eq!(bulk(exec(&mut store, &mut env, &["SF.DUMP", "g"])), Persist::to_bytes(&g));
+    let Frame::Map(info) = exec(&mut store, &mut env, &["SF.INFO", "g"]) else { panic!("a map") };
+    assert_eq!(info[0].1, Frame::Bulk("guava-bloom".into()));
+}
+
+/// A filter larger than one 16 MiB piece comes back from `SF.DUMP key <iterator>` in pieces
+/// (BF.SCANDUMP's convention), which `SF.LOADCHUNK` loads into another key as the same filter;
+/// `SF.DUMP key` refuses to answer it whole.
+#[test]
+fn sf_dump_iterates_pieces_that_loadchunk_takes() {
+    let mut store = MapStore::default();
+    let mut env = FixedEnv { protocol: 2, budget: 1 << 30, propagated: None };
+    // About 41 MB: three pieces.
+    assert_eq!(exec(&mut store, &mut env, &["SF.RESERVE", "big", "0.01", "30000000"]), Frame::ok());
+    for i in 0..1000 {
+        exec(&mut store, &mut env, &["SF.ADD", "big", &format!("i{i}")]);
+    }
+    let r = exec(&mut store, &mut env, &["SF.DUMP", "big"]);
+    assert!(matches!(&r, Frame::Error(e) if e.contains("SF.DUMP key <iterator>")), "{r:?}");
+    let mut it = 0i64;
+    let mut pieces = Vec::new();
+    let mut file = Vec::new();
+    loop {
+        let Frame::Array(pair) = exec(&mut store, &mut env, &["SF.DUMP", "big", &it.to_string()]) else {
+            panic!("a pair")
+        };
+        let (Frame::Integer(next), Frame::Bulk(data)) = (&pair[0], &pair[1]) else { panic!("{pair:?}") };
+        if *next == 0 {
+            assert!(data.is_empty());
+            break;
+        }
+        assert!(data.len() <= 16 << 20);
+        assert_eq!(*next as usize, file.len() + data.len() + 1);
+        file.extend_from_slice(data);
+        pieces.push((*next, data.to_vec()));
+        it = *next;
+    }
+    assert_eq!(pieces.len(), 3, "{} bytes", file.len());
+    let mut left = file.len() as i64;
+    for (next, data) in &pieces {
+        left -= data.len() as i64;
+        let r =
+            exec_bytes(&mut store, &mut env, &[b"SF.LOADCHUNK", b"copy", next.to_string().as_bytes(), data]);
+        assert_eq!(r, Frame::Integer(left));
+    }
+    assert!((0..1000).all(
+        |i| exec(&mut store, &mut env, &["SF.EXISTS", "copy", &format!("i{i}")]) == Frame::Boolean(true)
+    ));
+    let Frame::Array(last) = exec(&mut store, &mut env, &["SF.DUMP", "copy", &pieces[2].0.to_string()])
+    else {
+        panic!()
+    };
+    assert_eq!(last, vec![Frame::Integer(0), Frame::Bulk(Default::default())]);
+    for (next, data) in &pieces {
+        // The iterator of a piece's first byte is its start offset plus one.
+        let first = (*next as usize - data.len()).to_string();
+        let Frame::Array(pair) = exec(&mut store, &mut env, &["SF.DUMP", "copy", &first]) else { panic!() };
+        assert_eq!(pair[1], Frame::Bulk(data.clone().into()), "the copy's file is the original's");
+    }
+    // Negative iterators end, as in BF.SCANDUMP.
+    let Frame::Array(end) = exec(&mut store, &mut env, &["SF.DUMP", "big", "-3"]) else { panic!() };
+    assert_eq!(end[0], Frame::Integer(0));
 }
 
 /// A window by time: SF.ADD runs at the request's time and is propagated with it as

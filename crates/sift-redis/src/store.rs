@@ -194,6 +194,24 @@ impl Store for KeyStore<'_> {
         // SAFETY: Redis now owns the box and keeps it while the key is open.
         unsafe { &mut *(reg.as_dyn)(raw_value) }
     }
+
+    fn delete(&mut self, key: &[u8]) -> bool {
+        let k = self.key(key, true);
+        if matches!(Self::probe(k), Held::Missing) {
+            return false;
+        }
+        // SAFETY: the key is open for writing and no borrow of its value outlives the `&mut
+        // self` call that made it; Redis frees the value (our type's `free` callback) and the
+        // handle stays open on an empty key until the store closes it.
+        let deleted = unsafe { raw::RedisModule_DeleteKey.unwrap()(k) };
+        assert_eq!(
+            deleted,
+            raw::REDISMODULE_OK as c_int,
+            "RedisModule_DeleteKey failed on a key open for writing"
+        );
+        self.dirty = true;
+        true
+    }
 }
 
 fn open_raw(

@@ -149,10 +149,11 @@ fn a_replica_answers_as_its_primary() {
     assert_eq!(p.cmd(&["SF.MDEL", "n", "item-5", "item-6"]), b"*2\r\n:1\r\n:1\r\n");
     let file = xor_file(300);
     assert_eq!(
-        p.cmd_bytes(&[&b"SF.LOADCHUNK"[..], b"x", b"0", &file[..100]]),
+        p.cmd_bytes(&[&b"SF.LOADCHUNK"[..], b"x", b"101", &file[..100]]),
         format!(":{}\r\n", file.len() - 100).as_bytes()
     );
-    assert_eq!(p.cmd_bytes(&[&b"SF.LOADCHUNK"[..], b"x", b"100", &file[100..]]), b":0\r\n");
+    let last = (file.len() + 1).to_string();
+    assert_eq!(p.cmd_bytes(&[&b"SF.LOADCHUNK"[..], b"x", last.as_bytes(), &file[100..]]), b":0\r\n");
     // A window by time: the replica is kept busy while the primary adds, so it applies the
     // stream later by its own clock; only the time the primary propagates (SF.MADDAT) makes the
     // filters the same, bit for bit.

@@ -112,6 +112,11 @@ fn sf_bad_input_changes_nothing() {
 }
 
 #[test]
+fn sf_pieces_and_foreign_files() {
+    suite::sf::sf_pieces_and_foreign_files(&SiftServer);
+}
+
+#[test]
 fn sf_command_metadata() {
     suite::sf::sf_command_metadata(&SiftServer);
 }

@@ -59,7 +59,7 @@ fn sf_keys_survive_kill9_snapshots_and_reloads() {
     }
     // An upload left unfinished: its first piece only.
     assert_eq!(
-        c.cmd_bytes(&[&b"SF.LOADCHUNK"[..], b"b", b"0", &xor[..40]]),
+        c.cmd_bytes(&[&b"SF.LOADCHUNK"[..], b"b", b"41", &xor[..40]]),
         format!(":{}\r\n", xor.len() - 40).as_bytes()
     );
     let before = observe(&mut c, &keys);
@@ -79,7 +79,8 @@ fn sf_keys_survive_kill9_snapshots_and_reloads() {
     assert_eq!(c.cmd(&["DEBUG", "RELOAD"]), b"+OK\r\n");
     assert_eq!(observe(&mut c, &keys), before, "after DEBUG RELOAD");
     // The upload resumes where it stopped, and swaps the xor filter in.
-    assert_eq!(c.cmd_bytes(&[&b"SF.LOADCHUNK"[..], b"b", b"40", &xor[40..]]), b":0\r\n");
+    let last = (xor.len() + 1).to_string();
+    assert_eq!(c.cmd_bytes(&[&b"SF.LOADCHUNK"[..], b"b", last.as_bytes(), &xor[40..]]), b":0\r\n");
     assert_eq!(
         c.cmd_bytes(&[&b"SF.DUMP"[..], b"b"]),
         [format!("${}\r\n", xor.len()).into_bytes(), xor.clone(), b"\r\n".to_vec()].concat()

@@ -1,6 +1,7 @@
 //! The filter a `sift-filt` key holds: any of the library's families behind one enum, with the
 //! operations the commands need, dispatched by kind.
 
+use sift::compat::guava::GuavaBloom;
 use sift::format::{self, FilterKind};
 use sift::hash::{HashKind, Hasher};
 use sift::prelude::*;
@@ -178,6 +179,8 @@ pub enum Native {
     Aging(AgingBloom),
     /// Time-limited Bloom filter, a sliding window by time (milliseconds).
     TimeLimited(TimeLimitedBloom),
+    /// Guava's `BloomFilter`, bit for bit (a `guava-bloom` file: `sift convert --from guava`).
+    Guava(GuavaBloom),
 }
 
 /// Applies `$body` to the filter inside any variant.
@@ -198,8 +201,52 @@ macro_rules! each {
             Native::Gcs($f) => $body,
             Native::Aging($f) => $body,
             Native::TimeLimited($f) => $body,
+            Native::Guava($f) => $body,
         }
     };
+}
+
+/// Bytes `from .. from + len` of a sift file, and whether the file goes on past them.
+#[derive(Debug)]
+pub struct Piece {
+    /// The bytes (fewer than asked at the end of the file, none past it).
+    pub bytes: Vec<u8>,
+    /// The file has bytes after these.
+    pub more: bool,
+}
+
+/// Bytes `from .. from + len` of `p`'s sift file: the filter streams its file
+/// ([`Persist::write_to`]) into a window that keeps those bytes and stops the stream once past
+/// them, so a piece of a large filter never holds a copy of the whole file (for the families
+/// that stream; the others encode the file in memory first).
+pub fn file_piece<P: Persist>(p: &P, from: usize, len: usize) -> Piece {
+    /// Keeps the bytes in `[from, to)` of what is written; fails once a byte past `to` comes.
+    struct Window {
+        at: usize,
+        from: usize,
+        to: usize,
+        bytes: Vec<u8>,
+    }
+    impl std::io::Write for Window {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let (start, end) = (self.at, self.at + buf.len());
+            let keep = &buf[start.max(self.from).min(end) - start..end.min(self.to).max(start) - start];
+            self.bytes.extend_from_slice(keep);
+            self.at = end;
+            if end > self.to {
+                return Err(std::io::Error::other("past the piece"));
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let to = from.saturating_add(len);
+    let mut w = Window { at: 0, from, to, bytes: Vec::with_capacity(len.min(1 << 20)) };
+    // An error is the window stopping the stream: more bytes follow.
+    let more = Persist::write_to(p, &mut w).is_err();
+    Piece { bytes: w.bytes, more }
 }
 
 /// Why an operation was refused, as the reply's text.
@@ -241,6 +288,7 @@ impl Native {
             FilterKind::TimeLimitedBloom => {
                 Native::TimeLimited(TimeLimitedBloom::from_bytes(bytes).map_err(e)?)
             }
+            FilterKind::Guava => Native::Guava(GuavaBloom::from_bytes(bytes).map_err(e)?),
             other => return Err(format!("a {other} file is not served by SF keys")),
         })
     }
@@ -248,6 +296,11 @@ impl Native {
     /// The sift file.
     pub fn to_bytes(&self) -> Vec<u8> {
         each!(self, f => f.to_bytes())
+    }
+
+    /// Bytes `from .. from + len` of the sift file ([`file_piece`]).
+    pub fn file_piece(&self, from: usize, len: usize) -> Piece {
+        each!(self, f => file_piece(f, from, len))
     }
 
     /// May `item` be in the set (at time `now`, Unix ms, for a window by time: a read that
@@ -267,6 +320,15 @@ impl Native {
         }
     }
 
+    /// Hints the CPU to load the cache line `item` maps to, before an add or a query of it a
+    /// few requests later (a blocked filter: its one block; the other kinds do nothing).
+    #[inline]
+    pub fn prefetch(&self, item: &[u8]) {
+        if let Native::Blocked(f) = self {
+            f.prefetch(item);
+        }
+    }
+
     /// Does this filter's content depend on the time of each add (a window by time)?
     pub fn is_timed(&self) -> bool {
         matches!(self, Native::TimeLimited(_))
@@ -283,6 +345,7 @@ impl Native {
             Native::Blocked(f) => Ok(f.insert(item)),
             Native::SplitBlock(f) => Ok(f.insert(item)),
             Native::Counting(f) => Ok(f.insert(item)),
+            Native::Guava(f) => Ok(f.insert(item)),
             Native::Scalable(f) => f.try_insert(item).map_err(full),
             Native::Cuckoo(f) => f.try_insert(item).map_err(full),
             Native::ScalableCuckoo(f) => f.try_insert(item).map_err(full),
@@ -353,6 +416,11 @@ impl Native {
             Native::Xor8(_) | Native::Fuse8(_) | Native::Fuse16(_) | Native::Gcs(_) => self.len(0),
             Native::Aging(f) => f.window(),
             Native::TimeLimited(f) => f.capacity(),
+            // Guava's stream keeps no expected insertions: the count its bits and hashes are
+            // optimal for (`k = m/n · ln 2`, Guava's own sizing rule).
+            Native::Guava(f) => {
+                (f.bit_size() as f64 * std::f64::consts::LN_2 / f64::from(f.num_hashes())) as u64
+            }
         }
     }
 
@@ -373,6 +441,8 @@ impl Native {
             Native::Gcs(f) => f.expected_fpr(),
             Native::Aging(f) => f.target_fpr(),
             Native::TimeLimited(f) => f.target_fpr(),
+            // At the capacity above, Guava's optimal sizing gives 2^-k.
+            Native::Guava(f) => 0.5f64.powi(f.num_hashes() as i32),
         }
     }
 
@@ -399,6 +469,8 @@ impl Native {
             // From the sizes of the live generations (each slice's fill follows its size).
             Native::Aging(f) => f.expected_fpr(),
             Native::TimeLimited(f) => f.expected_fpr_at(now),
+            // Guava's `expectedFpp()`: the bits set, to the power k.
+            Native::Guava(f) => f.expected_fpp(),
         }
     }
 

@@ -12,9 +12,9 @@
 //!   blocked filter; the creation is propagated as an explicit `SF.RESERVE`.
 //! * `SF.EXISTS`, `SF.MEXISTS`, `SF.CARD`; `SF.DEL`, `SF.MDEL` for the kinds that delete.
 //! * `SF.INFO key [field]`: also for `BF` and `CF` keys, with the error rate estimated now.
-//! * `SF.LOAD key file`, `SF.LOADCHUNK key offset bytes` (files past the 512 MB argument
+//! * `SF.LOAD key file`, `SF.LOADCHUNK key iterator bytes` (files past the 512 MB argument
 //!   limit, sent in pieces; the filter is swapped in when the last piece arrives), and
-//!   `SF.DUMP key [offset count]`.
+//!   `SF.DUMP key [iterator]` (pieces of 16 MiB, in BF.SCANDUMP's iterator convention).
 //!
 //! The type's dump, RDB value and AOF rewrite are the sift file itself (`docs/FORMAT.md`),
 //! with the bytes of an unfinished `SF.LOADCHUNK` upload after it.
@@ -44,7 +44,8 @@ pub const MAX_EXPANSION: i64 = 1024;
 /// Pieces of this size carry a large filter in an AOF rewrite (well under the 512 MB argument
 /// limit).
 const REWRITE_PIECE: usize = 64 << 20;
-/// Pieces of a pending upload in the dump.
+/// Pieces of a pending upload in the dump, and of the file `SF.DUMP` returns (RedisBloom's
+/// SCANDUMP chunk size).
 const DUMP_PIECE: usize = 16 << 20;
 
 /// A `sift-filt` value: the filter it serves, and the bytes of an `SF.LOADCHUNK` upload that
@@ -165,14 +166,10 @@ impl DataType for SiftFilter {
             if file.len() <= REWRITE_PIECE {
                 emit(&[b"SF.LOAD", key, &file]);
             } else {
-                for (i, piece) in file.chunks(REWRITE_PIECE).enumerate() {
-                    emit(&[b"SF.LOADCHUNK", key, (i * REWRITE_PIECE).to_string().as_bytes(), piece]);
-                }
+                upload_pieces(key, &file, emit);
             }
         }
-        for (i, piece) in self.upload.chunks(REWRITE_PIECE).enumerate() {
-            emit(&[b"SF.LOADCHUNK", key, (i * REWRITE_PIECE).to_string().as_bytes(), piece]);
-        }
+        upload_pieces(key, &self.upload, emit);
     }
 
     fn error_rate(&self) -> Option<ErrorRate> {
@@ -180,6 +177,16 @@ impl DataType for SiftFilter {
         // At the filter's own clock (a window by time: its last add); SF.INFO asks at the time
         // of the request.
         Some(ErrorRate { target: Some(f.target()), estimate: f.estimate(0) })
+    }
+}
+
+/// `SF.LOADCHUNK` commands sending `bytes` in pieces of [`REWRITE_PIECE`], each with its
+/// iterator (the piece's end offset plus one).
+fn upload_pieces(key: &[u8], bytes: &[u8], emit: &mut dyn FnMut(&[&[u8]])) {
+    let mut end = 0;
+    for piece in bytes.chunks(REWRITE_PIECE) {
+        end += piece.len();
+        emit(&[b"SF.LOADCHUNK", key, (end + 1).to_string().as_bytes(), piece]);
     }
 }
 
@@ -627,8 +634,14 @@ enum Loaded {
     Cuckoo(CuckooFilter),
 }
 
+/// `SF.LOAD` of bytes without the SIFT magic: the formats `sift convert` reads without one.
+pub const NOT_A_SIFT_FILE: &str = "ERR bad sift file: no SIFT magic. Convert a Guava BloomFilter.writeTo stream, a Parquet split-block bitset, RedisBloom SCANDUMP chunks or a Redis RDB file to a sift file first: `sift convert --from guava filter.bin -o filter.sift` (`--from parquet` for Parquet; the others are detected: `sift convert IN -o filter.sift`), then SF.LOAD the sift file";
+
 fn decode(file: &[u8]) -> Result<Loaded, Frame> {
     let bad = |e: String| Frame::error(format!("ERR bad sift file: {e}"));
+    if !file.starts_with(&MAGIC) {
+        return Err(Frame::error(NOT_A_SIFT_FILE));
+    }
     let kind = sift::format::decode(file).map_err(|e| bad(e.to_string()))?.kind();
     Ok(match kind {
         Some(FilterKind::RedisBloomChain) => {
@@ -718,15 +731,28 @@ fn file_len(head: &[u8]) -> Result<u64, String> {
         .ok_or_else(|| "payload length overflows".into())
 }
 
-/// `SF.LOADCHUNK key offset bytes`: a sift file sent in pieces, each at the offset where the
-/// previous one ended (offset 0 starts over). Replies the bytes still expected; with the last
-/// piece the file is checked and its filter swapped in (reply 0), or, corrupt, dropped with an
-/// error, the installed filter unchanged. Until then the key serves its old filter.
+/// The byte offset of the first byte of `piece`, sent with iterator `it` in BF.SCANDUMP's
+/// convention (the iterator that comes with a piece addresses the byte just past it, plus one:
+/// the piece covers bytes `it - 1 - len .. it - 1`).
+fn piece_start(it: i64, piece: &[u8]) -> Option<u64> {
+    let start = it.checked_sub(piece.len() as i64)?.checked_sub(1)?;
+    u64::try_from(start).ok()
+}
+
+/// `SF.LOADCHUNK key iterator bytes`: a sift file sent in pieces, each with the iterator
+/// `SF.DUMP` returned with it (BF.SCANDUMP's convention: one past the piece's last byte, plus one,
+/// so the piece starts at byte `iterator - 1 - len`). Pieces come in order, each starting where
+/// the previous one ended; the first piece (starting at byte 0) starts over. Replies the bytes
+/// still expected; with the last piece the file is checked and its filter swapped in (reply 0),
+/// or, corrupt, dropped with an error, the installed filter unchanged and a key the upload
+/// created deleted. Until then the key serves its old filter.
 fn loadchunk(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
-    let Some(offset) = parse_i64(argv[2]).and_then(|o| u64::try_from(o).ok()) else {
-        return Frame::error("ERR offset must be a non-negative integer");
-    };
     let piece = argv[3];
+    let Some(offset) = parse_i64(argv[2]).and_then(|it| piece_start(it, piece)) else {
+        return Frame::error(
+            "ERR bad iterator: SF.LOADCHUNK takes each piece with the iterator SF.DUMP returned with it (the piece's end offset plus one)",
+        );
+    };
     let key = argv[1];
     let received = match read(store, key) {
         Ok(s) => s.map_or(0, |s| s.upload.len() as u64),
@@ -734,9 +760,11 @@ fn loadchunk(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame 
     };
     if offset != 0 && offset != received {
         return Frame::error(if received == 0 {
-            format!("ERR SF.LOADCHUNK expects offset 0 (no upload in progress), got {offset}")
+            format!("ERR SF.LOADCHUNK expects the first piece (no upload in progress), got one starting at byte {offset}")
         } else {
-            format!("ERR SF.LOADCHUNK expects offset {received} (or 0 to start over), got {offset}")
+            format!(
+                "ERR SF.LOADCHUNK expects the piece starting at byte {received} (or the first piece, to start over), got one starting at byte {offset}"
+            )
         });
     }
     let head: Vec<u8> = if offset == 0 {
@@ -765,9 +793,9 @@ fn loadchunk(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame 
     if end == total {
         // Complete: decode the whole file, then swap it in, or drop the upload.
         // Whatever was uploaded before is used (offset > 0) or superseded (offset 0).
-        let mut file = match store.get_mut::<SiftFilter>(key) {
-            Lookup::Found(s) => std::mem::take(&mut s.upload),
-            _ => Vec::new(),
+        let (mut file, installed) = match store.get_mut::<SiftFilter>(key) {
+            Lookup::Found(s) => (std::mem::take(&mut s.upload), s.filter.is_some()),
+            _ => (Vec::new(), true),
         };
         if offset == 0 {
             file.clear();
@@ -778,7 +806,13 @@ fn loadchunk(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame 
                 install(store, key, Loaded::Native(Box::new(f)));
                 Frame::Integer(0)
             }
-            Err(e) => Frame::error(format!("ERR bad sift file: {e}; the upload was dropped")),
+            Err(e) => {
+                if !installed {
+                    // The key exists only for this upload: a failed load leaves no key behind.
+                    store.delete(key);
+                }
+                Frame::error(format!("ERR bad sift file: {e}; the upload was dropped"))
+            }
         };
     }
     if store.get::<SiftFilter>(key).is_missing() {
@@ -792,42 +826,59 @@ fn loadchunk(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame 
     Frame::Integer((total - end) as i64)
 }
 
-/// `SF.DUMP key [offset count]`: the sift file of the filter (of a `BF`/`CF` key too), or the
-/// `count` bytes from `offset` (files past the 512 MB reply a client takes in one piece).
+/// `SF.DUMP key`: the sift file of the filter (of a `BF`/`CF` key too), whole, when it fits in
+/// one piece of 16 MiB; larger files are read with the iterator form.
+///
+/// `SF.DUMP key iterator`: the file in pieces, in BF.SCANDUMP's convention: iterator 0 starts,
+/// each reply is `[next, piece]` where `next` is one past the piece's last byte, plus one (what
+/// `SF.LOADCHUNK` takes with the piece, and the iterator of the next call), and `[0, ""]` ends.
+/// A piece is 16 MiB at most; serving one never copies the whole file (the filter streams its
+/// file up to the end of the piece).
 fn dump(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
-    if argv.len() != 2 && argv.len() != 4 {
+    if argv.len() > 3 {
         return Frame::error(err::arity("sf.dump"));
     }
-    let file = match store.read(argv[1]) {
+    let (from, limit) = match argv.get(2) {
+        None => (0, DUMP_PIECE),
+        Some(it) => match parse_i64(it) {
+            Some(0) => (0, DUMP_PIECE),
+            Some(it) if it > 0 => (usize::try_from(it - 1).unwrap_or(usize::MAX), DUMP_PIECE),
+            Some(_) => return Frame::Array(vec![Frame::Integer(0), Frame::Bulk(Default::default())]),
+            None => return Frame::error("ERR the iterator must be an integer"),
+        },
+    };
+    let piece = match store.read(argv[1]) {
         Held::Missing => return Frame::error(err::NOT_FOUND),
         Held::Other => return wrongtype(),
         Held::Data(d) => {
             if let Some(s) = d.downcast_ref::<SiftFilter>() {
                 match &s.filter {
-                    Some(f) => f.to_bytes(),
+                    Some(f) => f.file_piece(from, limit),
                     None => return no_filter_yet(s),
                 }
             } else if let Some(c) = d.downcast_ref::<BloomChain>() {
-                c.to_bytes()
+                filter::file_piece(c, from, limit)
             } else if let Some(c) = d.downcast_ref::<CuckooFilter>() {
-                c.to_bytes()
+                filter::file_piece(c, from, limit)
             } else {
                 return wrongtype();
             }
         }
     };
     if argv.len() == 2 {
-        return Frame::Bulk(file.into());
+        return if piece.more {
+            Frame::error(format!(
+                "ERR the sift file is larger than one piece of {DUMP_PIECE} bytes: read it with SF.DUMP key <iterator> (0 first, then each reply's iterator until it is 0), and load it with SF.LOADCHUNK key <iterator> <piece>"
+            ))
+        } else {
+            Frame::Bulk(piece.bytes.into())
+        };
     }
-    let (Some(offset), Some(count)) = (parse_i64(argv[2]), parse_i64(argv[3])) else {
-        return Frame::error("ERR offset and count must be non-negative integers");
-    };
-    let (Ok(offset), Ok(count)) = (usize::try_from(offset), usize::try_from(count)) else {
-        return Frame::error("ERR offset and count must be non-negative integers");
-    };
-    let from = offset.min(file.len());
-    let to = from.saturating_add(count).min(file.len());
-    Frame::Bulk(file[from..to].to_vec().into())
+    if piece.bytes.is_empty() {
+        return Frame::Array(vec![Frame::Integer(0), Frame::Bulk(Default::default())]);
+    }
+    let next = from as i64 + piece.bytes.len() as i64 + 1;
+    Frame::Array(vec![Frame::Integer(next), Frame::Bulk(piece.bytes.into())])
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use sift::compat::redisbloom::BloomChain;
+use sift_commands::sf::SiftFilter;
 
 use super::table::{self, CommandSpec, LockPlan};
 use super::{execute, is_script, resolve, run_locked, After, Session};
@@ -80,16 +81,18 @@ fn holds_exactly(keys: &Locked<'_>, spec: &CommandSpec, argv: &[Bytes]) -> bool 
 /// lines: the distance `BloomChain::add_many` uses between items of one BF.MADD.
 const PREFETCH_AHEAD: usize = 8;
 
-/// Is `argv` a `BF.ADD key item` or `BF.EXISTS key item` request?
-fn bloom_item_request(argv: &[Bytes]) -> bool {
-    argv.len() == 3 && (argv[0].eq_ignore_ascii_case(b"bf.add") || argv[0].eq_ignore_ascii_case(b"bf.exists"))
+/// Is `argv` a `BF.ADD key item` or `BF.EXISTS key item` request (`bf`: `BF.*`, else `SF.*`)?
+fn item_request(argv: &[Bytes], bf: bool) -> bool {
+    let (add, exists): (&[u8], &[u8]) =
+        if bf { (b"bf.add", b"bf.exists") } else { (b"sf.add", b"sf.exists") };
+    argv.len() == 3 && (argv[0].eq_ignore_ascii_case(add) || argv[0].eq_ignore_ascii_case(exists))
 }
 
-/// Before a `BF.ADD` / `BF.EXISTS` of a run: requests the cache lines of the item of the same
-/// command on the same key [`PREFETCH_AHEAD`] requests later in `queue` (and, when the run
-/// starts, of every one up to there), so the random misses into a large filter overlap across
-/// pipelined requests as they do across the items of one BF.MADD. Only a hint: nothing is read
-/// for the reply and nothing changes.
+/// Before a `BF.ADD` / `BF.EXISTS` (or `SF.ADD` / `SF.EXISTS`) of a run: requests the cache
+/// lines of the item of the same family's command on the same key [`PREFETCH_AHEAD`] requests
+/// later in `queue` (and, when the run starts, of every one up to there), so the random misses
+/// into a large filter overlap across pipelined requests as they do across the items of one
+/// BF.MADD. Only a hint: nothing is read for the reply and nothing changes.
 fn prefetch_ahead(
     keys: &mut Locked<'_>,
     spec: &CommandSpec,
@@ -97,11 +100,16 @@ fn prefetch_ahead(
     queue: &VecDeque<Vec<Bytes>>,
     starting: bool,
 ) {
-    if !matches!(spec.name, "bf.add" | "bf.exists") || argv.len() != 3 {
+    let bf = match spec.name {
+        "bf.add" | "bf.exists" => true,
+        "sf.add" | "sf.exists" => false,
+        _ => return,
+    };
+    if argv.len() != 3 {
         return;
     }
     let key = &argv[1];
-    let same = |next: &&Vec<Bytes>| bloom_item_request(next) && next[1] == *key;
+    let same = |next: &&Vec<Bytes>| item_request(next, bf) && next[1] == *key;
     let from = if starting { 0 } else { PREFETCH_AHEAD - 1 };
     let mut ahead =
         queue.range(from.min(queue.len())..PREFETCH_AHEAD.min(queue.len())).filter(same).peekable();
@@ -112,6 +120,10 @@ fn prefetch_ahead(
         if let Some(chain) = d.downcast_ref::<BloomChain>() {
             for next in ahead {
                 chain.prefetch(&next[2]);
+            }
+        } else if let Some(f) = d.downcast_ref::<SiftFilter>().and_then(SiftFilter::filter) {
+            for next in ahead {
+                f.prefetch(&next[2]);
             }
         }
     }
@@ -225,12 +237,20 @@ mod tests {
     #[test]
     fn a_batch_answers_and_logs_as_one_request_at_a_time() {
         // `big` is large enough for the library to prefetch its lines (1 MiB).
-        let mut lines: Vec<String> =
-            vec!["BF.RESERVE bf 0.01 1000".into(), "BF.RESERVE big 0.01 1000000".into(), "SET s 1".into()];
+        let mut lines: Vec<String> = vec![
+            "BF.RESERVE bf 0.01 1000".into(),
+            "BF.RESERVE big 0.01 1000000".into(),
+            "SF.RESERVE sf 0.01 1000000".into(),
+            "SET s 1".into(),
+        ];
         for i in 0..150 {
             lines.push(format!("BF.ADD bf item{}", i % 97));
             lines.push(format!("bf.add big item{}", i % 89));
             lines.push(format!("BF.EXISTS big item{}", i % 101));
+            // The SF family's prefetch too, interleaved with BF requests on its key's neighbours.
+            lines.push(format!("SF.ADD sf item{}", i % 83));
+            lines.push(format!("sf.exists sf item{}", i % 79));
+            lines.push(format!("SF.ADD sfauto item{}", i % 7));
             if i % 10 == 0 {
                 // 102 arguments: a run of these ends at RUN_MAX_ARGS, not RUN_MAX.
                 let items: Vec<String> = (0..100).map(|j| format!("m{}", (i * 7 + j) % 300)).collect();
@@ -264,6 +284,7 @@ mod tests {
             }
         }
         lines.push("BF.CARD bf".into());
+        lines.push("SF.CARD sf".into());
         lines.push("DBSIZE".into());
         for batch in [1, 3, 64, 256, lines.len()] {
             let [one, batched] = run_both(&lines, batch);

@@ -55,6 +55,11 @@ impl Store for KeyAccess<'_, '_> {
             _ => unreachable!("stored just above under the same lock"),
         }
     }
+
+    fn delete(&mut self, key: &[u8]) -> bool {
+        self.reached = true;
+        self.keys.remove(key).is_some()
+    }
 }
 
 /// The server's side of a request: the session's protocol, the configuration, the memory

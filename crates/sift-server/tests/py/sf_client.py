@@ -56,7 +56,9 @@ def main():
     assert x("SF.DUMP", "static") == data
     left = None
     for off in range(0, len(data), 64):
-        left = x("SF.LOADCHUNK", "pieces", off, data[off : off + 64])
+        piece = data[off : off + 64]
+        # each piece with its iterator: its end offset plus one, as SF.DUMP key <it> returns it
+        left = x("SF.LOADCHUNK", "pieces", off + len(piece) + 1, piece)
     assert left == 0
     assert x("SF.DUMP", "pieces") == data
     assert x("EXPIRE", "pieces", 100) in (1, True)

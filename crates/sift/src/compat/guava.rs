@@ -310,6 +310,44 @@ impl GuavaBloom {
     }
 }
 
+/// Guava's filter through sift's traits, so the tools that serve any filter (the `SF.*` commands)
+/// serve it too: items are hashed with MurmurHash3_x64_128, seed 0, as [`GuavaBloom::put`] does.
+impl crate::traits::Filter for GuavaBloom {
+    fn hasher(&self) -> crate::hash::Hasher {
+        crate::hash::Hasher::new(crate::hash::HashKind::Murmur3_128, 0)
+    }
+
+    #[inline]
+    fn contains_digest(&self, digest: crate::hash::Digest) -> bool {
+        self.might_contain_hash(digest.h1, digest.h2)
+    }
+
+    /// Guava keeps no count: [`GuavaBloom::approximate_element_count`], from the bits set.
+    fn len(&self) -> usize {
+        usize::try_from(self.approximate_element_count()).unwrap_or(usize::MAX)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.ones == 0
+    }
+
+    fn size_in_bytes(&self) -> usize {
+        GuavaBloom::size_in_bytes(self)
+    }
+
+    /// Guava's `expectedFpp()`.
+    fn expected_fpr(&self) -> f64 {
+        self.expected_fpp()
+    }
+}
+
+impl crate::traits::Insert for GuavaBloom {
+    #[inline]
+    fn insert_digest(&mut self, digest: crate::hash::Digest) -> bool {
+        self.put_hash(digest.h1, digest.h2)
+    }
+}
+
 impl crate::traits::Persist for GuavaBloom {
     const KIND: crate::format::FilterKind = crate::format::FilterKind::Guava;
 
@@ -346,6 +384,25 @@ impl crate::traits::Persist for GuavaBloom {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Through the traits, the same bits and answers as through Guava's own methods.
+    #[test]
+    fn the_traits_hash_as_guava_does() {
+        use crate::traits::{Filter, Insert};
+        let (mut a, mut b) = (GuavaBloom::new(2000, 0.01).unwrap(), GuavaBloom::new(2000, 0.01).unwrap());
+        for i in 0..1000u32 {
+            let item = format!("item-{i}");
+            assert_eq!(a.put(item.as_bytes()), Insert::insert(&mut b, item.as_bytes()));
+        }
+        assert_eq!(a, b);
+        let probes: Vec<String> = (0..5000u32).map(|i| format!("item-{i}")).collect();
+        let many = Filter::contains_many(&b, &probes);
+        for (p, m) in probes.iter().zip(many) {
+            assert_eq!(a.might_contain(p.as_bytes()), m);
+            assert_eq!(a.might_contain(p.as_bytes()), Filter::contains(&b, p.as_bytes()));
+        }
+        assert_eq!(Filter::len(&b) as u64, a.approximate_element_count());
+    }
 
     fn golden(name: &str) -> Option<(Vec<u8>, String, String)> {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../sift-cli/tests/guava/");
