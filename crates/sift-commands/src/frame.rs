@@ -144,7 +144,7 @@ fn bulk(out: &mut BytesMut, prefix: u8, body: &[u8]) {
 }
 
 /// The decimal digits of `i`, without allocating (every header and integer reply needs them).
-fn itoa(i: i64) -> Digits {
+pub(crate) fn itoa(i: i64) -> Digits {
     let mut d = Digits { buf: [0; 20], start: 20 };
     let neg = i < 0;
     let mut v = i.unsigned_abs();
@@ -164,13 +164,13 @@ fn itoa(i: i64) -> Digits {
 }
 
 /// Up to 20 ASCII bytes (`i64::MIN` is 20 characters), right-aligned in `buf`.
-struct Digits {
+pub(crate) struct Digits {
     buf: [u8; 20],
     start: usize,
 }
 
 impl Digits {
-    fn as_bytes(&self) -> &[u8] {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
         &self.buf[self.start..]
     }
 }

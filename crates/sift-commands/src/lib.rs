@@ -164,6 +164,12 @@ pub trait Env {
     fn now_ms(&self) -> u64;
     /// Propagate (log, replicate) these commands instead of the request as received.
     fn propagate(&mut self, commands: Vec<Vec<Vec<u8>>>);
+    /// [`Env::propagate`] of one command given as borrowed arguments: for a command propagated
+    /// on every call (a TOPK.ADD that drew), which a transport may copy in one piece instead of
+    /// one allocation per argument.
+    fn propagate_one(&mut self, argv: &[&[u8]]) {
+        self.propagate(vec![owned(argv)]);
+    }
 }
 
 /// Limits for rebuilding a filter from an untrusted LOADCHUNK header (or RDB value): the payload

@@ -13,6 +13,7 @@
 //! collision) is propagated as received, which any RedisBloom replays identically.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 use sift::compat::redisbloom::rdb;
 use sift::compat::redisbloom::{
@@ -20,6 +21,7 @@ use sift::compat::redisbloom::{
     TOPK_DEFAULT_WIDTH,
 };
 
+use crate::frame::itoa;
 use crate::sketch::{double, int};
 use crate::{err, wrongtype, Command, Env, Family, Flags, Frame, Lookup, Store};
 
@@ -89,74 +91,115 @@ impl DecayRandom for Draws {
     }
 }
 
-/// A fresh seed on the primary: a process-wide sequence (Weyl steps from the time and process
-/// id), finished by SplitMix64. Only its spread matters; replicas receive it.
-fn fresh_seed(now_ms: u64) -> u32 {
+/// A fresh seed on the primary: a process-wide Weyl sequence started from the time and process
+/// id at first use, finished by SplitMix64. Only its spread matters; replicas receive it. (The
+/// time and id are read once: `getpid` is a system call, and a call per TOPK.ADD was 5% of the
+/// server's time under pipelined adds.)
+fn fresh_seed() -> u32 {
     static NEXT: AtomicU64 = AtomicU64::new(0);
+    static START: OnceLock<u64> = OnceLock::new();
     const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
-    let n = NEXT.fetch_add(GOLDEN, Ordering::Relaxed);
-    let mut z = n ^ now_ms.rotate_left(17) ^ (u64::from(std::process::id()) << 32);
+    let start = *START.get_or_init(|| {
+        let since_epoch = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        since_epoch.rotate_left(17) ^ (u64::from(std::process::id()) << 32)
+    });
+    let mut z = NEXT.fetch_add(GOLDEN, Ordering::Relaxed) ^ start;
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     (z ^ (z >> 31)) as u32
 }
 
-/// The expelled item of one step, as a C string (spec §2.1), or null.
+/// The expelled item of one step, as a C string (spec §2.1), or null. The item's own bytes
+/// become the reply (cut at a NUL), without a copy.
 fn expelled(e: Option<Vec<u8>>) -> Frame {
-    e.map_or(Frame::Null, |i| Frame::bulk(topk_reply_item(&i).to_vec()))
+    e.map_or(Frame::Null, |mut item| {
+        let shown = topk_reply_item(&item).len();
+        item.truncate(shown);
+        Frame::bulk(item)
+    })
 }
 
-/// Applies `pairs` (item, increment) in order with draws from `seed`, stopping at the first bad
-/// increment (whose error ends the reply). Returns the reply elements, how many pairs were
-/// applied, and whether any draw was made.
-fn apply(t: &mut TopK, pairs: &[(&[u8], i64)], seed: u32) -> (Vec<Frame>, usize, bool) {
+/// The (item, increment) pairs of a call, as its arguments give them.
+#[derive(Clone, Copy)]
+enum Pairs<'a> {
+    /// TOPK.ADD's items, each with increment 1.
+    Items(&'a [&'a [u8]]),
+    /// TOPK.INCRBY's (and TOPK.INCRBYSEEDED's) `item increment` pairs. An increment that is not
+    /// an integer is −1, which the range check refuses when its turn comes (RedisBloom does not
+    /// check them in advance).
+    Increments(&'a [&'a [u8]]),
+}
+
+impl<'a> Pairs<'a> {
+    fn len(self) -> usize {
+        match self {
+            Pairs::Items(a) => a.len(),
+            Pairs::Increments(a) => a.len() / 2,
+        }
+    }
+
+    /// Pair `i`: the item, the increment, and the increment's text. An increment that parses
+    /// is Redis's strict integer syntax, so its text is its canonical decimal form.
+    fn get(self, i: usize) -> (&'a [u8], i64, &'a [u8]) {
+        match self {
+            Pairs::Items(a) => (a[i], 1, b"1"),
+            Pairs::Increments(a) => (a[2 * i], int(a[2 * i + 1]).unwrap_or(-1), a[2 * i + 1]),
+        }
+    }
+}
+
+/// Applies `pairs` in order with draws from `seed`, stopping at the first bad increment (whose
+/// error ends the reply). Returns the reply elements, how many pairs were applied, and whether
+/// any draw was made.
+fn apply(t: &mut TopK, pairs: Pairs<'_>, seed: u32) -> (Vec<Frame>, usize, bool) {
     let mut draws = Draws { seed, rng: None };
     let mut out = Vec::with_capacity(pairs.len());
-    for &(item, incr) in pairs {
+    let mut applied = 0;
+    for i in 0..pairs.len() {
+        let (item, incr, _) = pairs.get(i);
         match t.incr_by(item, incr, &mut draws) {
-            Ok(e) => out.push(expelled(e)),
+            Ok(e) => {
+                out.push(expelled(e));
+                applied += 1;
+            }
             Err(_) => {
                 out.push(Frame::error(BAD_INCREMENT));
                 break;
             }
         }
     }
-    let applied = out.iter().filter(|f| !matches!(f, Frame::Error(_))).count();
     (out, applied, draws.rng.is_some())
 }
 
 /// TOPK.ADD and TOPK.INCRBY: the pairs applied with a fresh seed, and, when a draw was made, the
 /// seeded command propagated instead of the request.
-fn add_pairs(store: &mut dyn Store, env: &mut dyn Env, key: &[u8], pairs: &[(&[u8], i64)]) -> Frame {
+fn add_pairs(store: &mut dyn Store, env: &mut dyn Env, key: &[u8], pairs: Pairs<'_>) -> Frame {
     if let Err(f) = topk_at(store, key) {
         return f;
     }
-    let seed = fresh_seed(env.now_ms());
+    let seed = fresh_seed();
     let Some(t) = store.get_mut::<TopK>(key).found() else {
         unreachable!("checked above under the same lock")
     };
     let (out, applied, drew) = apply(t, pairs, seed);
     if drew {
-        let mut cmd = vec![b"TOPK.INCRBYSEEDED".to_vec(), key.to_vec(), seed.to_string().into_bytes()];
-        for (item, incr) in &pairs[..applied] {
-            cmd.push(item.to_vec());
-            cmd.push(incr.to_string().into_bytes());
+        let seed_text = itoa(i64::from(seed));
+        let mut cmd: Vec<&[u8]> = Vec::with_capacity(3 + 2 * applied);
+        cmd.extend([&b"TOPK.INCRBYSEEDED"[..], key, seed_text.as_bytes()]);
+        for i in 0..applied {
+            let (item, _, incr) = pairs.get(i);
+            cmd.extend([item, incr]);
         }
-        env.propagate(vec![cmd]);
+        env.propagate_one(&cmd);
     }
     Frame::Array(out)
 }
 
 /// `TOPK.ADD key item [item ...]`.
 pub fn add(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame {
-    let pairs: Vec<(&[u8], i64)> = argv[2..].iter().map(|i| (*i, 1)).collect();
-    add_pairs(store, env, argv[1], &pairs)
-}
-
-/// The (item, increment) pairs of `args`; an increment that is not an integer is −1, which the
-/// range check refuses when its turn comes (RedisBloom does not check them in advance).
-fn pairs_of<'a>(args: &[&'a [u8]]) -> Vec<(&'a [u8], i64)> {
-    args.chunks_exact(2).map(|p| (p[0], int(p[1]).unwrap_or(-1))).collect()
+    add_pairs(store, env, argv[1], Pairs::Items(&argv[2..]))
 }
 
 /// `TOPK.INCRBY key item increment [item increment ...]`. A bad increment ends the reply with
@@ -166,7 +209,7 @@ pub fn incrby(store: &mut dyn Store, env: &mut dyn Env, argv: &[&[u8]]) -> Frame
     if argv.len() % 2 != 0 {
         return Frame::error(err::arity("topk.incrby"));
     }
-    add_pairs(store, env, argv[1], &pairs_of(&argv[2..]))
+    add_pairs(store, env, argv[1], Pairs::Increments(&argv[2..]))
 }
 
 /// `TOPK.INCRBYSEEDED key seed item increment [item increment ...]`: sift's own, what a
@@ -182,7 +225,7 @@ pub fn incrbyseeded(store: &mut dyn Store, _env: &mut dyn Env, argv: &[&[u8]]) -
         return f;
     }
     let Some(t) = store.get_mut::<TopK>(argv[1]).found() else { unreachable!("checked above") };
-    Frame::Array(apply(t, &pairs_of(&argv[3..]), seed).0)
+    Frame::Array(apply(t, Pairs::Increments(&argv[3..]), seed).0)
 }
 
 /// `TOPK.QUERY key item [item ...]`.
@@ -305,14 +348,15 @@ mod tests {
     fn seeded_calls_are_reproducible() {
         let mut a = TopK::reserve(3, 2, 2, 0.9, 1 << 20).unwrap();
         let items: Vec<Vec<u8>> = (0..200).map(|i| format!("i{}", i % 17).into_bytes()).collect();
-        let pairs: Vec<(&[u8], i64)> = items.iter().map(|i| (&i[..], 3)).collect();
+        let args: Vec<&[u8]> = items.iter().flat_map(|i| [&i[..], b"3"]).collect();
+        let pairs = Pairs::Increments(&args);
         let mut b = a.clone();
-        let (ra, na, drew) = apply(&mut a, &pairs, 42);
-        let (rb, nb, _) = apply(&mut b, &pairs, 42);
+        let (ra, na, drew) = apply(&mut a, pairs, 42);
+        let (rb, nb, _) = apply(&mut b, pairs, 42);
         assert!(drew, "a 2x2 table with 17 items collides");
         assert_eq!((ra, na), (rb, nb));
         assert_eq!(rdb_fields(&a), rdb_fields(&b));
-        assert_ne!(fresh_seed(5), fresh_seed(5), "successive seeds differ");
+        assert_ne!(fresh_seed(), fresh_seed(), "successive seeds differ");
     }
 
     fn rdb_fields(t: &TopK) -> Vec<u8> {

@@ -5,7 +5,7 @@
 
 use std::cell::Cell;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use sift::compat::redisbloom::LoadLimits;
 use sift_commands::{Command, Data, Defaults, Env, Held, Store};
 
@@ -107,6 +107,18 @@ impl Env for ServerEnv<'_> {
     fn propagate(&mut self, commands: Vec<Vec<Vec<u8>>>) {
         *self.propagate =
             Some(commands.into_iter().map(|c| c.into_iter().map(Bytes::from).collect()).collect());
+    }
+
+    /// The arguments copied into one buffer, each a slice of it: three allocations in all, where
+    /// [`Env::propagate`]'s vectors cost one per argument (perf: 7% of the server's time under
+    /// pipelined TOPK.ADD, whose calls are propagated in their seeded form).
+    fn propagate_one(&mut self, argv: &[&[u8]]) {
+        let mut buf = BytesMut::with_capacity(argv.iter().map(|a| a.len()).sum());
+        for a in argv {
+            buf.extend_from_slice(a);
+        }
+        let mut all = buf.freeze();
+        *self.propagate = Some(vec![argv.iter().map(|a| all.split_to(a.len())).collect()]);
     }
 }
 

@@ -72,10 +72,17 @@ impl<F: FnMut() -> u32> DecayRandom for F {
 /// r_i = r_{i−31} + r_{i−3} mod 2^32, output r_i >> 1, after a Lehmer-seeded start and 310
 /// discarded values). [`CRand::default`] is seed 1, the state of a process that never called
 /// `srand`; RedisBloom's draws come from this generator after Redis's own `srand(time ^ pid)`.
+///
+/// Seeding is cheap (about a tenth of glibc's `srand` done step by step): sift-commands seeds
+/// one generator per `TOPK.ADD` that draws, so the start is on the hot path.
 #[derive(Debug, Clone)]
 pub struct CRand {
-    ring: [u32; 34],
-    i: usize,
+    /// The last 31 values r_{i−31} .. r_{i−1}, in a ring.
+    ring: [u32; 31],
+    /// Slot of r_{i−31}, which r_i replaces.
+    front: usize,
+    /// Slot of r_{i−3}.
+    rear: usize,
 }
 
 impl Default for CRand {
@@ -84,45 +91,70 @@ impl Default for CRand {
     }
 }
 
+/// glibc's Lehmer multiplier and modulus: r_k = 16807 · r_{k−1} mod (2^31 − 1).
+const LEHMER_A: u64 = 16_807;
+const LEHMER_M: u64 = 0x7fff_ffff;
+
+/// `16807^k mod (2^31 − 1)` for k in 0..31: r_k = seed · 16807^k mod (2^31 − 1) directly, so the
+/// 30 start values do not wait for each other.
+const LEHMER_POWERS: [u64; 31] = {
+    let mut p = [1u64; 31];
+    let mut k = 1;
+    while k < 31 {
+        p[k] = p[k - 1] * LEHMER_A % LEHMER_M;
+        k += 1;
+    }
+    p
+};
+
+/// `a · b mod (2^31 − 1)` for `a, b < 2^31 − 1`, by folding the Mersenne modulus.
+#[inline]
+fn mul_mod_m31(a: u64, b: u64) -> u32 {
+    let p = a * b; // < 2^62
+    let x = (p & LEHMER_M) + (p >> 31); // < 2^32
+    let x = (x & LEHMER_M) + (x >> 31); // <= 2^31
+    (if x >= LEHMER_M { x - LEHMER_M } else { x }) as u32
+}
+
 impl CRand {
     /// The generator after `srand(seed)` (seed 0 acts as 1, as in glibc).
     pub fn new(seed: u32) -> Self {
         let seed = if seed == 0 { 1 } else { seed };
-        let mut r = [0u32; 34];
-        // Lehmer's r = 16807 · r mod (2^31 − 1), computed without overflow as Schrage does, on
-        // the seed read as a signed 32-bit value.
-        let mut word = seed as i32 as i64;
-        r[0] = word as u32;
-        for slot in r.iter_mut().take(31).skip(1) {
-            let hi = word / 127_773;
-            let lo = word % 127_773;
-            word = 16_807 * lo - 2_836 * hi;
-            if word < 0 {
-                word += 2_147_483_647;
+        // glibc reads the seed as a signed 32-bit value and steps Lehmer's generator with
+        // Schrage's method, which computes the exact residue in [0, 2^31 − 1) of 16807 · word
+        // at each step, from a negative first word too: so r_k = (seed mod M) · 16807^k mod M.
+        let s0 = i64::from(seed as i32).rem_euclid(LEHMER_M as i64) as u64;
+        let mut ring = [0u32; 31];
+        ring[0] = seed;
+        for (r, &a_k) in ring.iter_mut().zip(&LEHMER_POWERS).skip(1) {
+            *r = mul_mod_m31(s0, a_k);
+        }
+        // r_31, r_32, r_33 are copies of r_0, r_1, r_2, which slots 0..3 already hold, so the
+        // ring holds r_3 .. r_33 with r_i in slot i mod 31. The 310 discarded values r_34 ..
+        // r_343 are exactly 10 turns of the ring, starting at slot 34 mod 31 = 3.
+        for _ in 0..10 {
+            for s in 3..31 {
+                ring[s] = ring[s].wrapping_add(ring[s - 3]);
             }
-            *slot = word as u32;
+            for s in 0..3 {
+                ring[s] = ring[s].wrapping_add(ring[s + 28]);
+            }
         }
-        for i in 31..34 {
-            r[i] = r[i - 31];
-        }
-        let mut g = CRand { ring: r, i: 34 };
-        for _ in 0..310 {
-            g.step();
-        }
-        g
+        // Next: r_344 = r_313 + r_341, in slots 344 mod 31 = 3 and 341 mod 31 = 0.
+        CRand { ring, front: 3, rear: 0 }
     }
 
     fn step(&mut self) -> u32 {
-        let i = self.i;
-        let v = self.ring[(i - 31) % 34].wrapping_add(self.ring[(i - 3) % 34]);
-        self.ring[i % 34] = v;
-        // Keep the index bounded (and at least 34) without changing it modulo 34.
-        self.i = if i + 1 >= 34 * 1000 { i + 1 - 34 * 999 } else { i + 1 };
+        let v = self.ring[self.front].wrapping_add(self.ring[self.rear]);
+        self.ring[self.front] = v;
+        self.front = if self.front == 30 { 0 } else { self.front + 1 };
+        self.rear = if self.rear == 30 { 0 } else { self.rear + 1 };
         v
     }
 }
 
 impl DecayRandom for CRand {
+    #[inline]
     fn next_rand(&mut self) -> u32 {
         self.step() >> 1
     }
@@ -553,6 +585,84 @@ mod tests {
         }
         for _ in 0..100_000 {
             assert!(b.next_rand() <= RAND_MAX);
+        }
+    }
+
+    /// glibc's `srandom` and `random` as its manual and source describe them, step by step:
+    /// Lehmer's generator by Schrage's method on the seed read as a signed value, the copies
+    /// r_31..r_33, the recurrence, and outputs from r_344 on.
+    fn reference_draws(seed: u32, n: usize) -> Vec<u32> {
+        let seed = if seed == 0 { 1 } else { seed };
+        let mut r: Vec<u32> = Vec::with_capacity(344 + n);
+        let mut word = seed as i32 as i64;
+        r.push(word as u32);
+        for _ in 1..31 {
+            let hi = word / 127_773;
+            let lo = word % 127_773;
+            word = 16_807 * lo - 2_836 * hi;
+            if word < 0 {
+                word += 2_147_483_647;
+            }
+            r.push(word as u32);
+        }
+        for i in 31..34 {
+            r.push(r[i - 31]);
+        }
+        for i in 34..344 + n {
+            r.push(r[i - 31].wrapping_add(r[i - 3]));
+        }
+        r[344..].iter().map(|v| v >> 1).collect()
+    }
+
+    /// The ring start (powers of 16807, ten turns) gives the step-by-step definition's draws,
+    /// for seeds all over the 32-bit range: negative as `i32`, multiples and neighbours of the
+    /// modulus, Schrage's quotient, the extremes.
+    #[test]
+    fn crand_start_matches_the_step_by_step_definition() {
+        let special = [
+            0u32,
+            1,
+            2,
+            127_773,
+            0x7fff_fffe,
+            0x7fff_ffff,
+            0x8000_0000,
+            0x8000_0001,
+            0xffff_fffe,
+            0xffff_ffff,
+            0xdead_beef,
+        ];
+        let spread = (0..20_000u32).map(|i| i.wrapping_mul(0x9e37_79b9) ^ (i >> 3));
+        for seed in special.into_iter().chain(0..2_000).chain(spread) {
+            let mut g = CRand::new(seed);
+            let got: Vec<u32> = (0..70).map(|_| g.next_rand()).collect();
+            assert_eq!(got, reference_draws(seed, 70), "seed {seed:#x}");
+        }
+    }
+
+    /// The C library itself, where it is glibc: `srand(seed)` then `rand()`.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn crand_matches_glibc_srand() {
+        extern "C" {
+            fn srand(seed: u32);
+            fn rand() -> i32;
+        }
+        // rand()'s state is the process's; nothing else in this crate's tests calls it, and the
+        // lock keeps this test's calls together.
+        static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _held = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let seeds = [0u32, 1, 42, 0x7fff_ffff, 0x8000_0000, 0xffff_ffff, 0x1234_5678, 0xcafe_f00d];
+        for seed in seeds.into_iter().chain((0..500u32).map(|i| i.wrapping_mul(0x85eb_ca6b))) {
+            let mut g = CRand::new(seed);
+            // SAFETY: srand and rand take and return plain integers; glibc serialises them with
+            // its own lock, and no other code in this process depends on their sequence.
+            let want: Vec<u32> = unsafe {
+                srand(seed);
+                (0..40).map(|_| rand() as u32).collect()
+            };
+            let got: Vec<u32> = (0..40).map(|_| g.next_rand()).collect();
+            assert_eq!(got, want, "seed {seed:#x}");
         }
     }
 
