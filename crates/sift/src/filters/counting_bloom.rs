@@ -439,14 +439,14 @@ mod tests {
     fn the_sampled_fpr_of_a_large_filter_stands_for_the_exact_one() {
         let mut big = CountingBloom::with_params(64 << 20, 7, Hasher::default()).unwrap();
         for i in 0..3_000_000u64 {
-            big.insert(&i.to_le_bytes());
+            big.insert(i.to_le_bytes());
         }
         let (exact, sampled) = (big.current_fpr(), big.sampled_fpr());
         assert!(exact > 1e-5, "{exact}");
         assert!((sampled - exact).abs() < 0.02 * exact, "sampled {sampled} vs exact {exact}");
         let mut small = CountingBloom::new(1000, 0.01).unwrap();
         for i in 0..500u64 {
-            small.insert(&i.to_le_bytes());
+            small.insert(i.to_le_bytes());
         }
         assert_eq!(small.sampled_fpr(), small.current_fpr());
     }
