@@ -18,6 +18,10 @@
 //! * `TimeLimitedBloom::new(T, n, 0.01)`: the same at the planned rate, key `i` at time
 //!   `i·T/n`; *insert* includes moving the clock.
 //!
+//! Each window filter is measured twice, on two filters that hold the same bits: once inserting
+//! with `insert` (which answers whether the item was present: what `SF.ADD` replies) and once
+//! with `push` (no answer, only the item's `k` youngest slices read and written).
+//!
 //! *member* queries the last `min(n, 1M)` keys inserted (all must be found), *absent* `1M` keys
 //! never inserted.
 #[path = "../harness/mod.rs"]
@@ -90,12 +94,21 @@ impl Subject for Blocked {
     }
 }
 
-struct Aging(AgingBloom);
+/// An `AgingBloom`, inserting with `insert` (`false`) or `push` (`true`).
+struct Aging(AgingBloom, bool);
 impl Subject for Aging {
     fn name(&self) -> &'static str {
-        "AgingBloom"
+        if self.1 {
+            "AgingBloom push"
+        } else {
+            "AgingBloom insert"
+        }
     }
     fn insert_round(&mut self, keys: &[[u8; 8]]) -> usize {
+        if self.1 {
+            keys.iter().for_each(|k| self.0.push(std::hint::black_box(k)));
+            return self.0.len();
+        }
         keys.iter().filter(|k| self.0.insert(std::hint::black_box(k))).count()
     }
     fn hits(&self, keys: &[[u8; 8]]) -> usize {
@@ -106,16 +119,26 @@ impl Subject for Aging {
     }
 }
 
-struct TimedWindow(TimeLimitedBloom, u64, f64);
+/// A `TimeLimitedBloom`, its insertion count, the clock step per insertion, and whether it
+/// inserts with `push_at`.
+struct TimedWindow(TimeLimitedBloom, u64, f64, bool);
 impl Subject for TimedWindow {
     fn name(&self) -> &'static str {
-        "TimeLimitedBloom"
+        if self.3 {
+            "TimeLimitedBloom push"
+        } else {
+            "TimeLimitedBloom insert"
+        }
     }
     fn insert_round(&mut self, keys: &[[u8; 8]]) -> usize {
         let mut new = 0;
         for k in keys {
             let now = 1 + (self.1 as f64 * self.2) as u64;
-            new += self.0.insert_at(std::hint::black_box(k), now) as usize;
+            if self.3 {
+                self.0.push_at(std::hint::black_box(k), now);
+            } else {
+                new += self.0.insert_at(std::hint::black_box(k), now) as usize;
+            }
             self.1 += 1;
         }
         new
@@ -140,11 +163,15 @@ fn main() {
         }
     }
     let absent = keys(1 << 20, 1_000_000);
+    let step = TTL as f64 / n as f64;
     let mut subjects: Vec<Box<dyn Subject>> = vec![
         Box::new(Blocked(BlockedBloom::new(n, FPR).unwrap(), n)),
-        Box::new(Aging(AgingBloom::new(n, FPR).unwrap())),
-        Box::new(TimedWindow(TimeLimitedBloom::new(TTL, n, FPR).unwrap(), 0, TTL as f64 / n as f64)),
+        Box::new(Aging(AgingBloom::new(n, FPR).unwrap(), false)),
+        Box::new(Aging(AgingBloom::new(n, FPR).unwrap(), true)),
+        Box::new(TimedWindow(TimeLimitedBloom::new(TTL, n, FPR).unwrap(), 0, step, false)),
+        Box::new(TimedWindow(TimeLimitedBloom::new(TTL, n, FPR).unwrap(), 0, step, true)),
     ];
+    let count = subjects.len();
     // The steady state of the windows: 2n keys in (streams 1 and 2).
     for s in &mut subjects[1..] {
         s.insert_round(&keys(1, n));
@@ -155,20 +182,20 @@ fn main() {
         AgingBloom::new(n, FPR).unwrap().kernel_name(),
         subjects[0].bytes(),
         subjects[1].bytes(),
-        subjects[2].bytes()
+        subjects[3].bytes()
     );
     println!("\n| round | filter | insert ns | member ns | absent ns | FP rate |");
     println!("|---:|---|---:|---:|---:|---:|");
     // ratios[filter][metric] over rounds
-    let mut ratios = vec![vec![Vec::new(); 3]; 3];
+    let mut ratios = vec![vec![Vec::new(); 3]; count];
     for r in 0..rounds {
         let stream = 10 + r as u64;
         let round_keys = keys(stream, n);
         let recent = &round_keys[n - n.min(1_000_000)..];
-        let mut ns = [[0.0f64; 3]; 3];
-        let mut fp = [0.0f64; 3];
-        for j in 0..3 {
-            let i = (j + r) % 3;
+        let mut ns = vec![[0.0f64; 3]; count];
+        let mut fp = vec![0.0f64; count];
+        for j in 0..count {
+            let i = (j + r) % count;
             let s = &mut subjects[i];
             s.prepare();
             ns[i][0] = per_key(n, || s.insert_round(&round_keys));
@@ -182,7 +209,7 @@ fn main() {
             });
             fp[i] = hits as f64 / absent.len() as f64;
         }
-        for i in 0..3 {
+        for i in 0..count {
             println!(
                 "| {} | {} | {:.1} | {:.1} | {:.1} | {:.4} |",
                 r + 1,
@@ -200,7 +227,7 @@ fn main() {
     println!("\nRatios to BlockedBloom (each round's own BlockedBloom time), range over {rounds} rounds:\n");
     println!("| filter | insert | member query | absent query |");
     println!("|---|---|---|---|");
-    for i in 1..3 {
+    for i in 1..count {
         let cell = |v: &Vec<f64>| {
             let mut v = v.clone();
             v.sort_by(f64::total_cmp);

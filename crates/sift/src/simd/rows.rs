@@ -149,6 +149,11 @@ pub(crate) struct Ages {
     pub(crate) age: [u32; MAX_WORDS],
     /// All ones for the words of the `k` youngest slices (those insertions write to), else 0.
     pub(crate) active: [u32; MAX_WORDS],
+    /// Bit `i` set when the 8-word group `8i .. 8i+8` holds a word of the `k` youngest slices:
+    /// the groups [`push`] writes when no older slice is stale.
+    pub(crate) groups: u32,
+    /// `k`, the slices insertions write to.
+    pub(crate) k: u32,
 }
 
 impl Ages {
@@ -160,6 +165,8 @@ impl Ages {
             fill: [u32::MAX; MAX_WORDS],
             age: [i32::MAX as u32; MAX_WORDS],
             active: [0; MAX_WORDS],
+            groups: 0,
+            k: k as u32,
         };
         for p in 0..slices {
             let age = (p + slices - head) % slices;
@@ -167,6 +174,9 @@ impl Ages {
             t.fill[p + 1] = !((low_k << age) as u32);
             t.age[p + 1] = age as u32;
             t.active[p + 1] = if age < k { u32::MAX } else { 0 };
+            if age < k {
+                t.groups |= 1 << ((p + 1) / 8);
+            }
         }
         t
     }
@@ -351,6 +361,96 @@ unsafe fn insert_avx2(row: &mut [u32], y: u32, ages: &Ages, stale: u32) -> (u32,
     (unsafe { and_lanes(all) }, _mm256_testz_si256(new, new) == 0)
 }
 
+/// An insertion that does not ask whether the item was present: clears the stale slices'
+/// words, sets the item's bits in the `k` youngest slices and stamps the row with `epoch`;
+/// returns whether any of those bits was clear. The row ends exactly as after [`insert`], but
+/// only the 8-word groups that hold a word of the `k` youngest slices are read and written
+/// (every group when more than `k` slices are stale, which needs a row left unwritten for `k`
+/// generations): at `k = 8` one or two groups of a 32-word row instead of four, no rotation of
+/// the older slices' words, and the cache line of the other half of the row untouched whenever
+/// neither the stamp nor the youngest slices are in it.
+#[inline(always)]
+pub(crate) fn push(kernel: Kernel, row: &mut [u32], y: u32, ages: &Ages, stale: u32, epoch: u32) -> bool {
+    debug_assert!(row.len() == 16 || row.len() == 32);
+    // Stale words are those of age below `stale`: when `stale ≤ k` they are among the `k`
+    // youngest, hence in `ages.groups`; past that, take every group.
+    let groups = if stale > ages.k { u32::MAX } else { ages.groups };
+    // Never a group past the row, whatever the tables say (the kernels rely on it).
+    let groups = groups & low_bits(row.len() / 8);
+    let new = match kernel.0 {
+        #[cfg(target_arch = "x86_64")]
+        super::Impl::Avx2 => {
+            // SAFETY: `Impl::Avx2` exists only when `Kernel::detect` found AVX2 on this CPU;
+            // `groups` holds only groups inside the row.
+            unsafe { push_avx2(row, y, ages, stale, groups) }
+        }
+        #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
+        super::Impl::Avx512 => {
+            // SAFETY: every CPU with AVX-512F (which `Kernel::detect` checked) has AVX2; `groups`
+            // holds only groups inside the row.
+            unsafe { push_avx2(row, y, ages, stale, groups) }
+        }
+        _ => push_scalar(row, y, ages, stale, groups),
+    };
+    row[0] = epoch;
+    new
+}
+
+/// [`push`] without special instructions, over the words of `groups` (the stamp is written by
+/// the caller).
+#[inline(always)]
+pub(crate) fn push_scalar(row: &mut [u32], y: u32, ages: &Ages, stale: u32, groups: u32) -> bool {
+    let mut new = 0u32;
+    for (w, word) in row.iter_mut().enumerate() {
+        if groups & (1 << (w / 8)) == 0 {
+            continue;
+        }
+        let old = if ages.age[w] < stale { 0 } else { *word };
+        let bit = (1u32 << (base(y, w).wrapping_sub(ages.age[w]) % WORD_BITS)) & ages.active[w];
+        new |= bit & !old;
+        *word = old | bit;
+    }
+    new != 0
+}
+
+/// [`push`] with AVX2: one step per group of `groups`.
+///
+/// # Safety
+/// The CPU must support AVX2, `row.len()` must be a multiple of 8 up to 32, and every group of
+/// `groups` must lie inside the row (`8i + 8 ≤ row.len()` for each bit `i`).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn push_avx2(row: &mut [u32], y: u32, ages: &Ages, stale: u32, mut groups: u32) -> bool {
+    use core::arch::x86_64::*;
+    let yv = _mm256_set1_epi32(y as i32);
+    let sv = _mm256_set1_epi32(stale as i32);
+    let c31 = _mm256_set1_epi32(31);
+    let one = _mm256_set1_epi32(1);
+    let mut new = _mm256_setzero_si256();
+    while groups != 0 {
+        let p = groups.trailing_zeros() as usize * 8;
+        groups &= groups - 1;
+        // SAFETY: `p + 8 ≤ row.len() ≤ 32` (this function's contract), the length of every
+        // table read: the 32 bytes read from each (and written to `row`) are in bounds;
+        // unaligned accesses accept any address, any bits are a valid `__m256i`, and `row` is
+        // borrowed exclusively.
+        unsafe {
+            let m = _mm256_loadu_si256(MULTIPLIERS.as_ptr().add(p) as *const __m256i);
+            let at = row.as_mut_ptr().add(p) as *mut __m256i;
+            let age = _mm256_loadu_si256(ages.age.as_ptr().add(p) as *const __m256i);
+            let active = _mm256_loadu_si256(ages.active.as_ptr().add(p) as *const __m256i);
+            let w = _mm256_andnot_si256(_mm256_cmpgt_epi32(sv, age), _mm256_loadu_si256(at));
+            let base = _mm256_srli_epi32(_mm256_mullo_epi32(yv, m), 27);
+            let pos = _mm256_and_si256(_mm256_sub_epi32(base, age), c31);
+            let bit = _mm256_and_si256(_mm256_sllv_epi32(one, pos), active);
+            new = _mm256_or_si256(new, _mm256_andnot_si256(w, bit));
+            _mm256_storeu_si256(at, _mm256_or_si256(w, bit));
+        }
+    }
+    _mm256_testz_si256(new, new) == 0
+}
+
 /// Writes the item into the `k` slices from physical `first` (the youngest) on, cyclically, the
 /// slice at offset `j` getting bit `b_p - j`; returns whether any of those bits was clear. (The
 /// reference [`insert`] is tested against; no stale slices, no stamp.)
@@ -476,6 +576,43 @@ mod tests {
                             let got = insert(kernel, &mut a, y, &ages, stale.min(32), 77 + round);
                             assert_eq!(got, (want, want_new), "{} k {k}", kernel.name());
                             assert_eq!(a, b);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every kernel's `push` leaves the row exactly as `insert` does and reports the same new
+    /// bits: both widths, every head, several `k`, no stale slices, a few, and more than `k`.
+    #[test]
+    fn push_writes_what_insert_writes() {
+        let mut st = 17;
+        for kernel in Kernel::all_available() {
+            for words in [16usize, 32] {
+                let slices = words - 1;
+                for k in [1usize, 4, 8, 15.min(slices - 1), 24.min(slices - 1)] {
+                    for head in 0..slices {
+                        let ages = Ages::new(slices, head, k);
+                        let mut a = random_row(&mut st, words);
+                        for round in 0..60 {
+                            let stale = match round % 5 {
+                                0 => 0,
+                                1 => (splitmix(&mut st) % (k as u64 + 1)) as u32,
+                                2 => k as u32 + 1 + (splitmix(&mut st) % 40) as u32,
+                                _ => (splitmix(&mut st) % 3) as u32,
+                            }
+                            .min(32);
+                            let y = splitmix(&mut st) as u32;
+                            let mut b = a.clone();
+                            let (_, want_new) = insert(Kernel::scalar(), &mut b, y, &ages, stale, 5 + round);
+                            let got_new = push(kernel, &mut a, y, &ages, stale, 5 + round);
+                            assert_eq!(got_new, want_new, "{} words {words} k {k} head {head}", kernel.name());
+                            assert_eq!(a, b, "{} words {words} k {k} head {head} stale {stale}", kernel.name());
+                            if round % 9 == 0 {
+                                // Sparse rows too, where most pushes set new bits.
+                                a = vec![0; words];
+                            }
                         }
                     }
                 }
