@@ -43,7 +43,12 @@
 //!   slices. Re-inserting an item those slices already hold sets nothing and does not advance
 //!   the window (the item is already guaranteed for `l` more generations), so repeats cannot
 //!   push distinct items out. [`Insert::insert`] still returns whether the item was reported
-//!   present before (over the whole window).
+//!   present before (over the whole window), which reads every slice of the row;
+//!   [`AgingBloom::push`] leaves the same filter, bit for bit, without that answer, reading and
+//!   writing only the stamp and the words of the `k` youngest slices (in a 32-word row, one
+//!   cache line while those words share the stamp's line, 8 generations of 31 at `k = 8`, and
+//!   two otherwise), for callers that keep a window and need no reply per item
+//!   (`benches/probes/aging_speed.rs` measures both).
 //! * **Limits**: no deletion; rates below [`crate::math::AGING_MIN_FPR`] (1e-7) are refused:
 //!   the formula's inclusion–exclusion carries a rounding error of about 1e-11, fine down to
 //!   1e-7 (`k` up to about 17) and not below. For a window by time see
@@ -662,14 +667,16 @@ impl AgingBloom {
     /// item's `k` youngest slices are read, where `insert` reads every slice of the row to
     /// answer. For streams that only need the window kept (a replica applying its primary's
     /// insertions, a log replayed, a bulk load), not a reply per item.
-    #[inline]
+    // Always inlined: a call costs this short path its register saves and restores, about a
+    // tenth of its instructions (benches/probes/aging_speed.rs).
+    #[inline(always)]
     pub fn push<T: AsRef<[u8]>>(&mut self, item: T) {
         let d = self.hot.digest(item.as_ref());
         self.push_digest(d);
     }
 
     /// [`AgingBloom::push`] of the item with this digest.
-    #[inline]
+    #[inline(always)]
     pub fn push_digest(&mut self, d: Digest) {
         if self.ring.current_items() >= self.generation {
             self.ring.shift(0);

@@ -337,14 +337,15 @@ impl TimeLimitedBloom {
     /// only the item's `k` youngest slices are read, where `insert_at` reads every slice of the
     /// row to answer. For streams that only need the window kept (a replica applying its
     /// primary's insertions at the primary's `now`, a log replayed), not a reply per item.
-    #[inline]
+    // Always inlined, as `AgingBloom::push`.
+    #[inline(always)]
     pub fn push_at<T: AsRef<[u8]>>(&mut self, item: T, now: u64) {
         let d = self.hot.digest(item.as_ref());
         self.push_digest_at(d, now);
     }
 
     /// [`TimeLimitedBloom::push_at`] of the item with this digest.
-    #[inline]
+    #[inline(always)]
     pub fn push_digest_at(&mut self, d: Digest, now: u64) {
         self.before_insert(now);
         self.ring.push(d);
