@@ -5,7 +5,7 @@
 //! cargo bench -p sift-filters --bench aging_speed -- --n 1M --rounds 5
 //! ```
 //!
-//! Each round measures the three filters one after the other, in an order that rotates from
+//! Each round measures the filters one after the other, in an order that rotates from
 //! round to round, so that a slow spell of the shared machine does not always hit the same
 //! filter; the table gives every round's ratios and their range. Time is the thread's CPU time
 //! (`CLOCK_THREAD_CPUTIME_ID`), as in the table program: time spent descheduled behind other
