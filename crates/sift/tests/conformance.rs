@@ -339,6 +339,16 @@ conformance!(aging_bloom: sift::AgingBloom = Family::dynamic(sift::AgingBloom::n
     fn sliding_window_n1e5() {
         window::count_window(100_000, 0.001, 602);
     }
+    /// The same checks on a filter filled with `push` (no "already present" answer), which
+    /// must also build the file `insert` builds.
+    #[test]
+    fn sliding_window_push_n1e3() {
+        window::count_window_adding(1_000, 0.1, 603, window::Adding::Push);
+    }
+    #[test]
+    fn sliding_window_push_n1e4() {
+        window::count_window_adding(10_000, 0.01, 604, window::Adding::Push);
+    }
 );
 
 // The time-limited filter through `window::TimedAtStep`: insertions one step apart, `n` steps
@@ -360,5 +370,15 @@ conformance!(time_limited_bloom: window::TimedAtStep = Family::dynamic(window::T
     #[test]
     fn sliding_window_n1e5() {
         window::time_window(100_000, 0.001, 612);
+    }
+    /// The same checks on a filter filled with `push_at`, which must also build the file
+    /// `insert_at` builds.
+    #[test]
+    fn sliding_window_push_n1e3() {
+        window::time_window_adding(1_000, 0.1, 613, window::Adding::Push);
+    }
+    #[test]
+    fn sliding_window_push_n1e4() {
+        window::time_window_adding(10_000, 0.01, 614, window::Adding::Push);
     }
 );

@@ -43,7 +43,12 @@
 //!   slices. Re-inserting an item those slices already hold sets nothing and does not advance
 //!   the window (the item is already guaranteed for `l` more generations), so repeats cannot
 //!   push distinct items out. [`Insert::insert`] still returns whether the item was reported
-//!   present before (over the whole window).
+//!   present before (over the whole window), which reads every slice of the row;
+//!   [`AgingBloom::push`] leaves the same filter, bit for bit, without that answer, reading and
+//!   writing only the stamp and the words of the `k` youngest slices (in a 32-word row, one
+//!   cache line while those words share the stamp's line, 8 generations of 31 at `k = 8`, and
+//!   two otherwise), for callers that keep a window and need no reply per item
+//!   (`benches/probes/aging_speed.rs` measures both).
 //! * **Limits**: no deletion; rates below [`crate::math::AGING_MIN_FPR`] (1e-7) are refused:
 //!   the formula's inclusion–exclusion carries a rounding error of about 1e-11, fine down to
 //!   1e-7 (`k` up to about 17) and not below. For a window by time see
@@ -285,6 +290,22 @@ impl Ring {
             self.meta[head].items += 1;
         }
         (present, new)
+    }
+
+    /// [`Ring::insert`] without the answer "reported present before": the same bits, but only
+    /// the words of the `k` youngest slices (and the stamp) are read and written
+    /// ([`rows::push`]).
+    #[inline(always)]
+    pub(crate) fn push(&mut self, d: Digest) {
+        let y = rows::key(d.h2);
+        let n = self.words_per_row();
+        let start = rows::row_index(d.h1, self.rows) as usize * n;
+        let Ring { blocks, ages, kernel, epoch, .. } = self;
+        let row = &mut rows::words_mut(blocks)[start..start + n];
+        let stale = rows::stale(*epoch, row[0]);
+        if rows::push(*kernel, row, y, ages, stale, *epoch) {
+            self.meta[self.head].items += 1;
+        }
     }
 
     /// Answers for many digests, prefetching the rows ahead.
@@ -641,6 +662,52 @@ impl AgingBloom {
         self.ring.reset(live, 0);
     }
 
+    /// Inserts `item` without answering whether it was present: the filter afterwards is the
+    /// one [`Insert::insert`] leaves, bit for bit (the window moves the same way), but only the
+    /// item's `k` youngest slices are read, where `insert` reads every slice of the row to
+    /// answer. For streams that only need the window kept (a replica applying its primary's
+    /// insertions, a log replayed, a bulk load), not a reply per item.
+    // Always inlined: a call costs this short path its register saves and restores, about a
+    // tenth of its instructions (benches/probes/aging_speed.rs).
+    #[inline(always)]
+    pub fn push<T: AsRef<[u8]>>(&mut self, item: T) {
+        let d = self.hot.digest(item.as_ref());
+        self.push_digest(d);
+    }
+
+    /// [`AgingBloom::push`] of the item with this digest.
+    #[inline(always)]
+    pub fn push_digest(&mut self, d: Digest) {
+        if self.ring.current_items() >= self.generation {
+            self.ring.shift(0);
+        }
+        self.ring.push(d);
+    }
+
+    /// [`AgingBloom::push`] of many digests in order, prefetching their rows ahead.
+    pub fn push_digests(&mut self, digests: &[Digest]) {
+        for d in digests.iter().take(PREFETCH_AHEAD) {
+            self.ring.prefetch(d.h1);
+        }
+        for (i, d) in digests.iter().enumerate() {
+            if let Some(next) = digests.get(i + PREFETCH_AHEAD) {
+                self.ring.prefetch(next.h1);
+            }
+            self.push_digest(*d);
+        }
+    }
+
+    /// [`AgingBloom::push`] of many items in order.
+    pub fn push_many<T: AsRef<[u8]>>(&mut self, items: &[T]) {
+        let mut digests = [Digest::default(); 256];
+        for chunk in items.chunks(256) {
+            for (d, item) in digests.iter_mut().zip(chunk) {
+                *d = self.hot.digest(item.as_ref());
+            }
+            self.push_digests(&digests[..chunk.len()]);
+        }
+    }
+
     fn params(&self) -> ParamWriter {
         let mut p = ParamWriter::new();
         self.ring.write_shape(&mut p);
@@ -864,6 +931,50 @@ pub(crate) mod tests {
                 "measured {rate} vs formula {expected}"
             );
         }
+    }
+
+    /// `push` builds the filter `insert` builds, bit for bit, through many shifts, on both
+    /// kernels, one at a time and in batches; and it keeps the window.
+    #[test]
+    fn push_builds_what_insert_builds() {
+        for (window, p) in [(7usize, 0.1), (1000, 0.01), (5003, 0.001)] {
+            for scalar in [false, true] {
+                let mut a = AgingBloom::new(window, p).unwrap();
+                if scalar {
+                    a.force_scalar();
+                }
+                let (mut b, mut c) = (a.clone(), a.clone());
+                let mut st = 11 + window as u64;
+                // Repeats included: they must not move the window either way.
+                let ds: Vec<Digest> = (0..window * 7 + 5)
+                    .map(|i| if i % 5 == 4 { Digest { h1: i as u64, h2: 7 } } else { digest(&mut st) })
+                    .collect();
+                for (i, d) in ds.iter().enumerate() {
+                    a.insert_digest(*d);
+                    b.push_digest(*d);
+                    if i % 113 == 0 {
+                        assert!(a == b, "window {window}: apart after {i}");
+                    }
+                    let oldest = (i + 1).saturating_sub(window);
+                    assert!(b.contains_digest(ds[oldest]), "window {window}: insert {i}, item {oldest}");
+                }
+                c.push_digests(&ds);
+                assert!(a == b && a == c, "window {window}");
+                assert_eq!(a.to_bytes(), b.to_bytes());
+                assert_eq!(a.to_bytes(), c.to_bytes());
+            }
+        }
+        let mut a = AgingBloom::new(100, 0.01).unwrap();
+        let mut b = a.clone();
+        let items: Vec<[u8; 4]> = (0..1000u32).map(|i| i.to_le_bytes()).collect();
+        a.insert_many(&items);
+        b.push_many(&items);
+        assert_eq!(a.to_bytes(), b.to_bytes());
+        for i in &items[..10] {
+            b.push(i);
+            a.insert(i);
+        }
+        assert_eq!(a.to_bytes(), b.to_bytes());
     }
 
     /// Repeats of items the youngest slices hold do not move the window.

@@ -332,6 +332,43 @@ impl TimeLimitedBloom {
         self.gen_start = self.clock;
     }
 
+    /// Inserts `item` at `now` without answering whether it was present: the filter afterwards
+    /// is the one [`Timed::insert_at`] leaves, bit for bit (same clock, same generations), but
+    /// only the item's `k` youngest slices are read, where `insert_at` reads every slice of the
+    /// row to answer. For streams that only need the window kept (a replica applying its
+    /// primary's insertions at the primary's `now`, a log replayed), not a reply per item.
+    // Always inlined, as `AgingBloom::push`.
+    #[inline(always)]
+    pub fn push_at<T: AsRef<[u8]>>(&mut self, item: T, now: u64) {
+        let d = self.hot.digest(item.as_ref());
+        self.push_digest_at(d, now);
+    }
+
+    /// [`TimeLimitedBloom::push_at`] of the item with this digest.
+    #[inline(always)]
+    pub fn push_digest_at(&mut self, d: Digest, now: u64) {
+        self.before_insert(now);
+        self.ring.push(d);
+    }
+
+    /// [`TimeLimitedBloom::push_at`] of many items, all at `now`.
+    pub fn push_many_at<T: AsRef<[u8]>>(&mut self, items: &[T], now: u64) {
+        for item in items {
+            self.push_at(item, now);
+        }
+    }
+
+    /// Moves the clock to `now` and, when the current generation is full before its time,
+    /// starts the next one in a free slice: what precedes every insertion.
+    #[inline(always)]
+    fn before_insert(&mut self, now: u64) {
+        self.advance(now);
+        if self.ring.current_items() >= self.generation && self.ring.live() < self.ring.slices() {
+            self.ring.shift(self.clock);
+            self.gen_start = self.clock;
+        }
+    }
+
     /// Whether the slice's last insertion is more than `ttl` before `now`.
     fn expired(ttl: u64, now: u64, m: &SliceMeta) -> bool {
         now > m.left.saturating_add(ttl)
@@ -480,12 +517,7 @@ impl Timed for TimeLimitedBloom {
 
     #[inline]
     fn insert_digest_at(&mut self, d: Digest, now: u64) -> bool {
-        self.advance(now);
-        if self.ring.current_items() >= self.generation && self.ring.live() < self.ring.slices() {
-            // The generation is full before its time: the next starts now, in a free slice.
-            self.ring.shift(self.clock);
-            self.gen_start = self.clock;
-        }
+        self.before_insert(now);
         !self.ring.insert(d).0
     }
 
@@ -582,6 +614,53 @@ mod tests {
 
     fn digest(st: &mut u64) -> Digest {
         Digest { h1: splitmix(st), h2: splitmix(st) }
+    }
+
+    /// `push_at` builds the filter `insert_at` builds, bit for bit, at the planned rate, above
+    /// it (early generations in spare slices), across gaps longer than a generation and longer
+    /// than the TTL, on both kernels; and it keeps the window.
+    #[test]
+    fn push_builds_what_insert_builds() {
+        for scalar in [false, true] {
+            let ttl = 100_000u64;
+            let mut a = TimeLimitedBloom::new(ttl, 2_000, 0.01).unwrap();
+            if scalar {
+                a.force_scalar();
+            }
+            let mut b = a.clone();
+            let mut st = 21;
+            let mut now = 1_000u64;
+            let mut times: Vec<(u64, Digest)> = Vec::new();
+            for i in 0..30_000u64 {
+                // Steady, then three times the planned rate, then gaps.
+                now += match i {
+                    0..=9_999 => 25 + splitmix(&mut st) % 50,
+                    10_000..=19_999 => 5 + splitmix(&mut st) % 20,
+                    _ if i % 4_000 == 0 => ttl + 1,
+                    _ if i % 1_000 == 0 => ttl / 10,
+                    _ => 25 + splitmix(&mut st) % 50,
+                };
+                let d = if i % 7 == 6 { times[times.len() - 3].1 } else { digest(&mut st) };
+                a.insert_digest_at(d, now);
+                b.push_digest_at(d, now);
+                times.push((now, d));
+                if i % 97 == 0 {
+                    assert!(a == b, "apart after {i}");
+                }
+                let oldest = times.partition_point(|&(t, _)| now - t > ttl);
+                assert!(b.contains_digest_at(times[oldest].1, now), "item {oldest} missing at {i}");
+            }
+            assert!(a == b);
+            assert_eq!(a.to_bytes(), b.to_bytes());
+        }
+        let mut a = TimeLimitedBloom::new(1_000, 100, 0.01).unwrap();
+        let mut b = a.clone();
+        let items: Vec<[u8; 4]> = (0..1000u32).map(|i| i.to_le_bytes()).collect();
+        for (t, chunk) in items.chunks(10).enumerate() {
+            a.insert_many_at(chunk, t as u64 * 7);
+            b.push_many_at(chunk, t as u64 * 7);
+        }
+        assert_eq!(a.to_bytes(), b.to_bytes());
     }
 
     /// Insertions at a steady rate with jittered times: every item younger than the TTL is

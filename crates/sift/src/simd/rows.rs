@@ -149,6 +149,16 @@ pub(crate) struct Ages {
     pub(crate) age: [u32; MAX_WORDS],
     /// All ones for the words of the `k` youngest slices (those insertions write to), else 0.
     pub(crate) active: [u32; MAX_WORDS],
+    /// Bit `i` set when the 8-word group `8i .. 8i+8` holds a word of the `k` youngest slices:
+    /// the groups [`push`] writes when no older slice is stale.
+    pub(crate) groups: u32,
+    /// `k`, the slices insertions write to.
+    pub(crate) k: u32,
+    /// Word offsets of two groups that together hold every word of the `k` youngest slices,
+    /// when two suffice: the groups of `groups`, or, when one holds them all, that group and the
+    /// other group of its cache line (where [`push`] then changes nothing), so that a push
+    /// reads and writes exactly two groups without a loop and no other cache line.
+    pub(crate) pair: Option<[u32; 2]>,
 }
 
 impl Ages {
@@ -160,6 +170,9 @@ impl Ages {
             fill: [u32::MAX; MAX_WORDS],
             age: [i32::MAX as u32; MAX_WORDS],
             active: [0; MAX_WORDS],
+            groups: 0,
+            k: k as u32,
+            pair: None,
         };
         for p in 0..slices {
             let age = (p + slices - head) % slices;
@@ -167,7 +180,17 @@ impl Ages {
             t.fill[p + 1] = !((low_k << age) as u32);
             t.age[p + 1] = age as u32;
             t.active[p + 1] = if age < k { u32::MAX } else { 0 };
+            if age < k {
+                t.groups |= 1 << ((p + 1) / 8);
+            }
         }
+        let first = t.groups.trailing_zeros();
+        t.pair = match t.groups.count_ones() {
+            // Groups 2i and 2i + 1 share a cache line; both exist in rows of 16 and 32 words.
+            1 => Some([first * 8, (first ^ 1) * 8]),
+            2 => Some([first * 8, (31 - t.groups.leading_zeros()) * 8]),
+            _ => None,
+        };
         t
     }
 }
@@ -176,6 +199,11 @@ impl Ages {
 /// holds the item's bit for its offset in the run (see the module documentation), the `stale`
 /// youngest slices counting as empty. Bits below `k-1` are meaningless. `row.len()` is 16 or
 /// 32.
+///
+/// The fast kernels read the stale words as they are and clear the alignments that include a
+/// stale slice afterwards ([`stale_alignments`]): an empty slice fails exactly the alignments
+/// that contain it, and the stale slices are the youngest, so those are the alignments below
+/// `stale`. That saves zeroing the words (a compare and an AND per step) on the query path.
 #[inline(always)]
 pub(crate) fn alignments(kernel: Kernel, row: &[u32], y: u32, ages: &Ages, stale: u32) -> u32 {
     debug_assert!(row.len() == 16 || row.len() == 32);
@@ -183,15 +211,23 @@ pub(crate) fn alignments(kernel: Kernel, row: &[u32], y: u32, ages: &Ages, stale
         #[cfg(target_arch = "x86_64")]
         super::Impl::Avx2 => {
             // SAFETY: `Impl::Avx2` exists only when `Kernel::detect` found AVX2 on this CPU.
-            unsafe { alignments_avx2(row, y, ages, stale) }
+            unsafe { alignments_avx2_any(row, y, ages) & !stale_alignments(stale, ages.k) }
         }
         #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
         super::Impl::Avx512 => {
             // SAFETY: every CPU with AVX-512F (which `Kernel::detect` checked) has AVX2.
-            unsafe { alignments_avx2(row, y, ages, stale) }
+            unsafe { alignments_avx2_any(row, y, ages) & !stale_alignments(stale, ages.k) }
         }
         _ => alignments_scalar(row, y, ages, stale),
     }
+}
+
+/// The bits of [`alignments`]' result for the alignments that include one of the `stale`
+/// youngest slices: alignments `0 .. stale`, bits `k-1 .. k-1+stale` (those past bit 31 do
+/// not exist).
+#[inline(always)]
+pub(crate) fn stale_alignments(stale: u32, k: u32) -> u32 {
+    ((low_bits(stale as usize) as u64) << (k.max(1) - 1)) as u32
 }
 
 /// [`alignments`] without special instructions (the reference the tests compare the others
@@ -206,44 +242,79 @@ pub(crate) fn alignments_scalar(row: &[u32], y: u32, ages: &Ages, stale: u32) ->
     all
 }
 
-/// [`alignments`] with AVX2: eight words per step.
+/// [`alignments_avx2`] for a row of either width (16 or 32 words).
 ///
 /// # Safety
-/// The CPU must support AVX2, and `row.len()` must be a multiple of 8 up to 32.
+/// The CPU must support AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[inline]
-unsafe fn alignments_avx2(row: &[u32], y: u32, ages: &Ages, stale: u32) -> u32 {
+unsafe fn alignments_avx2_any(row: &[u32], y: u32, ages: &Ages) -> u32 {
+    if row.len() == MAX_WORDS {
+        // SAFETY: AVX2 (this function's contract); the row has 32 words.
+        unsafe { alignments_avx2::<MAX_WORDS>(row, y, ages) }
+    } else {
+        assert!(row.len() >= 16, "a row has 16 or 32 words");
+        // SAFETY: AVX2 (this function's contract); the row has at least 16 words.
+        unsafe { alignments_avx2::<16>(row, y, ages) }
+    }
+}
+
+/// Rotates each lane of `w` left by `r` (`r = d mod 32`, `d` the rotation as computed): two
+/// variable shifts whose counts are both below 32, so neither needs a fix-up for a count of 32
+/// (`x >> 0 | x << 0 = x` for `r = 0`).
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn rotate_left_avx2(
+    w: core::arch::x86_64::__m256i,
+    d: core::arch::x86_64::__m256i,
+) -> core::arch::x86_64::__m256i {
     use core::arch::x86_64::*;
-    let yv = _mm256_set1_epi32(y as i32);
-    let sv = _mm256_set1_epi32(stale as i32);
     let c31 = _mm256_set1_epi32(31);
-    let c32 = _mm256_set1_epi32(32);
+    let left = _mm256_and_si256(d, c31);
+    let right = _mm256_and_si256(_mm256_sub_epi32(_mm256_setzero_si256(), d), c31);
+    _mm256_or_si256(_mm256_sllv_epi32(w, left), _mm256_srlv_epi32(w, right))
+}
+
+/// [`alignments`] with AVX2 for a row of `WORDS` words (16 or 32), eight per step, unrolled;
+/// stale slices are not cleared (the caller masks [`stale_alignments`]).
+///
+/// # Safety
+/// The CPU must support AVX2, and `row.len()` must be at least `WORDS`, a multiple of 8 up to
+/// 32.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn alignments_avx2<const WORDS: usize>(row: &[u32], y: u32, ages: &Ages) -> u32 {
+    use core::arch::x86_64::*;
+    const { assert!(WORDS % 8 == 0 && WORDS <= MAX_WORDS) };
+    let yv = _mm256_set1_epi32(y as i32);
     let mut all = _mm256_set1_epi32(-1);
     let mut p = 0;
-    while p + 8 <= row.len() {
-        // SAFETY: `p + 8 ≤ row.len() ≤ 32`, the length of `MULTIPLIERS` and of every table of
-        // `ages`: the 32 bytes read from each are in bounds; unaligned loads accept any address
-        // and any bits are a valid `__m256i`.
-        let (m, w, turn, fill, age) = unsafe {
+    while p < WORDS {
+        // SAFETY: `p + 8 ≤ WORDS ≤ row.len()` and `WORDS ≤ 32`, the length of `MULTIPLIERS` and
+        // of every table of `ages`: the 32 bytes read from each are in bounds; unaligned loads
+        // accept any address and any bits are a valid `__m256i`.
+        let (m, w, turn, fill) = unsafe {
             (
                 _mm256_loadu_si256(MULTIPLIERS.as_ptr().add(p) as *const __m256i),
                 _mm256_loadu_si256(row.as_ptr().add(p) as *const __m256i),
                 _mm256_loadu_si256(ages.turn.as_ptr().add(p) as *const __m256i),
                 _mm256_loadu_si256(ages.fill.as_ptr().add(p) as *const __m256i),
-                _mm256_loadu_si256(ages.age.as_ptr().add(p) as *const __m256i),
             )
         };
-        // Stale slices (age < stale; ages and `stale` are below 2^31) count as empty.
-        let w = _mm256_andnot_si256(_mm256_cmpgt_epi32(sv, age), w);
         let base = _mm256_srli_epi32(_mm256_mullo_epi32(yv, m), 27);
-        let r = _mm256_and_si256(_mm256_sub_epi32(turn, base), c31);
-        // Rotate left by r (a right shift by 32 gives 0, which is right for r = 0).
-        let rot = _mm256_or_si256(_mm256_sllv_epi32(w, r), _mm256_srlv_epi32(w, _mm256_sub_epi32(c32, r)));
+        // SAFETY: AVX2 is available (this function's contract).
+        let rot = unsafe { rotate_left_avx2(w, _mm256_sub_epi32(turn, base)) };
         all = _mm256_and_si256(all, _mm256_or_si256(rot, fill));
         p += 8;
     }
-    and_lanes(all)
+    // SAFETY: AVX2 is available (this function's contract).
+    unsafe { and_lanes(all) }
 }
 
 /// The AND of the eight 32-bit lanes.
@@ -276,12 +347,12 @@ pub(crate) fn insert(
         #[cfg(target_arch = "x86_64")]
         super::Impl::Avx2 => {
             // SAFETY: `Impl::Avx2` exists only when `Kernel::detect` found AVX2 on this CPU.
-            unsafe { insert_avx2(row, y, ages, stale) }
+            unsafe { insert_avx2_any(row, y, ages, stale) }
         }
         #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
         super::Impl::Avx512 => {
             // SAFETY: every CPU with AVX-512F (which `Kernel::detect` checked) has AVX2.
-            unsafe { insert_avx2(row, y, ages, stale) }
+            unsafe { insert_avx2_any(row, y, ages, stale) }
         }
         _ => insert_scalar(row, y, ages, stale),
     };
@@ -305,28 +376,47 @@ pub(crate) fn insert_scalar(row: &mut [u32], y: u32, ages: &Ages, stale: u32) ->
     (all, new != 0)
 }
 
-/// [`insert`] with AVX2: eight words per step, one store per step (the stamp's lane is
-/// rewritten by the caller).
+/// [`insert_avx2`] for a row of either width (16 or 32 words).
 ///
 /// # Safety
-/// The CPU must support AVX2, and `row.len()` must be a multiple of 8 up to 32.
+/// The CPU must support AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[inline]
-unsafe fn insert_avx2(row: &mut [u32], y: u32, ages: &Ages, stale: u32) -> (u32, bool) {
+unsafe fn insert_avx2_any(row: &mut [u32], y: u32, ages: &Ages, stale: u32) -> (u32, bool) {
+    if row.len() == MAX_WORDS {
+        // SAFETY: AVX2 (this function's contract); the row has 32 words.
+        unsafe { insert_avx2::<MAX_WORDS>(row, y, ages, stale) }
+    } else {
+        assert!(row.len() >= 16, "a row has 16 or 32 words");
+        // SAFETY: AVX2 (this function's contract); the row has at least 16 words.
+        unsafe { insert_avx2::<16>(row, y, ages, stale) }
+    }
+}
+
+/// [`insert`] with AVX2 for a row of `WORDS` words (16 or 32): eight words per step,
+/// unrolled, one store per step (the stamp's lane is rewritten by the caller).
+///
+/// # Safety
+/// The CPU must support AVX2, and `row.len()` must be at least `WORDS`, a multiple of 8 up to
+/// 32.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn insert_avx2<const WORDS: usize>(row: &mut [u32], y: u32, ages: &Ages, stale: u32) -> (u32, bool) {
     use core::arch::x86_64::*;
+    const { assert!(WORDS % 8 == 0 && WORDS <= MAX_WORDS) };
     let yv = _mm256_set1_epi32(y as i32);
     let sv = _mm256_set1_epi32(stale as i32);
     let c31 = _mm256_set1_epi32(31);
-    let c32 = _mm256_set1_epi32(32);
     let one = _mm256_set1_epi32(1);
     let mut all = _mm256_set1_epi32(-1);
     let mut new = _mm256_setzero_si256();
     let mut p = 0;
-    while p + 8 <= row.len() {
-        // SAFETY: `p + 8 ≤ row.len() ≤ 32`, the length of every table read: the 32 bytes read
-        // from each (and written to `row`) are in bounds; unaligned accesses accept any address,
-        // any bits are a valid `__m256i`, and `row` is borrowed exclusively.
+    while p < WORDS {
+        // SAFETY: `p + 8 ≤ WORDS ≤ row.len()` and `WORDS ≤ 32`, the length of every table read:
+        // the 32 bytes read from each (and written to `row`) are in bounds; unaligned accesses
+        // accept any address, any bits are a valid `__m256i`, and `row` is borrowed exclusively.
         unsafe {
             let m = _mm256_loadu_si256(MULTIPLIERS.as_ptr().add(p) as *const __m256i);
             let at = row.as_mut_ptr().add(p) as *mut __m256i;
@@ -336,9 +426,7 @@ unsafe fn insert_avx2(row: &mut [u32], y: u32, ages: &Ages, stale: u32) -> (u32,
             let active = _mm256_loadu_si256(ages.active.as_ptr().add(p) as *const __m256i);
             let w = _mm256_andnot_si256(_mm256_cmpgt_epi32(sv, age), _mm256_loadu_si256(at));
             let base = _mm256_srli_epi32(_mm256_mullo_epi32(yv, m), 27);
-            let r = _mm256_and_si256(_mm256_sub_epi32(turn, base), c31);
-            let rot =
-                _mm256_or_si256(_mm256_sllv_epi32(w, r), _mm256_srlv_epi32(w, _mm256_sub_epi32(c32, r)));
+            let rot = rotate_left_avx2(w, _mm256_sub_epi32(turn, base));
             all = _mm256_and_si256(all, _mm256_or_si256(rot, fill));
             let pos = _mm256_and_si256(_mm256_sub_epi32(base, age), c31);
             let bit = _mm256_and_si256(_mm256_sllv_epi32(one, pos), active);
@@ -349,6 +437,157 @@ unsafe fn insert_avx2(row: &mut [u32], y: u32, ages: &Ages, stale: u32) -> (u32,
     }
     // SAFETY: AVX2 is available (this function's contract).
     (unsafe { and_lanes(all) }, _mm256_testz_si256(new, new) == 0)
+}
+
+/// An insertion that does not ask whether the item was present: clears the stale slices'
+/// words, sets the item's bits in the `k` youngest slices and stamps the row with `epoch`;
+/// returns whether any of those bits was clear. The row ends exactly as after [`insert`], but
+/// only the 8-word groups that hold a word of the `k` youngest slices are read and written
+/// (every group when more than `k` slices are stale, which needs a row left unwritten for `k`
+/// generations): at `k = 8` two groups of a 32-word row instead of four, no rotation of the
+/// older slices' words, and the other cache line of the row untouched whenever neither the
+/// stamp nor the youngest slices are in it.
+#[inline(always)]
+pub(crate) fn push(kernel: Kernel, row: &mut [u32], y: u32, ages: &Ages, stale: u32, epoch: u32) -> bool {
+    debug_assert!(row.len() == 16 || row.len() == 32);
+    let new = match kernel.0 {
+        #[cfg(target_arch = "x86_64")]
+        super::Impl::Avx2 => {
+            // SAFETY: `Impl::Avx2` exists only when `Kernel::detect` found AVX2 on this CPU.
+            unsafe { push_avx2_any(row, y, ages, stale) }
+        }
+        #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
+        super::Impl::Avx512 => {
+            // SAFETY: every CPU with AVX-512F (which `Kernel::detect` checked) has AVX2.
+            unsafe { push_avx2_any(row, y, ages, stale) }
+        }
+        _ => push_scalar(row, y, ages, stale, push_groups(ages, stale, row.len())),
+    };
+    row[0] = epoch;
+    new
+}
+
+/// The 8-word groups [`push`] must visit: those of the `k` youngest slices, which hold every
+/// stale word too when `stale ≤ k` (stale words are those of age below `stale`); every group
+/// past that. Never a group past a row of `len` words, whatever the tables say (the kernels
+/// rely on it).
+#[inline(always)]
+fn push_groups(ages: &Ages, stale: u32, len: usize) -> u32 {
+    let groups = if stale > ages.k { u32::MAX } else { ages.groups };
+    groups
+        & match len {
+            32.. => 0b1111,
+            16.. => 0b0011,
+            _ => 0,
+        }
+}
+
+/// [`push`] without special instructions, over the words of `groups` (the stamp is written by
+/// the caller).
+#[inline(always)]
+pub(crate) fn push_scalar(row: &mut [u32], y: u32, ages: &Ages, stale: u32, groups: u32) -> bool {
+    let mut new = 0u32;
+    for (w, word) in row.iter_mut().enumerate() {
+        if groups & (1 << (w / 8)) == 0 {
+            continue;
+        }
+        let old = if ages.age[w] < stale { 0 } else { *word };
+        let bit = (1u32 << (base(y, w).wrapping_sub(ages.age[w]) % WORD_BITS)) & ages.active[w];
+        new |= bit & !old;
+        *word = old | bit;
+    }
+    new != 0
+}
+
+/// [`push_avx2`] for a row of either width (16 or 32 words).
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn push_avx2_any(row: &mut [u32], y: u32, ages: &Ages, stale: u32) -> bool {
+    if row.len() == MAX_WORDS {
+        // SAFETY: AVX2 (this function's contract); the row has 32 words.
+        unsafe { push_avx2::<MAX_WORDS>(row, y, ages, stale) }
+    } else {
+        assert!(row.len() >= 16, "a row has 16 or 32 words");
+        // SAFETY: AVX2 (this function's contract); the row has at least 16 words.
+        unsafe { push_avx2::<16>(row, y, ages, stale) }
+    }
+}
+
+/// [`push`] with AVX2 for a row of `WORDS` words (16 or 32): when the `k` youngest slices lie in
+/// two groups ([`Ages::pair`]) and no older slice is stale, exactly those two groups, without a
+/// loop; otherwise every group [`push_groups`] names.
+///
+/// # Safety
+/// The CPU must support AVX2, and `row.len()` must be at least `WORDS`, a multiple of 8 up to
+/// 32.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn push_avx2<const WORDS: usize>(row: &mut [u32], y: u32, ages: &Ages, stale: u32) -> bool {
+    use core::arch::x86_64::*;
+    const { assert!(WORDS % 8 == 0 && WORDS >= 16 && WORDS <= MAX_WORDS) };
+    let yv = _mm256_set1_epi32(y as i32);
+    let sv = _mm256_set1_epi32(stale as i32);
+    let new = if ages.pair.is_some() && stale <= ages.k {
+        let [a, b] = ages.pair.unwrap_or_default();
+        // Word offsets of groups inside the row whatever the tables say: multiples of 8 below
+        // `WORDS` (a power of two).
+        let (a, b) = (a as usize & (WORDS - 8), b as usize & (WORDS - 8));
+        // SAFETY: AVX2 (this function's contract); `a + 8 ≤ WORDS ≤ row.len()`, likewise `b`.
+        unsafe {
+            _mm256_or_si256(push_group_avx2(row, a, yv, sv, ages), push_group_avx2(row, b, yv, sv, ages))
+        }
+    } else {
+        let mut groups = push_groups(ages, stale, WORDS);
+        let mut new = _mm256_setzero_si256();
+        while groups != 0 {
+            let p = groups.trailing_zeros() as usize * 8;
+            groups &= groups - 1;
+            // SAFETY: AVX2 (this function's contract); `push_groups` names only groups inside
+            // `WORDS ≤ row.len()` words: `p + 8 ≤ row.len()`.
+            new = _mm256_or_si256(new, unsafe { push_group_avx2(row, p, yv, sv, ages) });
+        }
+        new
+    };
+    _mm256_testz_si256(new, new) == 0
+}
+
+/// One group of [`push_avx2`]: words `p .. p + 8` of the row, `yv` the item's key and `sv` the
+/// stale count in every lane; returns the bits it set that were clear.
+///
+/// # Safety
+/// The CPU must support AVX2, and `p + 8 ≤ row.len()`, `p + 8 ≤ 32`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn push_group_avx2(
+    row: &mut [u32],
+    p: usize,
+    yv: core::arch::x86_64::__m256i,
+    sv: core::arch::x86_64::__m256i,
+    ages: &Ages,
+) -> core::arch::x86_64::__m256i {
+    use core::arch::x86_64::*;
+    // SAFETY: `p + 8 ≤ row.len()` and `p + 8 ≤ 32`, the length of every table read (this
+    // function's contract): the 32 bytes read from each (and written to `row`) are in bounds;
+    // unaligned accesses accept any address, any bits are a valid `__m256i`, and `row` is
+    // borrowed exclusively.
+    unsafe {
+        let m = _mm256_loadu_si256(MULTIPLIERS.as_ptr().add(p) as *const __m256i);
+        let at = row.as_mut_ptr().add(p) as *mut __m256i;
+        let age = _mm256_loadu_si256(ages.age.as_ptr().add(p) as *const __m256i);
+        let active = _mm256_loadu_si256(ages.active.as_ptr().add(p) as *const __m256i);
+        let w = _mm256_andnot_si256(_mm256_cmpgt_epi32(sv, age), _mm256_loadu_si256(at));
+        let base = _mm256_srli_epi32(_mm256_mullo_epi32(yv, m), 27);
+        let pos = _mm256_and_si256(_mm256_sub_epi32(base, age), _mm256_set1_epi32(31));
+        let bit = _mm256_and_si256(_mm256_sllv_epi32(_mm256_set1_epi32(1), pos), active);
+        _mm256_storeu_si256(at, _mm256_or_si256(w, bit));
+        _mm256_andnot_si256(w, bit)
+    }
 }
 
 /// Writes the item into the `k` slices from physical `first` (the youngest) on, cyclically, the
@@ -476,6 +715,53 @@ mod tests {
                             let got = insert(kernel, &mut a, y, &ages, stale.min(32), 77 + round);
                             assert_eq!(got, (want, want_new), "{} k {k}", kernel.name());
                             assert_eq!(a, b);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every kernel's `push` leaves the row exactly as `insert` does and reports the same new
+    /// bits: both widths, every head, several `k`, no stale slices, a few, and more than `k`.
+    #[test]
+    fn push_writes_what_insert_writes() {
+        let mut st = 17;
+        for kernel in Kernel::all_available() {
+            for words in [16usize, 32] {
+                let slices = words - 1;
+                for k in [1usize, 4, 8, 15.min(slices - 1), 24.min(slices - 1)] {
+                    for head in 0..slices {
+                        let ages = Ages::new(slices, head, k);
+                        let mut a = random_row(&mut st, words);
+                        for round in 0..60 {
+                            let stale = match round % 5 {
+                                0 => 0,
+                                1 => (splitmix(&mut st) % (k as u64 + 1)) as u32,
+                                2 => k as u32 + 1 + (splitmix(&mut st) % 40) as u32,
+                                _ => (splitmix(&mut st) % 3) as u32,
+                            }
+                            .min(32);
+                            let y = splitmix(&mut st) as u32;
+                            let mut b = a.clone();
+                            let (_, want_new) = insert(Kernel::scalar(), &mut b, y, &ages, stale, 5 + round);
+                            let got_new = push(kernel, &mut a, y, &ages, stale, 5 + round);
+                            assert_eq!(
+                                got_new,
+                                want_new,
+                                "{} words {words} k {k} head {head}",
+                                kernel.name()
+                            );
+                            assert_eq!(
+                                a,
+                                b,
+                                "{} words {words} k {k} head {head} stale {stale}",
+                                kernel.name()
+                            );
+                            if round % 9 == 0 {
+                                // Sparse rows too, where most pushes set new bits.
+                                a = vec![0; words];
+                            }
                         }
                     }
                 }

@@ -34,15 +34,39 @@ fn assert_rate(what: &str, hits: u64, trials: u64, p: f64) {
     assert!(hits <= bound, "{what}: {hits} of {trials} present, above the 99.9% bound {bound} of p = {p}");
 }
 
+/// How the window filters take their items: [`Insert::insert`] (which answers whether the item
+/// was present) or `push` (which does not, and must leave the same filter, bit for bit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Adding {
+    /// `insert` / `insert_at`.
+    Insert,
+    /// `push` / `push_at`, checked against a twin filter fed with `insert` / `insert_at`.
+    Push,
+}
+
 /// A window by count of `n` items at rate `p`, over a stream of `6n` distinct keys and more.
 pub fn count_window(n: usize, p: f64, stream: u32) {
+    count_window_adding(n, p, stream, Adding::Insert)
+}
+
+/// [`count_window`], adding the items the way `adding` says.
+pub fn count_window_adding(n: usize, p: f64, stream: u32, adding: Adding) {
     let mut f = AgingBloom::new(n, p).expect("valid parameters");
+    let mut twin = (adding == Adding::Push).then(|| f.clone());
     let g = f.generation_size() as usize;
     let mut keys: Vec<Key> = Vec::new();
     let checkpoint = (n / 3).max(1);
-    let push = |f: &mut AgingBloom, keys: &mut Vec<Key>| {
+    let mut push = |f: &mut AgingBloom, keys: &mut Vec<Key>| {
         let key = keys::member(stream, keys.len() as u64);
-        f.insert(key);
+        match &mut twin {
+            None => {
+                f.insert(key);
+            }
+            Some(t) => {
+                f.push(key);
+                t.insert(key);
+            }
+        }
         keys.push(key);
     };
     for i in 0..6 * n {
@@ -63,12 +87,15 @@ pub fn count_window(n: usize, p: f64, stream: u32) {
     while f.current_generation() < g as u64 {
         push(&mut f, &mut keys);
     }
-    let tag = format!("aging n = {n}");
+    let tag = format!("aging n = {n} ({adding:?})");
     check_phase(&tag, "full generation", &f, &keys, n + g, p, stream);
     // Right after a new generation started.
     push(&mut f, &mut keys);
     assert_eq!(f.current_generation(), 1);
     check_phase(&tag, "new generation", &f, &keys, n + g, p, stream);
+    if let Some(t) = twin {
+        assert!(f.to_bytes() == t.to_bytes(), "n = {n}: push and insert built different files");
+    }
 }
 
 /// Never-seen and expired items at the current state: `keys` in insertion order, those before
@@ -84,9 +111,15 @@ fn check_phase<F: Filter>(tag: &str, phase: &str, f: &F, keys: &[Key], keep: usi
 /// A window by time: `n` insertions planned per TTL, inserted at jittered times around the
 /// planned rate (intervals uniform in [step/2, 3·step/2)), over six TTLs.
 pub fn time_window(n: usize, p: f64, stream: u32) {
+    time_window_adding(n, p, stream, Adding::Insert)
+}
+
+/// [`time_window`], adding the items the way `adding` says.
+pub fn time_window_adding(n: usize, p: f64, stream: u32, adding: Adding) {
     let step = 1_000u64;
     let ttl = n as u64 * step;
     let mut f = TimeLimitedBloom::new(ttl, n, p).expect("valid parameters");
+    let mut twin = (adding == Adding::Push).then(|| f.clone());
     let keys = keys::members(stream, 6 * n);
     let mut rng = keys::splitmix64(stream as u64);
     let mut now = 1_700_000_000_000u64;
@@ -95,7 +128,15 @@ pub fn time_window(n: usize, p: f64, stream: u32) {
     for (i, k) in keys.iter().enumerate() {
         rng = keys::splitmix64(rng);
         now += step / 2 + rng % step;
-        f.insert_at(k, now);
+        match &mut twin {
+            None => {
+                f.insert_at(k, now);
+            }
+            Some(t) => {
+                f.push_at(k, now);
+                t.insert_at(k, now);
+            }
+        }
         times.push(now);
         let oldest = times.partition_point(|&t| now - t > ttl);
         assert!(f.contains_at(keys[oldest], now), "n = {n}, p = {p}: item {oldest} missing at insert {i}");
@@ -110,8 +151,11 @@ pub fn time_window(n: usize, p: f64, stream: u32) {
         }
     }
     let gone = times.partition_point(|&t| now - t > ttl + f.generation_span());
-    let tag = format!("time-limited n = {n}");
+    let tag = format!("time-limited n = {n} ({adding:?})");
     check_phase(&tag, "end of stream", &f, &keys, keys.len() - gone, p, stream);
+    if let Some(t) = &twin {
+        assert!(f.to_bytes() == t.to_bytes(), "n = {n}: push_at and insert_at built different files");
+    }
     // Half a generation later, without insertions: still nothing inside the window lost.
     let later = now + f.generation_span() / 2;
     f.advance(later);
