@@ -665,7 +665,9 @@ mod tests {
             [38, 16 << 20, 4 << 20, 1024, 4 << 20]
         );
         let Some(frozen) = crate::Data::freeze(&f) else {
-            assert!(!cfg!(target_os = "linux"), "large sub-filters are frozen on Linux");
+            if cfg!(target_os = "linux") {
+                panic!("large sub-filters are frozen on Linux");
+            }
             return;
         };
         for i in 0..20_000u32 {
