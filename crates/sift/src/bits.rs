@@ -777,8 +777,6 @@ mod tests {
     use super::*;
 
     #[test]
-    // A sample of one range is what these cases expect, not a vector of the range's values.
-    #[allow(clippy::single_range_in_vec_init)]
     fn a_sample_is_evenly_spaced_runs_from_the_first_unit_to_the_last() {
         let one = |len, run, max| {
             let all: Vec<_> = sample_runs(len, run, max).collect();
