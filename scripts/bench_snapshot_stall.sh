@@ -6,11 +6,14 @@
 # client sends BGSAVE and waits for it to end (INFO persistence). Prints per build and round: the
 # filter's size, the worst BF.ADD latency while the snapshot ran, its p99 and the worst before,
 # the snapshot's duration; item 7's goal is a worst latency under 10 ms per GB of the filter.
+# TYPE=cf does the same with a cuckoo filter: `CF.RESERVE big <capacity>` (bucket size 2, so
+# about GB bytes of slots; capacity at most 2^30, so at most 1 GiB) and CF.ADD.
 #
-# Knobs (environment): GB=1.2 ROUNDS=2 WARMUP=2  SERVER_ARGS="--appendfsync no"  BIN="old/sift-server new/sift-server" (default:
-# the release build of this tree), run alternately.
+# Knobs (environment): TYPE=bf GB=1.2 ROUNDS=2 WARMUP=2  SERVER_ARGS="--appendfsync no"
+# BIN="old/sift-server new/sift-server" (default: the release build of this tree), run alternately.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+TYPE=${TYPE:-bf}
 GB=${GB:-1.2}
 ROUNDS=${ROUNDS:-2}
 WARMUP=${WARMUP:-2}
@@ -24,10 +27,16 @@ if [ -z "${BIN:-}" ]; then
   BIN="${CARGO_TARGET_DIR:-target}/release/sift-server"
 fi
 bench_workdir sift-stall
-# Bits per item at 0.0001 in the first link: RedisBloom tightens the first link to 0.00005.
-capacity=$(python3 -c "import math; print(int($GB * 8e9 / (-math.log(0.00005) / math.log(2) ** 2)))")
+case "$TYPE" in
+  # Bits per item at 0.0001 in the first link: RedisBloom tightens the first link to 0.00005.
+  bf) capacity=$(python3 -c "import math; print(int($GB * 8e9 / (-math.log(0.00005) / math.log(2) ** 2)))") ;;
+  # One byte per item: the slots are nextPow2(capacity / 2) buckets of 2.
+  cf) capacity=$(python3 -c "print(min(int($GB * 1e9), 1 << 30))") ;;
+  *) log "TYPE must be bf or cf"; exit 1 ;;
+esac
+ADD=$(echo "$TYPE" | tr a-z A-Z).ADD
 
-printf '| build | filter bytes | worst BF.ADD during snapshot ms | p99 during ms | worst before ms | ms per GB | snapshot s |\n|---|---|---|---|---|---|---|\n'
+printf '| build | filter bytes | worst %s during snapshot ms | p99 during ms | worst before ms | ms per GB | snapshot s |\n|---|---|---|---|---|---|---|\n' "$ADD"
 run=0
 for _ in $(seq 1 "$ROUNDS"); do
   for bin in $BIN; do
@@ -42,13 +51,18 @@ for _ in $(seq 1 "$ROUNDS"); do
     [ -n "$addr" ] || { log "sift-server did not start: $(cat "$dir/err")"; exit 1; }
     port=${addr##*:}
     wait_ping "$port"
-    redis-cli -p "$port" BF.RESERVE big 0.0001 "$capacity" >/dev/null
-    size=$(redis-cli -p "$port" BF.INFO big SIZE)
-    python3 - "$port" "$size" "$WARMUP" "$bin" <<'PY'
+    if [ "$TYPE" = bf ]; then
+      redis-cli -p "$port" BF.RESERVE big 0.0001 "$capacity" >/dev/null
+      size=$(redis-cli -p "$port" BF.INFO big SIZE)
+    else
+      redis-cli -p "$port" CF.RESERVE big "$capacity" >/dev/null
+      size=$(redis-cli -p "$port" CF.INFO big | sed -n '/^Size$/{n;p}')
+    fi
+    python3 - "$port" "$size" "$WARMUP" "$bin" "$ADD" <<'PY'
 import random, sys, threading, time
 import redis
 
-port, size, warmup, name = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+port, size, warmup, name, add = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
 window = {}
 lat = []  # (time sent, seconds)
 stop = threading.Event()
@@ -58,7 +72,7 @@ def writer():
     rnd = random.Random(7)
     while not stop.is_set():
         t = time.perf_counter()
-        w.execute_command("BF.ADD", "big", "k%d" % rnd.getrandbits(48))
+        w.execute_command(add, "big", "k%d" % rnd.getrandbits(48))
         lat.append((t, time.perf_counter() - t))
 
 th = threading.Thread(target=writer)

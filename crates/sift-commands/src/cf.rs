@@ -10,7 +10,7 @@ use std::borrow::Cow;
 
 use sift::compat::redisbloom::rdb::{self, CuckooRdbDefaults, FieldReader, FieldWriter, RdbError};
 use sift::compat::redisbloom::{
-    CuckooCreateError, CuckooFilter, CuckooHeaderError, CuckooInsertError, MAX_CHUNK,
+    CuckooCreateError, CuckooFilter, CuckooHeaderError, CuckooInsertError, FrozenCuckoo, MAX_CHUNK,
 };
 
 use crate::config::MAX_CAPACITY;
@@ -549,7 +549,9 @@ impl DataType for CuckooFilter {
     /// No target (a cuckoo filter is sized by capacity and bucket size). Estimate: a lookup
     /// compares the item's 8-bit fingerprint (1..=255) with every used slot of its two buckets in
     /// each sub-filter; with `u` of a sub-filter's slots used, it matches a never-added item's
-    /// fingerprint with probability 1 - (1 - 1/255)^(2 · bucket size · u).
+    /// fingerprint with probability 1 - (1 - 1/255)^(2 · bucket size · u). A sub-filter larger
+    /// than [`FILL_SAMPLE_BYTES`](sift::bits::FILL_SAMPLE_BYTES) is measured on a sample
+    /// ([`used_share`]).
     fn error_rate(&self) -> Option<ErrorRate> {
         let per_lookup = 2.0 * f64::from(self.bucket_size());
         let mut miss = 1.0f64;
@@ -558,10 +560,47 @@ impl DataType for CuckooFilter {
             if slots.is_empty() {
                 continue;
             }
-            let used = slots.iter().filter(|&&s| s != 0).count() as f64 / slots.len() as f64;
-            miss *= (1.0 - 1.0 / 255.0f64).powf(per_lookup * used);
+            miss *= (1.0 - 1.0 / 255.0f64).powf(per_lookup * used_share(slots));
         }
         Some(ErrorRate { target: None, estimate: 1.0 - miss })
+    }
+
+    /// A filter with a large sub-filter is read by the snapshot later, piece by piece, its
+    /// writers copying aside only the pieces they change first ([`CuckooFilter::freeze`]); a
+    /// small one is dumped at once.
+    fn freeze(&self) -> Option<Box<dyn crate::Frozen>> {
+        CuckooFilter::freeze(self).map(|f| Box::new(f) as Box<dyn crate::Frozen>)
+    }
+}
+
+/// The share of `slots` in use: exact up to [`FILL_SAMPLE_BYTES`](sift::bits::FILL_SAMPLE_BYTES),
+/// from an evenly spaced sample of that many slots beyond ([`sample_runs`](sift::bits::sample_runs)):
+/// the monitor reads it under the key's lock, and counting a gigabyte of slots held the writers
+/// of the key for a tenth of a second or more. Fingerprints go to buckets drawn uniformly by
+/// their hash, so every run of the sample has the whole's share in expectation.
+fn used_share(slots: &[u8]) -> f64 {
+    let (mut used, mut seen) = (0usize, 0usize);
+    for r in sift::bits::sample_runs(slots.len(), sift::bits::FILL_SAMPLE_RUN, sift::bits::FILL_SAMPLE_BYTES)
+    {
+        seen += r.len();
+        used += slots[r].iter().filter(|&&s| s != 0).count();
+    }
+    if seen == 0 {
+        0.0
+    } else {
+        used as f64 / seen as f64
+    }
+}
+
+impl crate::Frozen for FrozenCuckoo {
+    fn chunk_count(&self) -> u64 {
+        FrozenCuckoo::chunk_count(self)
+    }
+
+    fn dump_chunk(&self, cursor: u64, out: &mut Vec<u8>) -> Option<(i64, u64)> {
+        let next = FrozenCuckoo::dump_chunk(self, cursor, out)?;
+        // The header's `pos` is 0, a data chunk's the cursor after it (as `dump_chunk`).
+        Some((if cursor == 0 { 0 } else { i64::try_from(next).ok()? }, next))
     }
 }
 
@@ -587,6 +626,86 @@ mod tests {
             f.insert(&i.to_le_bytes()).unwrap();
         }
         assert!(DataType::error_rate(&f).unwrap().estimate > half);
+    }
+
+    /// Pseudo-random slots, about `used_per_256 / 256` of them non-zero (xorshift, fixed seed).
+    fn random_slots(len: usize, used_per_256: u64, seed: u64) -> Vec<u8> {
+        let mut x = seed;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                if x % 256 < used_per_256 {
+                    1 + (x >> 8) as u8 % 255
+                } else {
+                    0
+                }
+            })
+            .collect()
+    }
+
+    /// A frozen filter gives the chunks a snapshot of the live filter stores, byte for byte and
+    /// with the same positions: the header, a 20 MiB sub-filter in a 16 MiB and a 4 MiB chunk,
+    /// a small sub-filter whole, and a 4 MiB sub-filter, one after the other. Then the filter
+    /// changes (inserts, a delete, a LOADCHUNK over the boundary of two chunks): the frozen
+    /// chunks stay those of the moment of the freeze.
+    #[test]
+    fn a_frozen_filter_gives_the_snapshot_chunks() {
+        let parts = vec![
+            (20 << 20, random_slots(20 << 20, 64, 1)),
+            (1024, random_slots(1024, 64, 2)),
+            (4 << 20, random_slots(4 << 20, 64, 3)),
+        ];
+        let mut f = CuckooFilter::from_parts(20 << 20, 1000, 3, 1, 20, 0, parts).unwrap();
+        let live: Vec<(i64, Vec<u8>)> =
+            (&f as &dyn crate::Data).chunks().map(|c| (c.pos, c.data.into_owned())).collect();
+        assert_eq!(
+            live.iter().map(|(_, d)| d.len()).collect::<Vec<_>>(),
+            [38, 16 << 20, 4 << 20, 1024, 4 << 20]
+        );
+        let Some(frozen) = crate::Data::freeze(&f) else {
+            if cfg!(target_os = "linux") {
+                panic!("large sub-filters are frozen on Linux");
+            }
+            return;
+        };
+        for i in 0..20_000u32 {
+            let _ = f.insert(&i.to_le_bytes());
+        }
+        assert!(f.delete(&7u32.to_le_bytes()));
+        f.load_chunk(1 + (16 << 20) + 100, &[9; 200]).unwrap();
+        let changed: Vec<(i64, Vec<u8>)> =
+            (&f as &dyn crate::Data).chunks().map(|c| (c.pos, c.data.into_owned())).collect();
+        assert_ne!(changed, live);
+        assert_eq!(frozen.chunk_count(), live.len() as u64);
+        let (mut got, mut cursor) = (Vec::new(), 0);
+        loop {
+            let mut buf = Vec::new();
+            let Some((pos, next)) = frozen.dump_chunk(cursor, &mut buf) else { break };
+            got.push((pos, buf));
+            cursor = next;
+        }
+        assert!(got == live, "the frozen chunks are the live chunks at the freeze");
+        // A small filter is not frozen: the snapshot encodes it at once.
+        let small = CuckooFilter::new(1000, 2, 20, 1).unwrap();
+        assert!(crate::Data::freeze(&small).is_none());
+    }
+
+    /// A 16 MiB sub-filter, a quarter of it sampled (4 Mi slots): with a used share p ≈ 0.25 the
+    /// sample's share has a standard deviation of at most sqrt(p(1−p)/2^22) ≈ 2.1e-4 around the
+    /// whole's, so 2.5e-3 is more than ten of them. Up to the sample's size the count is exact.
+    #[test]
+    fn a_large_sub_filter_is_measured_on_a_sample() {
+        let slots = random_slots(16 << 20, 64, 9);
+        let exact = slots.iter().filter(|&&s| s != 0).count() as f64 / slots.len() as f64;
+        assert!((0.24..0.26).contains(&exact), "{exact}");
+        let sampled = used_share(&slots);
+        assert!((sampled - exact).abs() < 2.5e-3, "sampled {sampled} vs exact {exact}");
+        let small = &slots[..sift::bits::FILL_SAMPLE_BYTES];
+        let exact_small = small.iter().filter(|&&s| s != 0).count() as f64 / small.len() as f64;
+        assert_eq!(used_share(small), exact_small);
+        assert_eq!(used_share(&[]), 0.0);
     }
 
     fn args(a: &[&str]) -> Vec<Vec<u8>> {

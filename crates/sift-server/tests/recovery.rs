@@ -455,12 +455,13 @@ fn recovering_a_snapshot_does_not_hold_the_file_in_memory() {
     let _ = fs::remove_dir_all(&dir);
 }
 
-/// Every `BF.SCANDUMP` reply of `key`, raw, from the first to the one that ends the dump.
-fn scandump(c: &mut Raw, key: &str) -> Vec<Vec<u8>> {
+/// Every `SCANDUMP` reply of `key` (`cmd` is `BF.SCANDUMP` or `CF.SCANDUMP`), raw, from the
+/// first to the one that ends the dump.
+fn scandump(c: &mut Raw, cmd: &str, key: &str) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     let mut it = 0i64;
     loop {
-        let reply = c.cmd(&["BF.SCANDUMP", key, &it.to_string()]);
+        let reply = c.cmd(&[cmd, key, &it.to_string()]);
         let text = String::from_utf8_lossy(&reply[..reply.len().min(40)]).into_owned();
         let rest = text.strip_prefix("*2\r\n:").unwrap_or_else(|| panic!("reply {text:?}"));
         it = rest[..rest.find('\r').unwrap()].parse().unwrap();
@@ -539,10 +540,125 @@ fn a_snapshot_taken_under_writes_is_the_state_at_its_epoch() {
         }
         fed += batch;
     }
-    let (restored, reference) = (scandump(&mut c, "big"), scandump(&mut c, "ref"));
+    let (restored, reference) =
+        (scandump(&mut c, "BF.SCANDUMP", "big"), scandump(&mut c, "BF.SCANDUMP", "ref"));
     assert_eq!(restored.len(), reference.len());
     for (i, (a, b)) in restored.iter().zip(&reference).enumerate() {
         assert!(a == b, "dump chunk {i} differs from the state after {fed} adds");
+    }
+    drop(p);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A field of a `CF.INFO` reply (RESP2: name, integer, …).
+fn cf_info(c: &mut Raw, key: &str, field: &str) -> i64 {
+    let text = c.cmd_text(&["CF.INFO", key]);
+    let at = text.find(&format!("{field}\r\n:")).unwrap_or_else(|| panic!("{field} in {text:?}"));
+    let rest = &text[at + field.len() + 3..];
+    rest[..rest.find('\r').unwrap()].parse().unwrap()
+}
+
+/// The writer's operations on the cuckoo filter, in order: every tenth deletes the item added
+/// five operations before, the others add an item of their own (deletes of present items
+/// always succeed, so the state after `k` operations is a function of `k`).
+fn cf_op(j: u64) -> (&'static str, String) {
+    if j % 10 == 9 {
+        ("CF.DEL", format!("item{}", j - 5))
+    } else {
+        ("CF.ADD", format!("item{j}"))
+    }
+}
+
+/// The cuckoo filter's version of the test above: a background snapshot taken while a client
+/// adds to and deletes from a 32 MiB filter (two dump chunks; its slots are read after the
+/// epoch, piece by piece, while the writer goes on) holds the filter exactly as it was between
+/// two operations: restarted from it, the filter is byte for byte a fresh one given the same
+/// operations up to the same counts of adds and deletes.
+#[test]
+fn a_cuckoo_snapshot_taken_under_writes_is_the_state_at_its_epoch() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let dir = temp_dir("cf-epoch");
+    let p = Proc::start(&dir, &["--appendonly", "no"]).unwrap();
+    let mut c = Raw::connect(p.addr);
+    let reserve = |c: &mut Raw, key: &str| {
+        assert_eq!(c.cmd_text(&["CF.RESERVE", key, "67108864", "BUCKETSIZE", "2"]), "+OK\r\n");
+    };
+    reserve(&mut c, "big");
+    let stop = Arc::new(AtomicBool::new(false));
+    let (addr, flag) = (p.addr, stop.clone());
+    let writer = std::thread::spawn(move || {
+        let mut w = Raw::connect(addr);
+        let mut n = 0u64;
+        while !flag.load(Ordering::Relaxed) {
+            for j in n..n + 200 {
+                let (cmd, item) = cf_op(j);
+                w.send_cmd(&[cmd, "big", &item]);
+            }
+            for _ in 0..200 {
+                assert_eq!(w.reply(), b":1\r\n");
+            }
+            n += 200;
+        }
+        n
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(c.cmd_text(&["BGSAVE"]).starts_with("+Background saving started"));
+    let t = Instant::now();
+    while c.cmd_text(&["INFO", "persistence"]).contains("rdb_bgsave_in_progress:1") {
+        assert!(t.elapsed() < Duration::from_secs(120), "the snapshot never ended");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(c.cmd_text(&["INFO", "persistence"]).contains("rdb_last_bgsave_status:ok"));
+    std::thread::sleep(Duration::from_millis(200));
+    stop.store(true, Ordering::Relaxed);
+    let written = writer.join().unwrap();
+    p.kill9();
+
+    let p = Proc::start(&dir, &["--appendonly", "no"]).unwrap();
+    let mut c = Raw::connect(p.addr);
+    let (items, deleted) = (
+        cf_info(&mut c, "big", "Number of items inserted"),
+        cf_info(&mut c, "big", "Number of items deleted"),
+    );
+    assert_eq!(
+        cf_info(&mut c, "big", "Number of filters"),
+        1,
+        "no growth, so no compaction resets the deletes"
+    );
+    let (adds, dels) = ((items + deleted) as u64, deleted as u64);
+    // The number of operations that gives these counts.
+    let (mut k, mut a, mut d) = (0u64, 0u64, 0u64);
+    while (a, d) != (adds, dels) {
+        assert!(
+            a <= adds && d <= dels && k < written,
+            "no prefix of the operations has {adds} adds, {dels} deletes"
+        );
+        if cf_op(k).0 == "CF.ADD" {
+            a += 1
+        } else {
+            d += 1
+        }
+        k += 1;
+    }
+    assert!(k > 0 && k < written, "{k} operations of {written}: the epoch fell among the writes");
+    reserve(&mut c, "ref");
+    for from in (0..k).step_by(1000) {
+        let to = (from + 1000).min(k);
+        for j in from..to {
+            let (cmd, item) = cf_op(j);
+            c.send_cmd(&[cmd, "ref", &item]);
+        }
+        for _ in from..to {
+            assert_eq!(c.reply(), b":1\r\n");
+        }
+    }
+    let (restored, reference) =
+        (scandump(&mut c, "CF.SCANDUMP", "big"), scandump(&mut c, "CF.SCANDUMP", "ref"));
+    assert_eq!(restored.len(), reference.len());
+    assert!(restored.len() >= 3, "the header and two chunks: {}", restored.len());
+    for (i, (a, b)) in restored.iter().zip(&reference).enumerate() {
+        assert!(a == b, "dump chunk {i} differs from the state after {k} operations");
     }
     drop(p);
     let _ = fs::remove_dir_all(&dir);

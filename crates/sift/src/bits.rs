@@ -325,6 +325,21 @@ impl<T: Zeroable> Storage<T> {
         Storage { repr: Repr::Plain(v) }
     }
 
+    /// The values of `v` in the storage [`Storage::zeroed`] would pick for their length: a large
+    /// array is copied into huge-page memory (and `v` freed), a small one kept as it is.
+    pub(crate) fn adopt(v: Vec<T>) -> Result<Self>
+    where
+        T: Copy,
+    {
+        let bytes = v.len().saturating_mul(core::mem::size_of::<T>());
+        if cfg!(target_os = "linux") && bytes >= HUGE_THRESHOLD {
+            let mut s = Self::zeroed_huge(v.len())?;
+            s.copy_from_slice(&v);
+            return Ok(s);
+        }
+        Ok(Storage { repr: Repr::Plain(v) })
+    }
+
     /// The same allocation viewed as `len` values of `U`, without copying (a filter converted
     /// between its plain and atomic forms keeps its memory instead of needing twice as much).
     ///
@@ -551,6 +566,14 @@ impl CowGuard {
     /// Whether the guarded array is empty.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// Pieces a writer has saved aside so far (tests check that a write copies only the pieces
+    /// it touches).
+    #[cfg(test)]
+    pub(crate) fn saved_pieces(&self) -> usize {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.pieces.iter().filter(|p| matches!(p, Piece::Saved(_))).count()
     }
 
     /// Appends bytes `from..from + n` of the array as they were when the guard was made. Each

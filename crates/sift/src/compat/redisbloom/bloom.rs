@@ -9,10 +9,10 @@
 
 use std::borrow::Cow;
 
-use super::dump::{Fields, LoadLimits, MAX_CHUNK};
+use super::dump::{Fields, FrozenBytes, LoadLimits, MAX_CHUNK};
 use super::gfmt::format_g;
 use super::{BF_ERROR_RATE_CAP, BF_MAX_CAPACITY, BF_MAX_EXPANSION};
-use crate::bits::{prefetch, CowGuard, CowHandle, Storage};
+use crate::bits::{prefetch, CowGuard, Storage};
 use crate::hash::{murmur2_32, murmur64a, REDISBLOOM_SEED};
 
 /// The `options` bits of a chain (§5.1).
@@ -423,28 +423,12 @@ pub struct BloomInfo {
     pub expansion: Option<u32>,
 }
 
-/// A link's bitmap as [`BloomChain::freeze`] saw it.
-#[derive(Debug)]
-enum FrozenLink {
-    Copied(Vec<u8>),
-    Guarded(CowHandle),
-}
-
-impl FrozenLink {
-    fn len(&self) -> usize {
-        match self {
-            FrozenLink::Copied(v) => v.len(),
-            FrozenLink::Guarded(g) => g.len(),
-        }
-    }
-}
-
 /// A chain as it was when [`BloomChain::freeze`] was called, dumped in the chunks of
 /// [`BloomChain::scandump`] (each read once, in order). Dropping it ends the copy-on-write.
 #[derive(Debug)]
 pub struct FrozenChain {
     header: Vec<u8>,
-    links: Vec<FrozenLink>,
+    links: Vec<FrozenBytes>,
 }
 
 impl FrozenChain {
@@ -466,12 +450,7 @@ impl FrozenChain {
             let n = l.len();
             if p < n {
                 let len = (n - p).min(MAX_CHUNK);
-                // Grown here, not while a piece is read under the guard's lock.
-                out.reserve(len);
-                match l {
-                    FrozenLink::Copied(v) => out.extend_from_slice(&v[p..p + len]),
-                    FrozenLink::Guarded(g) => g.read(p, len, out),
-                }
+                l.read(p, len, out);
                 return Some(it + len as i64);
             }
             p -= n;
@@ -805,14 +784,7 @@ impl BloomChain {
     /// pieces copied aside only when a write reaches them first ([`CowGuard`]), so that the
     /// writer waits for those pieces, never for the whole bitmap.
     pub fn freeze(&self) -> FrozenChain {
-        let links = self
-            .links
-            .iter()
-            .map(|l| match l.bitmap.freeze() {
-                Some(h) => FrozenLink::Guarded(h),
-                None => FrozenLink::Copied(l.bitmap.to_vec()),
-            })
-            .collect();
+        let links = self.links.iter().map(|l| FrozenBytes::of(&l.bitmap)).collect();
         FrozenChain { header: self.header(), links }
     }
 
@@ -1041,7 +1013,7 @@ mod tests {
             }
             let before = live_dump(&c);
             let frozen = c.freeze();
-            assert!(matches!(frozen.links[0], FrozenLink::Guarded(_)) || !cfg!(target_os = "linux"));
+            assert!(matches!(frozen.links[0], FrozenBytes::Guarded(_)) || !cfg!(target_os = "linux"));
             for i in 50_000..400_000u32 {
                 c.add(&i.to_le_bytes()).unwrap();
             }

@@ -10,9 +10,9 @@
 
 use std::borrow::Cow;
 
-use super::dump::{try_zeroed_bytes, Fields, LoadLimits, CF_HEADER_LEN, MAX_CHUNK};
+use super::dump::{Fields, FrozenBytes, LoadLimits, CF_HEADER_LEN, MAX_CHUNK};
 use super::{CF_MAX_BUCKETS, CF_MAX_BUCKET_SIZE, CF_MAX_CAPACITY, CF_MAX_EXPANSION, CF_MAX_FILTERS};
-use crate::bits::prefetch;
+use crate::bits::{prefetch, CowGuard, Storage};
 use crate::hash::murmur64a;
 
 /// The multiplier of the alternate-bucket computation (§6.3, §6.5).
@@ -125,11 +125,17 @@ impl CuckooHash {
     }
 }
 
-/// One sub-filter: `buckets · bucketSize` one-byte slots.
+/// One sub-filter: `buckets · bucketSize` one-byte slots (in huge-page memory when large, which
+/// a snapshot can then read piece by piece while writers go on: [`CuckooFilter::freeze`]).
 #[derive(Clone, PartialEq, Eq)]
 pub struct SubFilter {
     buckets: u64,
-    slots: Vec<u8>,
+    slots: Storage<u8>,
+}
+
+/// `len` zeroed slots, or `None` when they cannot be allocated.
+fn zeroed_slots(len: u64) -> Option<Storage<u8>> {
+    Storage::zeroed(usize::try_from(len).ok()?).ok()
 }
 
 impl core::fmt::Debug for SubFilter {
@@ -163,13 +169,41 @@ impl SubFilter {
     /// Stores `fp` in the first empty slot of the bucket at `off`; `false` when it is full.
     #[inline]
     fn place(&mut self, off: usize, bs: usize, fp: u8) -> bool {
-        match self.slots[off..off + bs].iter_mut().find(|s| **s == 0) {
-            Some(s) => {
-                *s = fp;
+        match self.slots[off..off + bs].iter().position(|&s| s == 0) {
+            Some(j) => {
+                self.set(off + j, fp);
                 true
             }
             None => false,
         }
+    }
+
+    /// Sets slot `i` to `v`. Every change of a slot goes through here (or, for a range,
+    /// [`SubFilter::set_range`]): while a snapshot reads the slots ([`CuckooFilter::freeze`]),
+    /// the piece holding the slot is saved for it first.
+    #[inline]
+    fn set(&mut self, i: usize, v: u8) {
+        match self.slots.cow_guard() {
+            None => self.slots[i] = v,
+            Some(g) => self.set_guarded(&g, i, v),
+        }
+    }
+
+    #[cold]
+    fn set_guarded(&mut self, g: &CowGuard, i: usize, v: u8) {
+        let mut w = g.writer();
+        w.before_write(&self.slots, i..i + 1);
+        self.slots[i] = v;
+    }
+
+    /// Copies `data` into the slots from `at` (a `LOADCHUNK`), as [`SubFilter::set`] does.
+    fn set_range(&mut self, at: usize, data: &[u8]) {
+        let guard = self.slots.cow_guard();
+        let mut writer = guard.as_ref().map(|g| g.writer());
+        if let Some(w) = &mut writer {
+            w.before_write(&self.slots, at..at + data.len());
+        }
+        self.slots[at..at + data.len()].copy_from_slice(data);
     }
 
     /// First-fit of §6.5 step 1 (and §6.7): bucket `h1` first, then bucket `h2`.
@@ -263,7 +297,7 @@ impl CuckooFilter {
         }
         let nb = next_pow2(capacity / bucket_size as u64).expect("capacity ≤ 2^30").max(1);
         let expansion = next_pow2(expansion as u64).expect("expansion ≤ 32768") as u16;
-        let slots = try_zeroed_bytes(nb * bucket_size as u64).ok_or(CuckooCreateError::OutOfMemory)?;
+        let slots = zeroed_slots(nb * bucket_size as u64).ok_or(CuckooCreateError::OutOfMemory)?;
         Ok(CuckooFilter {
             num_buckets: nb,
             num_items: 0,
@@ -444,8 +478,14 @@ impl CuckooFilter {
         let mut ii = h.h1 % nb;
         let mut victim = 0usize;
         let mut cur = h.fp;
+        // Swaps `cur` with the slot at `i`.
+        let swap = |f: &mut SubFilter, cur: &mut u8, i: usize| {
+            let old = f.slots[i];
+            f.set(i, *cur);
+            *cur = old;
+        };
         for _ in 0..max {
-            core::mem::swap(&mut cur, &mut f.slots[ii as usize * bs + victim]);
+            swap(f, &mut cur, ii as usize * bs + victim);
             ii = (ii ^ (cur as u64).wrapping_mul(ALT_MUL)) % nb;
             if f.place(ii as usize * bs, bs, cur) {
                 return true;
@@ -455,7 +495,7 @@ impl CuckooFilter {
         for _ in 0..max {
             victim = (victim + bs - 1) % bs;
             ii = (ii ^ (cur as u64).wrapping_mul(ALT_MUL)) % nb;
-            core::mem::swap(&mut cur, &mut f.slots[ii as usize * bs + victim]);
+            swap(f, &mut cur, ii as usize * bs + victim);
         }
         false
     }
@@ -470,8 +510,7 @@ impl CuckooFilter {
             .and_then(|p| p.checked_mul(self.num_buckets as u128))
             .filter(|&nb| nb <= CF_MAX_BUCKETS as u128)
             .ok_or(CuckooInsertError::MemAllocFailed)? as u64;
-        let slots =
-            try_zeroed_bytes(nb * self.bucket_size as u64).ok_or(CuckooInsertError::MemAllocFailed)?;
+        let slots = zeroed_slots(nb * self.bucket_size as u64).ok_or(CuckooInsertError::MemAllocFailed)?;
         self.filters.push(SubFilter { buckets: nb, slots });
         Ok(())
     }
@@ -485,8 +524,8 @@ impl CuckooFilter {
         let bs = self.bs();
         let found = self.filters.iter_mut().rev().any(|f| {
             for o in [f.offset32(h.h1, bs), f.offset32(h.h2, bs)] {
-                if let Some(s) = f.slots[o..o + bs].iter_mut().find(|s| **s == h.fp) {
-                    *s = 0;
+                if let Some(j) = f.slots[o..o + bs].iter().position(|&s| s == h.fp) {
+                    f.set(o + j, 0);
                     return true;
                 }
             }
@@ -523,7 +562,7 @@ impl CuckooFilter {
                     }
                     let h2 = b ^ (fp as u64).wrapping_mul(ALT_MUL);
                     if older.iter_mut().any(|o| o.place_either(b, h2, bs, fp)) {
-                        newer.slots[idx] = 0;
+                        newer.set(idx, 0);
                     } else {
                         failed = true;
                     }
@@ -644,7 +683,7 @@ impl CuckooFilter {
             let size = f.slots.len() as u64;
             if o < size {
                 if size <= MAX_CHUNK as u64 {
-                    return Some((pos + size as i64, Cow::Borrowed(&f.slots)));
+                    return Some((pos + size as i64, Cow::Borrowed(&f.slots[..])));
                 }
                 let rel = o as usize;
                 let len = (f.slots.len() - rel).min(MAX_CHUNK);
@@ -653,6 +692,22 @@ impl CuckooFilter {
             o -= size;
         }
         None
+    }
+
+    /// The filter as it is now, to dump later while it keeps changing (a background snapshot),
+    /// or `None` when none of its sub-filters is large enough to gain from it (the caller then
+    /// dumps the filter at once). The header and the small sub-filters are copied now; a large
+    /// sub-filter's slots are read later, a writer copying aside only the [`COW_PIECE`]-sized
+    /// pieces it changes before the snapshot has read them, so that a write waits for those
+    /// pieces, never for the whole filter.
+    ///
+    /// [`COW_PIECE`]: crate::bits::COW_PIECE
+    pub fn freeze(&self) -> Option<FrozenCuckoo> {
+        if !self.filters.iter().any(|f| f.slots.is_huge()) {
+            return None;
+        }
+        let filters = self.filters.iter().map(|f| FrozenBytes::of(&f.slots)).collect();
+        Some(FrozenCuckoo { header: self.header(), filters })
     }
 
     /// `CF.LOADCHUNK key 1 header` (§7.2): validates a 38-byte header and builds a filter with
@@ -700,7 +755,7 @@ impl CuckooFilter {
         }
         let mut filters = Vec::with_capacity(sizes.len());
         for nb in sizes {
-            let slots = try_zeroed_bytes(nb * bucket_size as u64).ok_or(CuckooHeaderError::OutOfMemory)?;
+            let slots = zeroed_slots(nb * bucket_size as u64).ok_or(CuckooHeaderError::OutOfMemory)?;
             filters.push(SubFilter { buckets: nb, slots });
         }
         Ok(CuckooFilter {
@@ -730,18 +785,19 @@ impl CuckooFilter {
             }
             i += 1;
         }
-        let slots = &mut self.filters[i].slots;
-        if o.checked_add(data.len() as u64).is_none_or(|end| end > slots.len() as u64) {
+        let f = &mut self.filters[i];
+        if o.checked_add(data.len() as u64).is_none_or(|end| end > f.slots.len() as u64) {
             return Err(CuckooChunkError::DoesNotFit);
         }
-        slots[o as usize..o as usize + data.len()].copy_from_slice(data);
+        f.set_range(o as usize, data);
         Ok(())
     }
 
     /// Rebuilds a filter from stored fields (an RDB value, §12.4): the sub-filters' bucket counts
     /// and slot arrays are taken as given. Refused: no sub-filter, more than 65535, `numBuckets`
     /// or a sub-filter's bucket count 0 or above 2^56 − 1, bucket size 0, a slot array whose
-    /// length is not `buckets · bucketSize`.
+    /// length is not `buckets · bucketSize`; a slot array that cannot be moved into huge-page
+    /// memory (large ones are) gives [`CuckooHeaderError::OutOfMemory`].
     pub fn from_parts(
         num_buckets: u64,
         num_items: u64,
@@ -768,6 +824,7 @@ impl CuckooFilter {
             {
                 return Err(CuckooHeaderError::SubFilterBuckets { index });
             }
+            let slots = Storage::adopt(slots).map_err(|_| CuckooHeaderError::OutOfMemory)?;
             filters.push(SubFilter { buckets, slots });
         }
         Ok(CuckooFilter {
@@ -782,9 +839,293 @@ impl CuckooFilter {
     }
 }
 
+/// A cuckoo filter as it was when [`CuckooFilter::freeze`] was called. Dropping it ends the
+/// copy-on-write.
+#[derive(Debug)]
+pub struct FrozenCuckoo {
+    header: [u8; CF_HEADER_LEN],
+    filters: Vec<FrozenBytes>,
+}
+
+impl FrozenCuckoo {
+    /// The number of chunks [`FrozenCuckoo::dump_chunk`] gives, the header included.
+    pub fn chunk_count(&self) -> u64 {
+        1 + self.filters.iter().map(|f| f.len().div_ceil(MAX_CHUNK) as u64).sum::<u64>()
+    }
+
+    /// The filter's dump as frozen, in the chunks a snapshot stores: cursor 0 appends the
+    /// 38-byte header to `out` and returns 1; cursor `c ≥ 1` appends the slots from byte `c − 1`
+    /// of the sub-filters laid end to end, at most [`MAX_CHUNK`] bytes and never past the end of
+    /// a sub-filter, and returns `c` plus their length; `None` after the last chunk. Unlike
+    /// [`CuckooFilter::scandump`], a small sub-filter is not returned whole from the middle, and an
+    /// empty filter has a dump. Call with 0, then with each cursor returned: every byte is read
+    /// once.
+    pub fn dump_chunk(&self, cursor: u64, out: &mut Vec<u8>) -> Option<u64> {
+        if cursor == 0 {
+            out.extend_from_slice(&self.header);
+            return Some(1);
+        }
+        let mut at = usize::try_from(cursor - 1).ok()?;
+        for f in &self.filters {
+            let n = f.len();
+            if at < n {
+                let len = (n - at).min(MAX_CHUNK);
+                f.read(at, len, out);
+                return Some(cursor + len as u64);
+            }
+            at -= n;
+        }
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bits::{COW_PIECE, HUGE_THRESHOLD};
+
+    /// Every chunk of the live filter in the order [`FrozenCuckoo::dump_chunk`] gives them.
+    fn live_dump(cf: &CuckooFilter) -> Vec<(u64, Vec<u8>)> {
+        let mut out = vec![(1, cf.header().to_vec())];
+        let mut cursor = 1u64;
+        for f in cf.filters() {
+            for piece in f.slots().chunks(MAX_CHUNK) {
+                cursor += piece.len() as u64;
+                out.push((cursor, piece.to_vec()));
+            }
+        }
+        out
+    }
+
+    fn frozen_dump(frozen: &FrozenCuckoo) -> Vec<(u64, Vec<u8>)> {
+        let (mut out, mut cursor) = (Vec::new(), 0);
+        loop {
+            let mut buf = Vec::new();
+            let Some(next) = frozen.dump_chunk(cursor, &mut buf) else { break };
+            out.push((next, buf));
+            cursor = next;
+        }
+        assert_eq!(out.len() as u64, frozen.chunk_count());
+        out
+    }
+
+    /// The guard of sub-filter `i` of a frozen filter (huge storage, so Linux only).
+    fn guard(frozen: &FrozenCuckoo, i: usize) -> &CowGuard {
+        match &frozen.filters[i] {
+            FrozenBytes::Guarded(g) => g,
+            FrozenBytes::Copied(_) => panic!("sub-filter {i} was copied, not guarded"),
+        }
+    }
+
+    /// A frozen filter dumps the filter as it was when frozen, though inserts (with long
+    /// kick-out chains: one slot per bucket), a growth, deletes with the automatic compaction
+    /// they set off (which moves fingerprints back into the frozen sub-filter) and LOADCHUNK
+    /// change it afterwards, and though the filter is dropped before the dump is read. The
+    /// sub-filters are 4 MiB, 16 copy-on-write pieces, and a kick-out chain wanders across them.
+    #[test]
+    fn a_frozen_filter_dumps_the_state_it_was_frozen_in() {
+        if !cfg!(target_os = "linux") {
+            return; // no huge-page storage, so nothing is guarded (freeze gives None)
+        }
+        let item = |i: u32| format!("item{i}");
+        for drop_first in [false, true] {
+            let mut cf = CuckooFilter::new(1 << 22, 1, 500, 1).unwrap();
+            assert!(cf.filters()[0].slots().len() >= HUGE_THRESHOLD);
+            // Kick-outs only move fingerprints of the newest sub-filter: fill until the filter
+            // has grown, and some more, so that the inserts after the freeze kick in a frozen
+            // sub-filter.
+            let mut n = 0u32;
+            let mut fill_until = |cf: &mut CuckooFilter, filters: usize, more: u32| {
+                while cf.num_filters() < filters {
+                    cf.insert(item(n).as_bytes()).unwrap();
+                    n += 1;
+                }
+                for _ in 0..more {
+                    cf.insert(item(n).as_bytes()).unwrap();
+                    n += 1;
+                }
+                n
+            };
+            fill_until(&mut cf, 2, 300_000);
+            let before = live_dump(&cf);
+            let (items, deletes) = (cf.len(), cf.num_deletes());
+            let frozen = cf.freeze().expect("large sub-filters are frozen");
+            let pieces = [0, 1].map(|i| guard(&frozen, i).len() / COW_PIECE);
+            assert_eq!(pieces, [16, 16]);
+            // Kicks in the frozen newest sub-filter until one fails, then a growth.
+            let m = fill_until(&mut cf, 3, 100_000);
+            // Deletes past 10% of the items: automatic compactions move fingerprints from the
+            // new sub-filter into free slots of the frozen ones.
+            let used = |f: &SubFilter| f.slots().iter().filter(|&&s| s != 0).count();
+            let in_new = used(&cf.filters()[2]);
+            let deleted = (0..m / 2).filter(|&i| cf.delete(item(i).as_bytes())).count();
+            assert_eq!(deleted as u32, m / 2, "every added item deletes");
+            assert!(cf.num_deletes() < deleted as u64, "the deletes compacted the filter");
+            let now_in_new = cf.filters().get(2).map_or(0, used);
+            assert!(now_in_new < in_new, "compaction moved {in_new} → {now_in_new}");
+            cf.load_chunk(1 + 4096, &[0xAB; 4096]).unwrap();
+            assert_ne!(live_dump(&cf)[1], before[1], "the live filter changed");
+            let saved = [0, 1].map(|i| guard(&frozen, i).saved_pieces());
+            assert_eq!(saved, pieces, "the writes reached every piece");
+            if drop_first {
+                drop(cf);
+                assert!(frozen_dump(&frozen) == before, "the frozen dump changed");
+            } else {
+                assert!(frozen_dump(&frozen) == before, "the frozen dump changed");
+                // Once read, the pieces change without copies.
+                cf.insert(b"after").unwrap();
+                assert_eq!([0, 1].map(|i| guard(&frozen, i).saved_pieces()), [0, 0]);
+            }
+            // The frozen chunks load back (through LOADCHUNK) into the filter as it was.
+            let mut back = CuckooFilter::from_header(&before[0].1, &LoadLimits::default()).unwrap();
+            assert_eq!((back.len(), back.num_deletes()), (items, deletes));
+            for (next, data) in &before[1..] {
+                back.load_chunk(*next as i64, data).unwrap();
+            }
+            assert!(live_dump(&back) == before, "the frozen chunks load back");
+        }
+    }
+
+    /// Each kind of write, alone while the filter is frozen, leaves the frozen dump as it was:
+    /// an insert that finds a free slot, one that kicks (the chain's swaps land in other pieces
+    /// than its last placement, so a swap that skipped the guard would show), one whose kicks
+    /// fail and are rolled back before a growth, a delete, a delete that compacts, a LOADCHUNK.
+    /// One write at a time: a write that skips the guard changes a piece no other write saved.
+    #[test]
+    fn every_write_alone_keeps_the_frozen_dump() {
+        if !cfg!(target_os = "linux") {
+            return;
+        }
+        let mut cf = CuckooFilter::new(1 << 22, 1, 500, 1).unwrap();
+        let item = |i: u32| format!("item{i}");
+        // Filled to 500..1000 inserts before the one whose kicks fail and make the filter grow
+        // (at a load of about 0.22 with one slot per bucket, where about one insert in twenty
+        // kicks): a copy tries the next thousand first.
+        let mut n = 0u32;
+        loop {
+            let mut probe = cf.clone();
+            if (n..n + 1000).any(|i| {
+                probe.insert(item(i).as_bytes()).unwrap();
+                probe.num_filters() > 1
+            }) {
+                break;
+            }
+            for i in n..n + 500 {
+                cf.insert(item(i).as_bytes()).unwrap();
+            }
+            n += 500;
+        }
+        assert_eq!(cf.num_filters(), 1);
+        // Runs `op` with the filter frozen; checks the frozen dump; returns the bytes it changed.
+        let alone = |cf: &mut CuckooFilter, op: &mut dyn FnMut(&mut CuckooFilter)| {
+            let before = live_dump(cf);
+            let frozen = cf.freeze().unwrap();
+            op(cf);
+            assert!(frozen_dump(&frozen) == before, "the write changed the frozen dump");
+            let after = live_dump(cf);
+            let changed: usize = before[1..]
+                .iter()
+                .zip(&after[1..])
+                .map(|((_, a), (_, b))| a.iter().zip(b).filter(|(x, y)| x != y).count())
+                .sum();
+            changed
+        };
+        // Inserts, each alone, until a kick chain fails and the filter grows.
+        let (mut plain, mut kicked) = (0, 0);
+        while cf.num_filters() < 2 {
+            let changed = alone(&mut cf, &mut |cf| {
+                cf.insert(item(n).as_bytes()).unwrap();
+            });
+            n += 1;
+            match changed {
+                1 => plain += 1,
+                2.. => kicked += 1, // the first bucket's slot and at least one more
+                0 => {}
+            }
+        }
+        assert!(plain > 300 && kicked > 10, "{plain} plain inserts, {kicked} kicking ones");
+        for i in [3, 5, 8] {
+            assert_eq!(alone(&mut cf, &mut |cf| assert!(cf.delete(item(i).as_bytes()))), 1);
+        }
+        // Items for the new sub-filter, some of which a compaction can move back.
+        for i in n..n + 2000 {
+            cf.insert(item(i).as_bytes()).unwrap();
+        }
+        // Deletes up to the one that sets off a compaction (deletes above 10% of the items),
+        // that one alone.
+        let mut d = 10;
+        while (cf.num_deletes() + 1) as f64 <= (cf.len() - 1) as f64 * 0.1 {
+            assert!(cf.delete(item(d).as_bytes()));
+            d += 1;
+        }
+        let in_new = cf.filters()[1].slots().iter().filter(|&&s| s != 0).count();
+        alone(&mut cf, &mut |cf| {
+            assert!(cf.delete(item(d).as_bytes()));
+            assert_eq!(cf.num_deletes(), 0, "the delete compacted the filter");
+        });
+        let now_in_new = cf.filters().get(1).map_or(0, |f| f.slots().iter().filter(|&&s| s != 0).count());
+        assert!(now_in_new < in_new, "the compaction moved fingerprints: {in_new} → {now_in_new}");
+        assert!(alone(&mut cf, &mut |cf| cf.load_chunk(1 + COW_PIECE as i64 + 10, &[1; 20]).unwrap()) > 0);
+    }
+
+    /// While a snapshot reads the filter, a write copies aside the pieces it changes and no
+    /// other: at a low load every insert finds a free slot at once (one byte changed), so the
+    /// pieces saved are exactly the pieces where the live filter now differs from the frozen
+    /// one, at most one more per insert; a delete and a LOADCHUNK save their own pieces too.
+    #[test]
+    fn a_write_during_a_freeze_copies_only_the_pieces_it_touches() {
+        if !cfg!(target_os = "linux") {
+            return;
+        }
+        let mut cf = CuckooFilter::new(1 << 24, 2, 20, 1).unwrap();
+        for i in 0..1000u32 {
+            cf.insert(&i.to_le_bytes()).unwrap();
+        }
+        let at_freeze = cf.filters()[0].slots().to_vec();
+        let frozen = cf.freeze().unwrap();
+        let g = guard(&frozen, 0);
+        assert_eq!(g.len() / COW_PIECE, 64);
+        assert_eq!(g.saved_pieces(), 0);
+        let changed = |cf: &CuckooFilter| {
+            let live = cf.filters()[0].slots();
+            let mut p: Vec<usize> =
+                (0..live.len()).filter(|&i| live[i] != at_freeze[i]).map(|i| i / COW_PIECE).collect();
+            p.dedup();
+            p.len()
+        };
+        for i in 1000..1040u32 {
+            let saved = g.saved_pieces();
+            cf.insert(&i.to_le_bytes()).unwrap();
+            assert!(g.saved_pieces() <= saved + 1, "one slot written, one piece at most");
+            assert_eq!(g.saved_pieces(), changed(&cf), "after insert {i}");
+        }
+        assert!(g.saved_pieces() > 20, "40 random slots of 64 pieces hit many: {}", g.saved_pieces());
+        let saved = g.saved_pieces();
+        assert!(cf.delete(&5u32.to_le_bytes()));
+        assert!(g.saved_pieces() <= saved + 1);
+        let saved = g.saved_pieces();
+        // A chunk over three pieces' boundaries: at most those four pieces.
+        let from = 10 * COW_PIECE - 100;
+        cf.load_chunk((from + 1 + 3 * COW_PIECE) as i64, &vec![7; 3 * COW_PIECE]).unwrap();
+        assert!(g.saved_pieces() <= saved + 4);
+        assert_eq!(g.saved_pieces(), changed(&cf));
+        let dump = frozen_dump(&frozen);
+        assert_eq!(dump[1..].iter().flat_map(|(_, d)| d.iter().copied()).collect::<Vec<u8>>(), at_freeze);
+    }
+
+    /// A filter without a large sub-filter is not frozen (the snapshot dumps it at once), and a
+    /// rebuilt filter (an RDB load) keeps a large sub-filter in the storage that can be frozen.
+    #[test]
+    fn only_large_filters_freeze() {
+        let mut small = CuckooFilter::new(1000, 2, 20, 1).unwrap();
+        small.insert(b"x").unwrap();
+        assert!(small.freeze().is_none());
+        let big = CuckooFilter::new(1 << 23, 2, 20, 1).unwrap();
+        let parts = big.filters().iter().map(|f| (f.buckets(), f.slots().to_vec())).collect();
+        let rebuilt = CuckooFilter::from_parts(big.num_buckets(), 0, 0, 2, 20, 1, parts).unwrap();
+        assert_eq!(rebuilt, big);
+        assert_eq!(rebuilt.freeze().is_some(), cfg!(target_os = "linux"));
+    }
 
     #[test]
     fn contains_many_equals_contains() {

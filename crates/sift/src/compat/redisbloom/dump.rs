@@ -60,3 +60,41 @@ pub(crate) fn try_zeroed_bytes(len: u64) -> Option<Vec<u8>> {
     let len = usize::try_from(len).ok()?;
     crate::bits::try_zeroed::<u8>(len).ok()
 }
+
+/// A filter's byte array (a Bloom link's bitmap, a cuckoo sub-filter's slots) as it was when a
+/// snapshot froze it: a small array copied at once, a large one (in its own huge-page
+/// allocation) guarded piece by piece, its writers copying aside only the pieces they reach
+/// before the snapshot has read them ([`crate::bits::CowGuard`]).
+#[derive(Debug)]
+pub(crate) enum FrozenBytes {
+    Copied(Vec<u8>),
+    Guarded(crate::bits::CowHandle),
+}
+
+impl FrozenBytes {
+    /// Freezes `bytes`: guarded when it can be, else copied.
+    pub(crate) fn of(bytes: &crate::bits::Storage<u8>) -> Self {
+        match bytes.freeze() {
+            Some(h) => FrozenBytes::Guarded(h),
+            None => FrozenBytes::Copied(bytes.to_vec()),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            FrozenBytes::Copied(v) => v.len(),
+            FrozenBytes::Guarded(g) => g.len(),
+        }
+    }
+
+    /// Appends bytes `from..from + n` as they were when frozen. A guarded array's bytes are read
+    /// once each (see [`crate::bits::CowGuard::read`]).
+    pub(crate) fn read(&self, from: usize, n: usize, out: &mut Vec<u8>) {
+        // Grown here, not while a piece is read under the guard's lock.
+        out.reserve(n);
+        match self {
+            FrozenBytes::Copied(v) => out.extend_from_slice(&v[from..from + n]),
+            FrozenBytes::Guarded(g) => g.read(from, n, out),
+        }
+    }
+}

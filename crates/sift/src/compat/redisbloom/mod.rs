@@ -78,7 +78,7 @@ pub use cms::{
 };
 pub use cuckoo::{
     CuckooChunkError, CuckooCreateError, CuckooFilter, CuckooHash, CuckooHeaderError, CuckooInfo,
-    CuckooInsertError, SubFilter,
+    CuckooInsertError, FrozenCuckoo, SubFilter,
 };
 pub use dump::{LoadLimits, CF_HEADER_LEN, MAX_CHUNK};
 pub use gfmt::format_g;
