@@ -123,6 +123,24 @@ pub trait DataType: Any + Send + Sync + fmt::Debug + Sized {
     fn freeze(&self) -> Option<Box<dyn Frozen>> {
         None
     }
+
+    /// Would [`DataType::before_save`] change the value? Lets a caller that must record a change
+    /// (sift-server's `DUMP`, logged when it changed its key) take the value for writing only
+    /// when it will.
+    fn changes_before_save(&self) -> bool {
+        false
+    }
+
+    /// Prepares the value to be saved, in place: every save (a snapshot at its epoch, `SAVE`,
+    /// `DEBUG RELOAD`, `DUMP`, an AOF rewrite) calls it on the live value before the value is
+    /// dumped or frozen, so that the value after a restart is the value that kept running.
+    /// Returns whether it changed the value (exactly when [`DataType::changes_before_save`]
+    /// said it would). It must not change [`DataType::mem_usage`]: a snapshot calls it without
+    /// re-measuring. The t-digest compresses its buffered observations, as RedisBloom does
+    /// before saving (sketches spec §10.5). The default changes nothing.
+    fn before_save(&mut self) -> bool {
+        false
+    }
 }
 
 /// A value frozen by [`DataType::freeze`]: its dump as [`DataType::dump_chunk`] would have
@@ -147,6 +165,10 @@ pub trait Data: Any + Send + Sync + fmt::Debug {
     fn mem_usage(&self) -> usize;
     /// [`DataType::freeze`].
     fn freeze(&self) -> Option<Box<dyn Frozen>>;
+    /// [`DataType::changes_before_save`].
+    fn changes_before_save(&self) -> bool;
+    /// [`DataType::before_save`].
+    fn before_save(&mut self) -> bool;
     /// [`DataType::dump_chunk`].
     fn dump_chunk(&self, cursor: u64) -> Option<(Chunk<'_>, u64)>;
     /// [`DataType::load_chunk`].
@@ -197,6 +219,12 @@ impl<T: DataType> Data for T {
     }
     fn freeze(&self) -> Option<Box<dyn Frozen>> {
         DataType::freeze(self)
+    }
+    fn changes_before_save(&self) -> bool {
+        DataType::changes_before_save(self)
+    }
+    fn before_save(&mut self) -> bool {
+        DataType::before_save(self)
     }
     fn as_any(&self) -> &dyn Any {
         self

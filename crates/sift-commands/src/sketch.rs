@@ -70,7 +70,13 @@ pub(crate) fn restore_command<T: ?Sized>(
 /// one-chunk dump and the `RESTORE` of the AOF rewrite.
 macro_rules! sketch_data_type {
     ($ty:ty, $name:expr, $tag:expr, $save:path, $load:path, $what:literal) => {
+        $crate::sketch::sketch_data_type!($ty, $name, $tag, $save, $load, $what, {});
+    };
+    // `$extra`: further items of the impl (the t-digest's `before_save`).
+    ($ty:ty, $name:expr, $tag:expr, $save:path, $load:path, $what:literal, { $($extra:tt)* }) => {
         impl $crate::DataType for $ty {
+            $($extra)*
+
             const NAME: &'static str = $name;
             const ENCVER: u32 = sift::compat::redisbloom::rdb::SKETCH_ENCVER;
             const TAG: u8 = $tag;

@@ -375,13 +375,30 @@ impl Family for TDigestFamily {
 
 // `TDIS-TYPE`: RedisBloom's type name and RDB encoding (encver 0 written, any read, spec §10.5),
 // memory callback `80 + 16·capacity` (§10.7); in snapshots, tag 7 and one chunk, the RDB fields.
-// Saving writes the compressed digest (RedisBloom compresses before saving), so a digest holding
-// one buffered observation comes back as RedisBloom's does: one zeroed node (spec §10.5).
+// Saving compresses the live digest first (RedisBloom compresses before saving, spec §7.4 and
+// §10.5: `before_save`), so the digest after a restart is the one that kept running, and a
+// digest holding one buffered observation comes back as RedisBloom's does: one zeroed node.
 crate::sketch::sketch_data_type!(
     TDigest,
     rdb::TDIGEST_TYPE_NAME,
     7,
     rdb::save_tdigest,
     rdb::load_tdigest,
-    "t-digest"
+    "t-digest",
+    {
+        fn changes_before_save(&self) -> bool {
+            // Compressing a lone buffered observation of weight 1 leaves it as it is (§7.3).
+            let nodes = self.merged_nodes() + self.unmerged_nodes();
+            let weight = self.merged_weight() as f64 + self.unmerged_weight() as f64;
+            self.unmerged_nodes() > 0 && (nodes > 1 || weight > 1.0)
+        }
+
+        fn before_save(&mut self) -> bool {
+            let changes = crate::DataType::changes_before_save(self);
+            if changes {
+                self.compress();
+            }
+            changes
+        }
+    }
 );

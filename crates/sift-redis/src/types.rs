@@ -232,9 +232,14 @@ unsafe extern "C" fn rdb_load<T: DataType>(rdb: *mut raw::RedisModuleIO, encver:
     }
 }
 
+// Saving (SAVE, DEBUG RELOAD, DUMP, BGSAVE's child, the AOF rewrite) prepares the value it is
+// given first (`DataType::before_save`: a t-digest compresses), as RedisBloom does (sketches spec
+// §10.5): the live key in the main process, the child's copy in a fork.
 unsafe extern "C" fn rdb_save<T: DataType>(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
-    // SAFETY: `value` is one of our boxed `T`s.
-    let v = unsafe { &*value.cast::<T>() };
+    // SAFETY: `value` is one of our boxed `T`s; Redis calls this with its lock held and no
+    // other access to the value in progress, so it may be borrowed for writing.
+    let v = unsafe { &mut *value.cast::<T>() };
+    v.before_save();
     v.rdb_save(&mut IoWriter(rdb));
 }
 
@@ -243,9 +248,11 @@ unsafe extern "C" fn aof_rewrite<T: DataType>(
     key: *mut raw::RedisModuleString,
     value: *mut c_void,
 ) {
-    // SAFETY: `value` is one of our boxed `T`s; `aof` and `key` are Redis's for this call.
+    // SAFETY: `value` is one of our boxed `T`s, not otherwise accessed during this call (see
+    // `rdb_save`); `aof` and `key` are Redis's for this call.
     unsafe {
-        let v = &*value.cast::<T>();
+        let v = &mut *value.cast::<T>();
+        v.before_save();
         v.rewrite(string_bytes(key), &mut |cmd| {
             let Some((name, args)) = cmd.split_first() else { return };
             let name = CString::new(name.to_vec()).unwrap_or_default();

@@ -63,6 +63,12 @@ on_redis_and_valkey!(
 on_redis_and_valkey!(redis_py: redis_py_sketch_commands, valkey_redis_py_sketch_commands);
 on_redis_and_valkey!(golden_payloads: golden_sketch_payloads_restore, valkey_golden_sketch_payloads_restore);
 
+on_redis_and_valkey!(saving_compresses: saving_compresses_the_live_digest, valkey_saving_compresses_the_live_digest);
+
+fn saving_compresses(p: &Program) {
+    suite::sketches::saving_compresses_the_live_digest(&WithModule(p.clone()));
+}
+
 fn transcript_resp2(p: &Program) {
     sketch_transcript_byte_exact(&WithModule(p.clone()), 2, doubles(p));
 }

@@ -247,8 +247,9 @@ impl Node {
 /// only ever holding one shard's lock at a time. Removing an expired key does not run it: such
 /// a key is dropped when the snapshot is loaded anyway.
 pub trait BeforeWrite: Send + Sync + std::fmt::Debug {
-    /// Copies what the snapshot needs of shard number `index`, whose state is `shard`.
-    fn before_write(&self, index: usize, shard: &Shard);
+    /// Copies what the snapshot needs of shard number `index`, whose state is `shard` (which
+    /// it prepares to be saved first, see [`Shard::prepare_for_save`]).
+    fn before_write(&self, index: usize, shard: &mut Shard);
 }
 
 /// One client's WATCH of one key, kept in the key's shard.
@@ -420,6 +421,29 @@ impl Shard {
 
     fn entry(&self, key: &[u8]) -> Option<&Entry> {
         self.node(key).map(|n| &n.entry)
+    }
+
+    /// Prepares every value live at `now` to be saved, in place
+    /// ([`sift_commands::DataType::before_save`]: a t-digest compresses its buffered
+    /// observations). Every snapshot calls it at its epoch, under the shard's lock, before it
+    /// encodes or freezes the values: the snapshot is the base the log replays onto, so the
+    /// state it holds must be the state that keeps running. Not a change of the keyspace (no
+    /// watcher, no log record): the snapshot carries it. Returns how many values changed.
+    pub fn prepare_for_save(&mut self, now: u64) -> usize {
+        let mut changed = 0;
+        for n in self.table.iter_mut() {
+            if n.entry.is_expired(now) {
+                continue;
+            }
+            if let Value::Data(d) = &mut n.entry.value {
+                let charge = d.mem_usage();
+                if d.before_save() {
+                    debug_assert_eq!(d.mem_usage(), charge, "before_save must keep the value's size");
+                    changed += 1;
+                }
+            }
+        }
+        changed
     }
 
     /// Live entries (not yet expired at `now`), in no particular order.

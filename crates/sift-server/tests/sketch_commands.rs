@@ -52,6 +52,11 @@ fn absurd_sketch_inputs_are_refused() {
 }
 
 #[test]
+fn saving_compresses_the_live_digest() {
+    suite::sketches::saving_compresses_the_live_digest(&SiftServer);
+}
+
+#[test]
 fn golden_sketch_payloads_restore() {
     suite::sketches::golden_sketch_payloads_restore(&SiftServer, Doubles::Current);
 }
@@ -105,4 +110,106 @@ fn log_replay_and_reload_give_identical_sketches() {
     assert_eq!(c.cmd(&["DEBUG", "RELOAD"]), b"+OK\r\n");
     let after = state(&mut c);
     assert_eq!(after[..3], before[..3], "DEBUG RELOAD: same payloads");
+}
+
+/// `DUMP` compresses the live t-digest first, as RedisBloom's save does (sketches spec §10.5),
+/// and the compression reaches the log: after `kill -9` and a restart the digest is the one the
+/// server held, not the log's ADDs replayed onto the uncompressed digest.
+#[test]
+fn dump_compresses_the_live_digest_and_logs_it() {
+    use common::Raw;
+    use common::{temp_dir, Proc};
+    let dir = temp_dir("td-dump");
+    let p = Proc::started(&dir);
+    let mut c = Raw::connect(p.addr);
+    assert_eq!(c.cmd(&["TDIGEST.CREATE", "td", "COMPRESSION", "100"]), b"+OK\r\n");
+    assert_eq!(c.cmd(&["TDIGEST.ADD", "td", "1", "2", "3"]), b"+OK\r\n");
+    let info = String::from_utf8_lossy(&c.cmd(&["TDIGEST.INFO", "td"])).into_owned();
+    assert!(
+        info.contains("Unmerged nodes\r\n:3\r\n") && info.contains("Total compressions\r\n:0\r\n"),
+        "{info}"
+    );
+    assert_eq!(c.cmd(&["DUMP", "td"])[0], b'$');
+    let live = c.cmd(&["TDIGEST.INFO", "td"]);
+    let info = String::from_utf8_lossy(&live).into_owned();
+    assert!(
+        info.contains("Merged nodes\r\n:3\r\n")
+            && info.contains("Unmerged nodes\r\n:0\r\n")
+            && info.contains("Total compressions\r\n:1\r\n"),
+        "DUMP did not compress the live digest: {info}"
+    );
+    // Later values land on the compressed digest, live and after the restart alike.
+    assert_eq!(c.cmd(&["TDIGEST.ADD", "td", "4", "5", "6", "7"]), b"+OK\r\n");
+    let before = c.cmd(&["TDIGEST.INFO", "td"]);
+    p.kill9();
+    let p = Proc::started(&dir);
+    let mut c = Raw::connect(p.addr);
+    assert_eq!(
+        String::from_utf8_lossy(&c.cmd(&["TDIGEST.INFO", "td"])),
+        String::from_utf8_lossy(&before),
+        "after kill -9 and a restart"
+    );
+    // A DUMP that changed nothing is no change (not counted, not logged).
+    let dumped = c.cmd(&["DUMP", "td"]);
+    let changes = common::info_number(&mut c, "persistence", "rdb_changes_since_last_save");
+    assert_eq!(c.cmd(&["DUMP", "td"]), dumped, "a second DUMP changes nothing");
+    assert_eq!(common::info_number(&mut c, "persistence", "rdb_changes_since_last_save"), changes);
+}
+
+/// Every snapshot compresses the live t-digests at its epoch, so the snapshot with the log
+/// replayed after it gives back exactly the digest the server held: `TDIGEST.INFO` and the
+/// answers of QUANTILE / CDF are the same before and after `kill -9` and a restart, whichever
+/// snapshot came between the ADDs (SAVE, or BGSAVE, whose background job is the log's rewrite's
+/// too).
+#[test]
+fn snapshots_compress_the_live_digest_so_restarts_answer_the_same() {
+    use common::Raw;
+    use common::{info_number, temp_dir, wait_until, Proc};
+    for (kind, cmd, background) in [("save", "SAVE", false), ("bgsave", "BGSAVE", true)] {
+        let dir = temp_dir(&format!("td-snap-{kind}"));
+        let p = Proc::started(&dir);
+        let mut c = Raw::connect(p.addr);
+        assert_eq!(c.cmd(&["TDIGEST.CREATE", "td", "COMPRESSION", "100"]), b"+OK\r\n");
+        let mut args: Vec<String> = vec!["TDIGEST.ADD".into(), "td".into()];
+        args.extend((0..40).map(|i| format!("{}", (i * 37) % 101)));
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_eq!(c.cmd(&a), b"+OK\r\n");
+        assert_ne!(c.cmd(&[cmd])[0], b'-', "{kind}");
+        // Right after BGSAVE was asked: its epoch comes before or after this ADD (its copy of the
+        // shard is then taken just before the ADD changes it).
+        assert_eq!(c.cmd(&["TDIGEST.ADD", "td", "1000", "2000", "-5"]), b"+OK\r\n");
+        if background {
+            wait_until("BGSAVE finished", || {
+                info_number(&mut c, "persistence", "rdb_bgsave_in_progress") == 0
+            });
+        }
+        assert_eq!(c.cmd(&["TDIGEST.ADD", "td", "7", "8", "9"]), b"+OK\r\n");
+        let info = c.cmd(&["TDIGEST.INFO", "td"]);
+        let text = String::from_utf8_lossy(&info).into_owned();
+        assert!(text.contains("Total compressions\r\n:1\r\n"), "{kind} compressed the live digest: {text}");
+        let buffered = if background { &[3, 6][..] } else { &[6][..] };
+        assert!(
+            buffered.iter().any(|n| text.contains(&format!("Unmerged nodes\r\n:{n}\r\n"))),
+            "{kind}: {text}"
+        );
+        let answers = |c: &mut Raw| {
+            [
+                c.cmd(&["TDIGEST.QUANTILE", "td", "0.01", "0.1", "0.5", "0.9", "0.99"]),
+                c.cmd(&["TDIGEST.CDF", "td", "-5", "3", "50", "99", "1500"]),
+                c.cmd(&["TDIGEST.INFO", "td"]),
+            ]
+        };
+        let live = answers(&mut c);
+        p.kill9();
+        let p = Proc::started(&dir);
+        let mut c = Raw::connect(p.addr);
+        assert_eq!(
+            String::from_utf8_lossy(&c.cmd(&["TDIGEST.INFO", "td"])),
+            String::from_utf8_lossy(&live[2]),
+            "{kind}: the recovered digest"
+        );
+        assert_eq!(answers(&mut c), live, "{kind}: the answers after the restart");
+        drop(p);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -448,7 +448,21 @@ pub fn memory_usage(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
 /// `DUMP key`: Redis's serialization (`redisbloom.md` §12.5): the value in its RDB encoding
 /// (a string, or a module value of its registered type with RedisBloom's fields), RDB version 10
 /// and a CRC64, which RESTORE here, in Redis with the module or with RedisBloom loads.
+///
+/// Saving prepares the live value first, as in Redis ([`sift_commands::DataType::before_save`]:
+/// a t-digest compresses, sketches spec §10.5). When that changed the value it is a change of
+/// the key: counted, and logged (DUMP's row has the internal `PROPAGATE` flag), so that the log
+/// replays it before the writes that follow.
 pub fn dump(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
+    let changes = match ctx.keys.get(&argv[1]) {
+        None => return Frame::Null,
+        Some(e) => matches!(&e.value, Value::Data(d) if d.changes_before_save()),
+    };
+    if changes {
+        if let Some(Value::Data(d)) = ctx.keys.get_mut(&argv[1]).map(|e| &mut e.value) {
+            d.before_save();
+        }
+    }
     match ctx.keys.get(&argv[1]) {
         None => Frame::Null,
         Some(e) => Frame::Bulk(dump_payload(&e.value).into()),

@@ -474,7 +474,7 @@ pub static SERVER_COMMANDS: &[CommandSpec] = &[
     row("rename", 3, WRITE, (1, 2, 1), &["@keyspace", "@write", "@slow"], Some(keys::rename), "generic", "Renames a key and overwrites the destination."),
     row("renamenx", 3, WRITE | FAST, (1, 2, 1), &["@keyspace", "@write", "@fast"], Some(keys::renamenx), "generic", "Renames a key only when the target key name doesn't exist."),
     row("copy", -3, WRITE | DENYOOM, (1, 2, 1), &["@keyspace", "@write", "@slow"], Some(keys::copy), "generic", "Copies the value of a key to a new key."),
-    row("dump", 2, READONLY, KEY1, &["@keyspace", "@read", "@slow"], Some(keys::dump), "generic", "Returns a serialized representation of the value stored at a key."),
+    row("dump", 2, READONLY | PROPAGATE, KEY1, &["@keyspace", "@read", "@slow"], Some(keys::dump), "generic", "Returns a serialized representation of the value stored at a key."),
     row("restore", -4, WRITE | DENYOOM, KEY1, &["@keyspace", "@write", "@slow", "@dangerous"], Some(keys::restore), "generic", "Creates a key from the serialized representation of a value."),
     row("keys", 2, READONLY | EACH_SHARD, NO_KEYS, &["@keyspace", "@read", "@slow", "@dangerous"], Some(keys::keys), "generic", "Returns all key names that match a pattern."),
     row("scan", -2, READONLY | EACH_SHARD, NO_KEYS, &["@keyspace", "@read", "@slow"], Some(keys::scan), "generic", "Iterates over the key names in the database."),

@@ -119,8 +119,10 @@ pub fn encode_entry(key: &[u8], entry: &Entry, out: &mut Vec<u8>) {
     }
 }
 
-/// Encodes every entry of `shard` live at `now`: (bytes, number of entries).
-pub fn encode_shard(shard: &Shard, now: u64) -> (Vec<u8>, u64) {
+/// Encodes every entry of `shard` live at `now`: (bytes, number of entries). Prepares the
+/// values to be saved first ([`Shard::prepare_for_save`]).
+pub fn encode_shard(shard: &mut Shard, now: u64) -> (Vec<u8>, u64) {
+    shard.prepare_for_save(now);
     let mut out = Vec::new();
     let mut n = 0;
     for (k, e) in shard.iter(now) {
@@ -150,8 +152,10 @@ impl std::fmt::Debug for Held {
     }
 }
 
-/// Holds every entry of `shard` live at `now` as it is now (under the shard's lock).
-pub fn hold_shard(shard: &Shard, now: u64) -> Vec<Held> {
+/// Holds every entry of `shard` live at `now` as it is now (under the shard's lock), once
+/// prepared to be saved ([`Shard::prepare_for_save`]).
+pub fn hold_shard(shard: &mut Shard, now: u64) -> Vec<Held> {
+    shard.prepare_for_save(now);
     let mut held = Vec::new();
     let (mut small, mut n) = (Vec::new(), 0);
     for (k, e) in shard.iter(now) {

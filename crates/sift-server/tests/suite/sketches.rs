@@ -425,3 +425,29 @@ pub fn golden_sketch_payloads_restore(t: &dyn Target, doubles: Doubles) {
         show(b"-ERR DUMP payload version or checksum are wrong\r\n")
     );
 }
+
+/// Saving compresses the live t-digest first, as RedisBloom does (sketches spec §7.4, §10.5):
+/// after `DUMP` and after `SAVE`, `TDIGEST.INFO` shows the buffered observations merged and one
+/// compression more, and the answers that follow are those of the compressed digest.
+pub fn saving_compresses_the_live_digest(t: &dyn Target) {
+    let srv = t.start();
+    let mut c = srv.raw();
+    let info = |c: &mut Raw, key: &str| String::from_utf8_lossy(&c.cmd(&["TDIGEST.INFO", key])).into_owned();
+    for (key, save) in [("by-dump", &["DUMP", "by-dump"][..]), ("by-save", &["SAVE"][..])] {
+        assert_eq!(c.cmd(&["TDIGEST.CREATE", key, "COMPRESSION", "100"]), b"+OK\r\n");
+        assert_eq!(c.cmd(&["TDIGEST.ADD", key, "1", "2", "3"]), b"+OK\r\n");
+        let before = info(&mut c, key);
+        assert!(
+            before.contains("Unmerged nodes\r\n:3\r\n") && before.contains("Total compressions\r\n:0\r\n"),
+            "{before}"
+        );
+        assert_ne!(c.cmd(save)[0], b'-', "{save:?}");
+        let after = info(&mut c, key);
+        assert!(
+            after.contains("Merged nodes\r\n:3\r\n")
+                && after.contains("Unmerged nodes\r\n:0\r\n")
+                && after.contains("Total compressions\r\n:1\r\n"),
+            "{save:?} did not compress the live digest: {after}"
+        );
+    }
+}

@@ -230,7 +230,7 @@ struct SnapJob {
 }
 
 impl BeforeWrite for SnapJob {
-    fn before_write(&self, index: usize, shard: &Shard) {
+    fn before_write(&self, index: usize, shard: &mut Shard) {
         if !self.cancelled.load(Ordering::Acquire) {
             *self.slots[index].lock() = Some(snapshot::hold_shard(shard, now_ms()));
         }
