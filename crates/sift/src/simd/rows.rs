@@ -224,7 +224,8 @@ pub(crate) fn alignments(kernel: Kernel, row: &[u32], y: u32, ages: &Ages, stale
 
 /// The bits of [`alignments`]' result for the alignments that include one of the `stale`
 /// youngest slices: alignments `0 .. stale`, bits `k-1 .. k-1+stale` (those past bit 31 do
-/// not exist).
+/// not exist). Only the x86-64 kernels leave stale slices to this mask.
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 pub(crate) fn stale_alignments(stale: u32, k: u32) -> u32 {
     ((low_bits(stale as usize) as u64) << (k.max(1) - 1)) as u32
