@@ -478,30 +478,30 @@ fn int(reply: &[u8]) -> i64 {
     text.trim_start_matches(':').trim_end().parse().unwrap_or_else(|_| panic!("reply {text:?}"))
 }
 
-/// A background snapshot taken while one client keeps adding to a 48 MB filter (three dump
-/// chunks) holds the filter exactly as it was at one moment between two of those adds: restarted
-/// from that snapshot alone (`--appendonly no`), the filter is byte for byte a fresh filter fed
-/// the same items in the same order until it counts as many. A snapshot that took some parts of
-/// the filter from before a write and some from after would differ.
-#[test]
-fn a_snapshot_taken_under_writes_is_the_state_at_its_epoch() {
+/// Starts a client sending `op(0)`, `op(1)`, … to key `big` in pipelined batches of 200 (each
+/// reply passed to `check`), asks `BGSAVE` on `c` 300 ms later, waits for the snapshot to end
+/// and succeed, lets the writer go on 200 ms more, stops it and returns how many operations it
+/// sent.
+fn bgsave_under_writes(
+    c: &mut Raw,
+    addr: std::net::SocketAddr,
+    op: fn(u64) -> (&'static str, String),
+    check: fn(&[u8]),
+) -> u64 {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
-    let dir = temp_dir("epoch");
-    let p = Proc::start(&dir, &["--appendonly", "no"]).unwrap();
-    let mut c = Raw::connect(p.addr);
-    assert_eq!(c.cmd_text(&["BF.RESERVE", "big", "0.01", "40000000"]), "+OK\r\n");
     let stop = Arc::new(AtomicBool::new(false));
-    let (addr, flag) = (p.addr, stop.clone());
+    let flag = stop.clone();
     let writer = std::thread::spawn(move || {
         let mut w = Raw::connect(addr);
         let mut n = 0u64;
         while !flag.load(Ordering::Relaxed) {
-            for i in n..n + 200 {
-                w.send_cmd(&["BF.ADD", "big", &format!("item{i}")]);
+            for j in n..n + 200 {
+                let (cmd, item) = op(j);
+                w.send_cmd(&[cmd, "big", &item]);
             }
             for _ in 0..200 {
-                w.reply();
+                check(&w.reply());
             }
             n += 200;
         }
@@ -517,7 +517,21 @@ fn a_snapshot_taken_under_writes_is_the_state_at_its_epoch() {
     assert!(c.cmd_text(&["INFO", "persistence"]).contains("rdb_last_bgsave_status:ok"));
     std::thread::sleep(Duration::from_millis(200));
     stop.store(true, Ordering::Relaxed);
-    let written = writer.join().unwrap();
+    writer.join().unwrap()
+}
+
+/// A background snapshot taken while one client keeps adding to a 48 MB filter (three dump
+/// chunks) holds the filter exactly as it was at one moment between two of those adds: restarted
+/// from that snapshot alone (`--appendonly no`), the filter is byte for byte a fresh filter fed
+/// the same items in the same order until it counts as many. A snapshot that took some parts of
+/// the filter from before a write and some from after would differ.
+#[test]
+fn a_snapshot_taken_under_writes_is_the_state_at_its_epoch() {
+    let dir = temp_dir("epoch");
+    let p = Proc::start(&dir, &["--appendonly", "no"]).unwrap();
+    let mut c = Raw::connect(p.addr);
+    assert_eq!(c.cmd_text(&["BF.RESERVE", "big", "0.01", "40000000"]), "+OK\r\n");
+    let written = bgsave_under_writes(&mut c, p.addr, |i| ("BF.ADD", format!("item{i}")), |_| {});
     p.kill9();
 
     let p = Proc::start(&dir, &["--appendonly", "no"]).unwrap();
@@ -576,8 +590,6 @@ fn cf_op(j: u64) -> (&'static str, String) {
 /// operations up to the same counts of adds and deletes.
 #[test]
 fn a_cuckoo_snapshot_taken_under_writes_is_the_state_at_its_epoch() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
     let dir = temp_dir("cf-epoch");
     let p = Proc::start(&dir, &["--appendonly", "no"]).unwrap();
     let mut c = Raw::connect(p.addr);
@@ -585,34 +597,7 @@ fn a_cuckoo_snapshot_taken_under_writes_is_the_state_at_its_epoch() {
         assert_eq!(c.cmd_text(&["CF.RESERVE", key, "67108864", "BUCKETSIZE", "2"]), "+OK\r\n");
     };
     reserve(&mut c, "big");
-    let stop = Arc::new(AtomicBool::new(false));
-    let (addr, flag) = (p.addr, stop.clone());
-    let writer = std::thread::spawn(move || {
-        let mut w = Raw::connect(addr);
-        let mut n = 0u64;
-        while !flag.load(Ordering::Relaxed) {
-            for j in n..n + 200 {
-                let (cmd, item) = cf_op(j);
-                w.send_cmd(&[cmd, "big", &item]);
-            }
-            for _ in 0..200 {
-                assert_eq!(w.reply(), b":1\r\n");
-            }
-            n += 200;
-        }
-        n
-    });
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(c.cmd_text(&["BGSAVE"]).starts_with("+Background saving started"));
-    let t = Instant::now();
-    while c.cmd_text(&["INFO", "persistence"]).contains("rdb_bgsave_in_progress:1") {
-        assert!(t.elapsed() < Duration::from_secs(120), "the snapshot never ended");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(c.cmd_text(&["INFO", "persistence"]).contains("rdb_last_bgsave_status:ok"));
-    std::thread::sleep(Duration::from_millis(200));
-    stop.store(true, Ordering::Relaxed);
-    let written = writer.join().unwrap();
+    let written = bgsave_under_writes(&mut c, p.addr, cf_op, |r| assert_eq!(r, b":1\r\n"));
     p.kill9();
 
     let p = Proc::start(&dir, &["--appendonly", "no"]).unwrap();
