@@ -630,7 +630,7 @@ impl DataType for BloomChain {
     /// answers a never-added item present with probability (bits set / bits)^hashes; the chain
     /// answers present when any link does. A link larger than
     /// [`FILL_SAMPLE_BYTES`](sift::bits::FILL_SAMPLE_BYTES) is measured on a sample
-    /// ([`fill_of`]).
+    /// (`fill_of`).
     fn error_rate(&self) -> Option<ErrorRate> {
         let mut miss = 1.0f64;
         for link in self.links() {

@@ -551,7 +551,7 @@ impl DataType for CuckooFilter {
     /// each sub-filter; with `u` of a sub-filter's slots used, it matches a never-added item's
     /// fingerprint with probability 1 - (1 - 1/255)^(2 · bucket size · u). A sub-filter larger
     /// than [`FILL_SAMPLE_BYTES`](sift::bits::FILL_SAMPLE_BYTES) is measured on a sample
-    /// ([`used_share`]).
+    /// (`used_share`).
     fn error_rate(&self) -> Option<ErrorRate> {
         let per_lookup = 2.0 * f64::from(self.bucket_size());
         let mut miss = 1.0f64;

@@ -298,7 +298,7 @@ impl Native {
         each!(self, f => f.to_bytes())
     }
 
-    /// Bytes `from .. from + len` of the sift file ([`file_piece`]).
+    /// Bytes `from .. from + len` of the sift file (`file_piece`).
     pub fn file_piece(&self, from: usize, len: usize) -> Piece {
         each!(self, f => file_piece(f, from, len))
     }
