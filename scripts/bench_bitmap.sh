@@ -20,16 +20,9 @@ KEYSPACE=${KEYSPACE:-10000000}
 
 . "$(dirname "$0")/bench_lib.sh"
 
-for tool in redis-server redis-cli python3 bc; do
-  command -v "$tool" >/dev/null || { log "missing $tool (apt-get install redis-server redis-tools)"; exit 1; }
-done
+require_tools redis-server redis-cli python3 bc
 
-if [ -z "${BIN:-}" ]; then
-  log "building sift-server (release)"
-  cargo build --release -p sift-server >&2
-  BIN="${CARGO_TARGET_DIR:-target}/release/sift-server"
-fi
-[ -x "$BIN" ] || { log "no binary at $BIN"; exit 1; }
+sift_server_bin
 
 bench_workdir sift-bench-bitmap
 

@@ -90,3 +90,21 @@ bench() {
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 range() { tr ' ' '\n' | grep -v '^$' | sort -g | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%.0f-%.0f", lo, hi}'; }
+
+# Exits unless every program named is on PATH.
+require_tools() {
+  local tool
+  for tool in "$@"; do
+    command -v "$tool" >/dev/null || { log "missing $tool (apt-get install redis-server redis-tools)"; exit 1; }
+  done
+}
+
+# Sets BIN to the sift-server to measure: the one given in BIN, or this tree's release build.
+sift_server_bin() {
+  if [ -z "${BIN:-}" ]; then
+    log "building sift-server (release)"
+    cargo build --release -p sift-server >&2
+    BIN="${CARGO_TARGET_DIR:-target}/release/sift-server"
+  fi
+  [ -x "$BIN" ] || { log "no binary at $BIN"; exit 1; }
+}

@@ -38,16 +38,9 @@ PIPELINE=64
 
 . "$(dirname "$0")/bench_lib.sh"
 
-for tool in redis-server redis-benchmark redis-cli python3; do
-  command -v "$tool" >/dev/null || { log "missing $tool (apt-get install redis-server redis-tools)"; exit 1; }
-done
+require_tools redis-server redis-benchmark redis-cli python3
 
-if [ -z "${BIN:-}" ]; then
-  log "building sift-server (release)"
-  cargo build --release -p sift-server >&2
-  BIN="${CARGO_TARGET_DIR:-target}/release/sift-server"
-fi
-[ -x "$BIN" ] || { log "no binary at $BIN"; exit 1; }
+sift_server_bin
 
 bench_workdir sift-bench
 
