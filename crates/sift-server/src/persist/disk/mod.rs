@@ -91,7 +91,7 @@ use super::aof::{self, SegmentRead, SEGMENT_HEADER_LEN};
 use super::lock::DirLock;
 use super::manifest::{self, sync_dir, Manifest, MANIFEST};
 use super::snapshot;
-use super::{CommitFuture, PersistError, PersistMetrics, Persistence};
+use super::{CommitFuture, PersistError, PersistMetrics, Persistence, RewriteStart};
 use crate::config::{parse_memory, Params};
 use crate::db::{now_ms, BeforeWrite, Locked, Shard, SHARDS};
 use crate::shared::Shared;
@@ -224,6 +224,9 @@ struct SnapJob {
     seg_id: Option<u64>,
     /// `Db::dirty` at the epoch.
     dirty: u64,
+    /// Started as a log rewrite (`BGREWRITEAOF`, the log's size), not as a snapshot (`BGSAVE`,
+    /// a `save` rule): a `BGREWRITEAOF` meanwhile is "already in progress", not "scheduled".
+    rewrite: bool,
     cancelled: AtomicBool,
     /// Each shard's entries as of the epoch (a large filter frozen, not copied).
     slots: Vec<Mutex<Option<Section>>>,
@@ -245,6 +248,8 @@ struct State {
     job: Option<Arc<SnapJob>>,
     /// BGSAVE asked; the worker starts it.
     requested: bool,
+    /// BGREWRITEAOF asked; the worker starts it (once the running job, if any, has ended).
+    rewrite_requested: bool,
     /// Bumped by every synchronous save: a rewrite prepared before it is void.
     generation: u64,
 }
@@ -571,6 +576,21 @@ impl Persistence for Disk {
         self.inner.bg_active.load(Ordering::Acquire)
     }
 
+    /// Every snapshot restarts the log, so a rewrite is a background snapshot started as one;
+    /// the worker starts it at its next tick (`aof_rewrite_in_progress` is 1 from here on).
+    fn bgrewriteaof(&self) -> RewriteStart {
+        let mut st = self.inner.state.lock();
+        if st.rewrite_requested || st.job.as_ref().is_some_and(|j| j.rewrite) {
+            return RewriteStart::AlreadyRunning;
+        }
+        st.rewrite_requested = true;
+        if st.job.is_some() {
+            RewriteStart::Scheduled
+        } else {
+            RewriteStart::Started
+        }
+    }
+
     fn last_save_unix(&self) -> u64 {
         self.inner.last_save.load(Ordering::Relaxed)
     }
@@ -621,10 +641,18 @@ impl Persistence for Disk {
 
     fn info_fields(&self) -> Vec<(&'static str, String)> {
         let i = &self.inner;
-        let running = i.state.lock().job.is_some();
+        // A rewrite is in progress from its request on (the worker starts it at its next
+        // tick), so a client that polls this after BGREWRITEAOF never sees 0 before it ran.
+        // Every snapshot restarts the log: a BGSAVE is a rewrite too.
+        let (running, scheduled) = {
+            let st = i.state.lock();
+            let waiting = st.rewrite_requested && st.job.is_some();
+            (st.job.is_some() || st.requested || st.rewrite_requested, waiting)
+        };
         let ok = |b: bool| if b { "ok".to_string() } else { "err".to_string() };
         vec![
             ("aof_rewrite_in_progress", (running as u8).to_string()),
+            ("aof_rewrite_scheduled", (scheduled as u8).to_string()),
             ("aof_rewrites", i.rewrites.load(Ordering::Relaxed).to_string()),
             ("aof_last_write_status", ok(!i.failed.load(Ordering::Acquire))),
             ("aof_current_size", i.aof_size.load(Ordering::Relaxed).to_string()),
