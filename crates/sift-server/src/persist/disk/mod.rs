@@ -224,6 +224,8 @@ struct SnapJob {
     seg_id: Option<u64>,
     /// `Db::dirty` at the epoch.
     dirty: u64,
+    /// The store, to log what preparing a shard's values changed ([`Inner::log_prepared`]).
+    log: Weak<Inner>,
     /// Started as a log rewrite (`BGREWRITEAOF`, the log's size), not as a snapshot (`BGSAVE`,
     /// a `save` rule): a `BGREWRITEAOF` meanwhile is "already in progress", not "scheduled".
     rewrite: bool,
@@ -235,7 +237,45 @@ struct SnapJob {
 impl BeforeWrite for SnapJob {
     fn before_write(&self, index: usize, shard: &mut Shard) {
         if !self.cancelled.load(Ordering::Acquire) {
-            *self.slots[index].lock() = Some(snapshot::hold_shard(shard, now_ms()));
+            let mut changed = Vec::new();
+            let held =
+                snapshot::hold_shard(shard, now_ms(), &mut |k| changed.push(Bytes::copy_from_slice(k)));
+            if let Some(inner) = self.log.upgrade() {
+                inner.log_prepared(shard, &changed);
+            }
+            *self.slots[index].lock() = Some(held);
+        }
+    }
+}
+
+impl Inner {
+    /// Appends one record to the buffer (see [`Persistence::record`]); returns its LSN (0
+    /// without a log).
+    fn append(&self, argv: &[Bytes]) -> u64 {
+        if !self.opts.appendonly {
+            return 0;
+        }
+        let mut p = self.pending.lock();
+        let Some(last) = p.segs.last_mut() else { return 0 };
+        aof::encode_record(argv, &mut last.bytes);
+        last.records += 1;
+        p.last_lsn += 1;
+        self.appended_lsn.store(p.last_lsn, Ordering::Release);
+        p.last_lsn
+    }
+
+    /// Logs `DUMP key` for each key of `shard` whose value a snapshot's preparation just
+    /// changed (a t-digest compressed at the epoch), under the shard's lock: the record lands
+    /// in the segment that follows the epoch, before any later write to the shard. If the
+    /// snapshot fails, the old snapshot stays the base and the replay prepares the value at
+    /// the same point of its history (DUMP prepares it, as a save does); if it succeeds, the
+    /// replay finds the value prepared already and DUMP changes nothing. A reply computed from
+    /// the prepared value waits for the record to be durable, as for a write.
+    fn log_prepared(&self, shard: &mut Shard, keys: &[Bytes]) {
+        let dump = Bytes::from_static(b"DUMP");
+        for key in keys {
+            let lsn = self.append(&[dump.clone(), key.clone()]);
+            shard.stamp_written(lsn);
         }
     }
 }
@@ -491,16 +531,7 @@ impl Persistence for Disk {
     }
 
     fn record(&self, argv: &[Bytes]) {
-        if !self.inner.opts.appendonly {
-            return;
-        }
-        let mut p = self.inner.pending.lock();
-        if let Some(last) = p.segs.last_mut() {
-            aof::encode_record(argv, &mut last.bytes);
-            last.records += 1;
-            p.last_lsn += 1;
-            self.inner.appended_lsn.store(p.last_lsn, Ordering::Release);
-        }
+        self.inner.append(argv);
     }
 
     /// The frame and its records are encoded under one hold of the buffer's lock: they are

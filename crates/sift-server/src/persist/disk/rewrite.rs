@@ -140,7 +140,10 @@ impl Inner {
             let mut result = Ok(());
             keys.for_each_shard(|_, s| {
                 if result.is_ok() {
-                    let (bytes, n) = snapshot::encode_shard(s, now);
+                    let mut changed = Vec::new();
+                    let (bytes, n) =
+                        snapshot::encode_shard(s, now, &mut |k| changed.push(Bytes::copy_from_slice(k)));
+                    self.log_prepared(s, &changed);
                     result = sink(&bytes, n);
                 }
             });
@@ -203,6 +206,7 @@ impl Inner {
             snap_id: st.next_id,
             seg_id: seg.as_ref().map(|s| s.id),
             dirty,
+            log: Arc::downgrade(self),
             rewrite: rewrite || st.rewrite_requested,
             cancelled: AtomicBool::new(false),
             slots: (0..SHARDS).map(|_| Mutex::new(None)).collect(),
