@@ -159,7 +159,7 @@ fn blocked_pieces_are_the_bytes_of_the_file() {
     // 30 million items at 1%: about 41 MB, three pieces.
     let mut big = sift::BlockedBloom::new(30_000_000, 0.01).unwrap();
     for i in 0..1000u32 {
-        big.insert(&i.to_le_bytes());
+        big.insert(i.to_le_bytes());
     }
     let big = Native::Blocked(big);
     let file = big.to_bytes();
@@ -181,7 +181,7 @@ fn blocked_pieces_are_the_bytes_of_the_file() {
 
     let mut small = sift::BlockedBloom::new(1000, 0.01).unwrap();
     for i in 0..700u32 {
-        small.insert(&i.to_le_bytes());
+        small.insert(i.to_le_bytes());
     }
     let small = Native::Blocked(small);
     let file = small.to_bytes();
