@@ -427,10 +427,11 @@ impl Shard {
     /// ([`sift_commands::DataType::before_save`]: a t-digest compresses its buffered
     /// observations). Every snapshot calls it at its epoch, under the shard's lock, before it
     /// encodes or freezes the values: the snapshot is the base the log replays onto, so the
-    /// state it holds must be the state that keeps running. Not a change of the keyspace (no
-    /// watcher, no log record): the snapshot carries it. Returns how many values changed.
-    pub fn prepare_for_save(&mut self, now: u64) -> usize {
-        let mut changed = 0;
+    /// state it holds must be the state that keeps running. Not a change a client sees (no
+    /// watcher), but a change of the value the log must replay when the snapshot fails and the
+    /// old one stays the base: `changed` gets the key of each value it changed, for the caller
+    /// to log (as `DUMP`, which replays the same preparation).
+    pub fn prepare_for_save(&mut self, now: u64, changed: &mut dyn FnMut(&[u8])) {
         for n in self.table.iter_mut() {
             if n.entry.is_expired(now) {
                 continue;
@@ -439,11 +440,16 @@ impl Shard {
                 let charge = d.mem_usage();
                 if d.before_save() {
                     debug_assert_eq!(d.mem_usage(), charge, "before_save must keep the value's size");
-                    changed += 1;
+                    changed(n.key.as_bytes());
                 }
             }
         }
-        changed
+    }
+
+    /// Raises the log sequence number of the last record written under this shard's lock to
+    /// `lsn` (a record the caller appended under it outside a command: see `persist::disk`).
+    pub fn stamp_written(&mut self, lsn: u64) {
+        self.written_lsn = self.written_lsn.max(lsn);
     }
 
     /// Live entries (not yet expired at `now`), in no particular order.

@@ -645,3 +645,110 @@ fn a_read_waits_until_the_write_it_sees_is_durable() {
     drop(p);
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// `BGREWRITEAOF` through a real client library (the `redis` crate): Redis 7's replies, the
+/// rewrite in progress from the request until it is done, the log shrunk to what was written
+/// since, everything back after a SIGKILL; the command's `COMMAND INFO` row as Redis 7.0's.
+#[test]
+fn bgrewriteaof_compacts_the_log_and_keeps_everything() {
+    let dir = temp_dir("bgrewriteaof");
+    let p = Proc::started(&dir);
+    let client = redis::Client::open(format!("redis://{}", p.addr)).unwrap();
+    let mut r = client.get_connection().unwrap();
+    let persistence = |r: &mut redis::Connection, field: &str| -> u64 {
+        let info: String = redis::cmd("INFO").arg("persistence").query(r).unwrap();
+        let prefix = format!("{field}:");
+        info.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .unwrap_or_else(|| panic!("no {field} in {info}"))
+            .parse()
+            .unwrap()
+    };
+    // 100 keys, each overwritten 200 times: the log holds 20,000 records for 100 values.
+    let (keys, rounds) = (100, 200);
+    for round in 0..rounds {
+        let mut pipe = redis::pipe();
+        for k in 0..keys {
+            pipe.cmd("SET").arg(format!("key:{k}")).arg(format!("value {k} of round {round}")).ignore();
+        }
+        pipe.query::<()>(&mut r).unwrap();
+    }
+    let before = persistence(&mut r, "aof_current_size");
+    let rewrites = persistence(&mut r, "aof_rewrites");
+    assert_eq!(persistence(&mut r, "aof_rewrite_in_progress"), 0);
+
+    // In one batch, so the request and the reads come before the worker's next tick: the
+    // rewrite is in progress from the request on, and a second request is refused.
+    let mut batch = redis::cmd("BGREWRITEAOF").get_packed_command();
+    batch.extend(redis::cmd("BGREWRITEAOF").get_packed_command());
+    batch.extend(redis::cmd("INFO").arg("persistence").get_packed_command());
+    r.send_packed_command(&batch).unwrap();
+    let started = r.recv_response().unwrap();
+    let again = match r.recv_response() {
+        Ok(redis::Value::ServerError(e)) => format!("{} {}", e.code(), e.details().unwrap_or("")),
+        Err(e) => format!("{} {}", e.code().unwrap_or(""), e.detail().unwrap_or("")),
+        Ok(other) => panic!("{other:?}"),
+    };
+    let info: String = redis::from_redis_value(&r.recv_response().unwrap()).unwrap();
+    assert_eq!(started, redis::Value::SimpleString("Background append only file rewriting started".into()));
+    assert_eq!(again, "ERR Background append only file rewriting already in progress");
+    assert!(info.contains("aof_rewrite_in_progress:1\r\n"), "{info}");
+    assert!(info.contains("aof_rewrite_scheduled:0\r\n"), "{info}");
+    common::wait_until("the rewrite to end", || persistence(&mut r, "aof_rewrite_in_progress") == 0);
+    assert_eq!(persistence(&mut r, "aof_rewrites"), rewrites + 1);
+    let after = persistence(&mut r, "aof_current_size");
+    assert!(after * 20 < before, "the log did not shrink: {before} bytes before, {after} after");
+    assert_eq!(segments(&dir).len(), 1, "the log restarted at the rewrite");
+
+    // Writes after the rewrite go to the new log; a SIGKILL loses none of them.
+    redis::cmd("SET").arg("key:0").arg("after the rewrite").query::<()>(&mut r).unwrap();
+    drop(r);
+    p.kill9();
+    let p = Proc::started(&dir);
+    let mut r = redis::Client::open(format!("redis://{}", p.addr)).unwrap().get_connection().unwrap();
+    let got: String = redis::cmd("GET").arg("key:0").query(&mut r).unwrap();
+    assert_eq!(got, "after the rewrite");
+    for k in 1..keys {
+        let got: String = redis::cmd("GET").arg(format!("key:{k}")).query(&mut r).unwrap();
+        assert_eq!(got, format!("value {k} of round {}", rounds - 1));
+    }
+    let n: u64 = redis::cmd("DBSIZE").query(&mut r).unwrap();
+    assert_eq!(n, keys as u64);
+
+    // Redis 7.0's row: arity 1, admin noscript no_async_loading, no keys, @admin @slow @dangerous.
+    let info: redis::Value = redis::cmd("COMMAND").arg("INFO").arg("bgrewriteaof").query(&mut r).unwrap();
+    let text = |v: &redis::Value| match v {
+        redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        redis::Value::SimpleString(s) => s.clone(),
+        other => format!("{other:?}"),
+    };
+    let redis::Value::Array(rows) = info else { panic!("{info:?}") };
+    let redis::Value::Array(row) = &rows[0] else { panic!("{rows:?}") };
+    let list = |v: &redis::Value| match v {
+        redis::Value::Array(items) | redis::Value::Set(items) => items.iter().map(text).collect::<Vec<_>>(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(text(&row[0]), "bgrewriteaof");
+    assert_eq!(row[1], redis::Value::Int(1));
+    assert_eq!(list(&row[2]), ["admin", "noscript", "no_async_loading"]);
+    assert_eq!(row[3..6], [redis::Value::Int(0), redis::Value::Int(0), redis::Value::Int(0)]);
+    assert_eq!(list(&row[6]), ["@admin", "@slow", "@dangerous"]);
+    drop(r);
+    drop(p);
+
+    // Without the log, Redis 7 rewrites all the same (its base file); here: the snapshot.
+    let dir = temp_dir("bgrewriteaof-nolog");
+    let p = Proc::start(&dir, &["--appendonly", "no"]).unwrap();
+    let mut r = redis::Client::open(format!("redis://{}", p.addr)).unwrap().get_connection().unwrap();
+    redis::cmd("SET").arg("k").arg("v").query::<()>(&mut r).unwrap();
+    let reply: String = redis::cmd("BGREWRITEAOF").query(&mut r).unwrap();
+    assert_eq!(reply, "Background append only file rewriting started");
+    common::wait_until("the rewrite to end", || persistence(&mut r, "aof_rewrite_in_progress") == 0);
+    assert!(snapshot_file(&dir).is_some(), "no snapshot written");
+    drop(r);
+    p.kill9();
+    let p = Proc::started(&dir);
+    let mut r = redis::Client::open(format!("redis://{}", p.addr)).unwrap().get_connection().unwrap();
+    let got: String = redis::cmd("GET").arg("k").query(&mut r).unwrap();
+    assert_eq!(got, "v");
+}

@@ -648,3 +648,68 @@ fn a_cuckoo_snapshot_taken_under_writes_is_the_state_at_its_epoch() {
     drop(p);
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// A snapshot prepares a live t-digest at its epoch (it compresses its buffered observations,
+/// as Redis does before saving). When the snapshot then fails (a full disk), the old snapshot
+/// stays the base the log replays onto: the compression must be in the log, at its place among
+/// the writes, or a restart answers from another digest than the one that kept running.
+#[test]
+fn a_failed_snapshot_logs_the_digest_compression_it_made() {
+    for (cmd, background) in [("SAVE", false), ("BGSAVE", true)] {
+        let Some(fs_) = Tmpfs::mount("8m") else { return };
+        let dir = fs_.0.clone();
+        let p = Proc::start(&dir, &["--auto-aof-rewrite-percentage", "0"]).unwrap();
+        let mut c = Raw::connect(p.addr);
+        // A value too large for the room left: the snapshot fails, the log goes on. The
+        // snapshot visits the shards in order and stops at the failure: the digest's shard
+        // comes first, the large value's last.
+        use sift_server::db::{shard_of, SHARDS};
+        let name = |shard: usize| {
+            (0..).map(|i| format!("key{i}")).find(|k| shard_of(k.as_bytes()) == shard).unwrap()
+        };
+        let (td, big) = (name(0), name(SHARDS - 1));
+        assert_eq!(c.cmd_text(&["SET", &big, &"x".repeat(3 << 20)]), "+OK\r\n");
+        assert_eq!(c.cmd_text(&["TDIGEST.CREATE", &td, "COMPRESSION", "100"]), "+OK\r\n");
+        let mut args: Vec<String> = vec!["TDIGEST.ADD".into(), td.clone()];
+        args.extend((0..40).map(|i| format!("{}", (i * 37) % 101)));
+        assert_eq!(c.cmd_text(&args.iter().map(String::as_str).collect::<Vec<_>>()), "+OK\r\n");
+        // Leave 2.5 MiB: room for the segment the snapshot starts (1 MiB) and for the log's
+        // preallocation ahead (1 MiB), not for the snapshot (3 MiB).
+        let filler = dir.join("filler");
+        let _ = fs::write(&filler, vec![1u8; 8 << 20]);
+        let filled = fs::metadata(&filler).unwrap().len();
+        fs::OpenOptions::new().write(true).open(&filler).unwrap().set_len(filled - (5 << 19)).unwrap();
+        let reply = c.cmd_text(&[cmd]);
+        if background {
+            assert_eq!(reply, "+Background saving started\r\n");
+            common::wait_until("the background snapshot to end", || {
+                common::info_number(&mut c, "persistence", "rdb_bgsave_in_progress") == 0
+            });
+            assert!(c.cmd_text(&["INFO", "persistence"]).contains("rdb_last_bgsave_status:err"));
+        } else {
+            assert!(reply.starts_with("-ERR"), "{cmd} must fail on the full disk: {reply}");
+        }
+        assert_eq!(c.cmd_text(&["TDIGEST.ADD", &td, "1000", "2000", "-5"]), "+OK\r\n", "{cmd}");
+        let info = c.cmd_text(&["TDIGEST.INFO", &td]);
+        assert!(
+            info.contains("Total compressions\r\n:1\r\n"),
+            "{cmd} ({reply}) compressed the digest: {info}\n{}",
+            p.log()
+        );
+        // QUANTILE compresses the buffer too (and is logged for it): INFO after the reads.
+        let answers = |c: &mut Raw| {
+            [
+                c.cmd_text(&["TDIGEST.QUANTILE", &td, "0.01", "0.1", "0.5", "0.9", "0.99"]),
+                c.cmd_text(&["TDIGEST.CDF", &td, "-5", "3", "50", "99", "1500"]),
+                c.cmd_text(&["TDIGEST.INFO", &td]),
+            ]
+        };
+        let live = answers(&mut c);
+        p.kill9();
+        fs::remove_file(&filler).unwrap();
+        let p = Proc::started(&dir);
+        let mut c = Raw::connect(p.addr);
+        assert_eq!(answers(&mut c), live, "{cmd}: the digest after a restart from the log");
+        drop(p);
+    }
+}

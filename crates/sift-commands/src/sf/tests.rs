@@ -148,3 +148,52 @@ fn a_window_by_time_follows_the_times_it_is_given() {
     assert_eq!(a.ttl_seconds(), Some(60));
     assert!(a.oldest_slice_age(end).unwrap() >= 60_000);
 }
+
+/// A blocked filter's file is read at the offset of each piece (not streamed from the start):
+/// the pieces `SF.DUMP` serves, 16 MiB each, concatenate to exactly the sift file, and any
+/// range (in the header, across the header and the payload, across words, into the CRC
+/// trailer, past the end) is the same bytes as the file's, with `more` as the file goes on.
+#[test]
+fn blocked_pieces_are_the_bytes_of_the_file() {
+    use sift::prelude::*;
+    // 30 million items at 1%: about 41 MB, three pieces.
+    let mut big = sift::BlockedBloom::new(30_000_000, 0.01).unwrap();
+    for i in 0..1000u32 {
+        big.insert(i.to_le_bytes());
+    }
+    let big = Native::Blocked(big);
+    let file = big.to_bytes();
+    let (mut joined, mut from, mut pieces) = (Vec::new(), 0, 0);
+    loop {
+        let piece = big.file_piece(from, DUMP_PIECE);
+        if piece.bytes.is_empty() {
+            assert!(!piece.more);
+            break;
+        }
+        assert!(piece.bytes.len() <= DUMP_PIECE);
+        from += piece.bytes.len();
+        joined.extend_from_slice(&piece.bytes);
+        pieces += 1;
+        assert_eq!(piece.more, from < file.len(), "piece {pieces}");
+    }
+    assert_eq!(pieces, 3);
+    assert!(joined == file, "the pieces are not the file ({} and {} bytes)", joined.len(), file.len());
+
+    let mut small = sift::BlockedBloom::new(1000, 0.01).unwrap();
+    for i in 0..700u32 {
+        small.insert(i.to_le_bytes());
+    }
+    let small = Native::Blocked(small);
+    let file = small.to_bytes();
+    let n = file.len();
+    for from in
+        [0, 1, 7, 31, 32, 33, 60, 63, 64, 65, 71, 72, 100, n - 5, n - 4, n - 3, n - 1, n, n + 1, n + 100]
+    {
+        for len in [0, 1, 3, 8, 9, 31, 64, 100, 1000, n] {
+            let piece = small.file_piece(from, len);
+            let want = &file[from.min(n)..(from + len).min(n)];
+            assert!(piece.bytes == want, "bytes {from}..{}", from + len);
+            assert_eq!(piece.more, from + len < n, "bytes {from}..{}", from + len);
+        }
+    }
+}

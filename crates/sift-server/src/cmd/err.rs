@@ -49,6 +49,8 @@ pub const WATCH_IN_MULTI: &str = "ERR WATCH inside MULTI is not allowed";
 pub const INVALID_CURSOR: &str = "ERR invalid cursor";
 /// BGSAVE while one runs.
 pub const BGSAVE_IN_PROGRESS: &str = "ERR Background save already in progress";
+/// BGREWRITEAOF while a rewrite is asked for or running (Redis's words).
+pub const REWRITE_IN_PROGRESS: &str = "ERR Background append only file rewriting already in progress";
 /// SHUTDOWN could not save.
 pub const SHUTDOWN_FAILED: &str = "ERR Errors trying to SHUTDOWN. Check logs.";
 

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use super::parse::{eq_ignore_case, parse_i64};
 use super::{err, table, After, Ctx};
 use crate::frame::Frame;
+use crate::persist::RewriteStart;
 use crate::shared::{ClientInfo, Shared};
 use crate::version::REDIS_VERSION;
 
@@ -442,7 +443,11 @@ fn info_section(ctx: &mut Ctx<'_, '_>, section: &str) -> String {
             line!("aof_enabled:{}", p.aof_enabled() as u8);
             line!("persistence_engine:{}", p.name());
             let extra = p.info_fields();
-            for (name, default) in [("rdb_last_bgsave_status", "ok"), ("aof_rewrite_in_progress", "0")] {
+            for (name, default) in [
+                ("rdb_last_bgsave_status", "ok"),
+                ("aof_rewrite_in_progress", "0"),
+                ("aof_rewrite_scheduled", "0"),
+            ] {
                 if !extra.iter().any(|(n, _)| *n == name) {
                     line!("{name}:{default}");
                 }
@@ -757,6 +762,17 @@ pub fn bgsave(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
             Frame::Simple("Background saving started".into())
         }
         Err(e) => Frame::error(format!("ERR {e}")),
+    }
+}
+
+/// `BGREWRITEAOF`, with Redis 7's replies. Every snapshot restarts the log (see
+/// `persist::disk`), so the rewrite is a background snapshot: the log then holds only what was
+/// written after its start.
+pub fn bgrewriteaof(ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
+    match ctx.server.persistence.bgrewriteaof() {
+        RewriteStart::Started => Frame::Simple("Background append only file rewriting started".into()),
+        RewriteStart::Scheduled => Frame::Simple("Background append only file rewriting scheduled".into()),
+        RewriteStart::AlreadyRunning => Frame::error(err::REWRITE_IN_PROGRESS),
     }
 }
 

@@ -68,6 +68,10 @@ pub const EACH_SHARD: u32 = 1 << 18;
 /// so persistence must record it when it changed the keyspace.
 pub const PROPAGATE: u32 = 1 << 19;
 
+/// Refused while a replica loads its data in the background (Redis's `no_async_loading`; sift
+/// never loads asynchronously, so only `COMMAND` shows it).
+pub const NO_ASYNC_LOADING: u32 = 1 << 20;
+
 /// Flag names as `COMMAND` reports them.
 const FLAG_NAMES: &[(u32, &str)] = &[
     (WRITE, "write"),
@@ -84,6 +88,7 @@ const FLAG_NAMES: &[(u32, &str)] = &[
     (SKIP_MONITOR, "skip_monitor"),
     (MAY_REPLICATE, "may_replicate"),
     (NO_MANDATORY_KEYS, "no_mandatory_keys"),
+    (NO_ASYNC_LOADING, "no_async_loading"),
     (ALLOW_BUSY, "allow_busy"),
     (MOVABLE_KEYS, "movablekeys"),
 ];
@@ -514,6 +519,7 @@ pub static SERVER_COMMANDS: &[CommandSpec] = &[
     ]),
     row("save", 1, ADMIN | NOSCRIPT | NO_MULTI | ALL_KEYS, NO_KEYS, &["@admin", "@slow", "@dangerous"], Some(server::save), "server", "Synchronously saves the database(s) to disk."),
     row("bgsave", -1, ADMIN | NOSCRIPT | ALL_KEYS, NO_KEYS, &["@admin", "@slow", "@dangerous"], Some(server::bgsave), "server", "Asynchronously saves the database(s) to disk."),
+    row("bgrewriteaof", 1, ADMIN | NOSCRIPT | NO_ASYNC_LOADING, NO_KEYS, &["@admin", "@slow", "@dangerous"], Some(server::bgrewriteaof), "server", "Asynchronously rewrites the append-only file to disk."),
     row("time", 1, LOADING | STALE | FAST, NO_KEYS, &["@fast"], Some(server::time), "server", "Returns the server time."),
     row("lastsave", 1, LOADING | STALE | FAST, NO_KEYS, &["@admin", "@fast", "@dangerous"], Some(server::lastsave), "server", "Returns the Unix timestamp of the last successful save to disk."),
     row("debug", -2, ADMIN | NOSCRIPT | LOADING | STALE | ALL_KEYS, NO_KEYS, &["@admin", "@slow", "@dangerous"], Some(server::debug), "server", "A container for debugging commands."),

@@ -90,6 +90,19 @@ impl Default for PersistMetrics {
     }
 }
 
+/// How [`Persistence::bgrewriteaof`] took a request (Redis's replies to `BGREWRITEAOF`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RewriteStart {
+    /// The rewrite starts now: "Background append only file rewriting started".
+    Started,
+    /// A snapshot that was not asked for as a rewrite runs; the rewrite starts when it ends:
+    /// "Background append only file rewriting scheduled" (`aof_rewrite_scheduled:1`).
+    Scheduled,
+    /// A rewrite was asked for already and has not ended: "ERR Background append only file
+    /// rewriting already in progress".
+    AlreadyRunning,
+}
+
 /// The future [`Persistence::commit_async`] returns.
 pub type CommitFuture<'a> = Pin<Box<dyn Future<Output = Result<(), PersistError>> + Send + 'a>>;
 
@@ -156,6 +169,12 @@ pub trait Persistence: Send + Sync + 'static {
     fn bgsave(&self, keys: &mut Locked<'_>) -> Result<(), PersistError>;
     /// Is a background snapshot running?
     fn bgsave_in_progress(&self) -> bool;
+    /// `BGREWRITEAOF`: starts a background rewrite of the log (a store without a log, as
+    /// Redis 7 without AOF, rewrites all the same: here its snapshot). The default, for stores
+    /// with nothing on disk, has nothing to rewrite.
+    fn bgrewriteaof(&self) -> RewriteStart {
+        RewriteStart::Started
+    }
     /// Unix time (seconds) of the last successful snapshot (start-up time if none).
     fn last_save_unix(&self) -> u64;
     /// `DEBUG RELOAD`: snapshot, empty the keyspace, load the snapshot back (`keys` holds every

@@ -120,9 +120,9 @@ pub fn encode_entry(key: &[u8], entry: &Entry, out: &mut Vec<u8>) {
 }
 
 /// Encodes every entry of `shard` live at `now`: (bytes, number of entries). Prepares the
-/// values to be saved first ([`Shard::prepare_for_save`]).
-pub fn encode_shard(shard: &mut Shard, now: u64) -> (Vec<u8>, u64) {
-    shard.prepare_for_save(now);
+/// values to be saved first ([`Shard::prepare_for_save`], `changed` gets the keys it changed).
+pub fn encode_shard(shard: &mut Shard, now: u64, changed: &mut dyn FnMut(&[u8])) -> (Vec<u8>, u64) {
+    shard.prepare_for_save(now, changed);
     let mut out = Vec::new();
     let mut n = 0;
     for (k, e) in shard.iter(now) {
@@ -153,9 +153,9 @@ impl std::fmt::Debug for Held {
 }
 
 /// Holds every entry of `shard` live at `now` as it is now (under the shard's lock), once
-/// prepared to be saved ([`Shard::prepare_for_save`]).
-pub fn hold_shard(shard: &mut Shard, now: u64) -> Vec<Held> {
-    shard.prepare_for_save(now);
+/// prepared to be saved ([`Shard::prepare_for_save`], `changed` gets the keys it changed).
+pub fn hold_shard(shard: &mut Shard, now: u64, changed: &mut dyn FnMut(&[u8])) -> Vec<Held> {
+    shard.prepare_for_save(now, changed);
     let mut held = Vec::new();
     let (mut small, mut n) = (Vec::new(), 0);
     for (k, e) in shard.iter(now) {
@@ -547,7 +547,9 @@ mod tests {
             let mut l = db.lock_all();
             l.insert(Bytes::copy_from_slice(key), Value::Data(Box::new(cf)));
             let now = now_ms();
-            let (encoded, held) = l.with_shard(shard_of(key), |s| (encode_shard(s, now), hold_shard(s, now)));
+            let (encoded, held) = l.with_shard(shard_of(key), |s| {
+                (encode_shard(s, now, &mut |_| {}), hold_shard(s, now, &mut |_| {}))
+            });
             assert_eq!(encoded.1, 1);
             assert_eq!(held.len(), 1);
             assert_eq!(matches!(held[0], Held::Frozen(..)), frozen, "{held:?}");

@@ -193,6 +193,22 @@ impl Shape {
         Ok(())
     }
 
+    /// Bytes `from .. from + len` of the file [`Shape::write_to`] writes for `blocks`, and the
+    /// file's length (see `format::words_file_range`).
+    pub(crate) fn file_range(&self, blocks: &[Block], from: u64, len: usize) -> (Vec<u8>, u64) {
+        let mut p = ParamWriter::new();
+        p.u64(self.blocks).u32(self.k).u32(LAYOUT).u64(self.items).u64(self.capacity).f64(self.target_fpr);
+        crate::format::words_file_range(
+            FilterKind::BlockedBloom,
+            self.hasher,
+            p.as_bytes(),
+            self.blocks * 8,
+            |i| blocks[(i / 8) as usize].0[(i % 8) as usize],
+            from,
+            len,
+        )
+    }
+
     /// Decodes and validates the header of a blocked filter file; returns the shape and the
     /// payload, whose length is checked to be exactly `64·blocks` bytes.
     pub(crate) fn decode(bytes: &[u8]) -> Result<(Shape, &[u8])> {
@@ -333,6 +349,15 @@ impl BlockedBloom {
     /// The false-positive rate the filter was sized for (at [`BlockedBloom::capacity`] items).
     pub fn target_fpr(&self) -> f64 {
         self.target_fpr
+    }
+
+    /// Bytes `from .. from + len` of the file [`Persist::write_to`] writes (fewer at its end, none
+    /// past it), and the file's length: a piece of the file read at its offset, in O(`len`)
+    /// rather than by encoding the file up to `from` (a dump in pieces is then linear in the
+    /// file, not quadratic). A range that reaches the 4-byte CRC trailer reads the whole filter
+    /// once, for the CRC.
+    pub fn file_range(&self, from: u64, len: usize) -> (Vec<u8>, u64) {
+        self.shape().file_range(self.blocks.as_slice(), from, len)
     }
 
     /// The words of the blocks, eight per block, in order.

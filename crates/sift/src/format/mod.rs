@@ -27,8 +27,8 @@ mod stream;
 
 pub(crate) use chain::{encode_chain, split_chain};
 pub use params::{ParamReader, ParamWriter};
-pub(crate) use stream::write_words;
 pub use stream::StreamEncoder;
+pub(crate) use stream::{words_file_range, write_words};
 
 use crate::error::{FormatError, KindCode};
 use crate::hash::{HashKind, Hasher};

@@ -86,6 +86,63 @@ impl<W: Write> StreamEncoder<W> {
     }
 }
 
+/// Bytes `from .. from + len` (fewer at the end) of the file a [`StreamEncoder`] writes for a
+/// file of `kind` hashed by `hasher` with parameter block `params` and a payload of `words`
+/// 64-bit words, little-endian, word `i` being `word(i)`: the file of a filter whose payload is
+/// an array is addressed by offset, without encoding the bytes before `from` (the header is a
+/// few dozen bytes). O(`len`), but for a range that reaches the 4-byte CRC trailer: the CRC
+/// covers the whole file, so that range reads every word once. Returns the bytes and the
+/// file's length.
+pub(crate) fn words_file_range(
+    kind: FilterKind,
+    hasher: Hasher,
+    params: &[u8],
+    words: u64,
+    word: impl Fn(u64) -> u64,
+    from: u64,
+    len: usize,
+) -> (Vec<u8>, u64) {
+    let payload_len = words * 8;
+    let mut head = Encoder::new(kind, hasher, params, 0).out;
+    head[PAYLOAD_LEN_AT..PAYLOAD_LEN_AT + 8].copy_from_slice(&payload_len.to_le_bytes());
+    let head_len = head.len() as u64;
+    let payload_end = head_len + payload_len;
+    let total = payload_end + 4;
+    let end = from.saturating_add(len as u64).min(total);
+    let mut out = Vec::with_capacity(end.saturating_sub(from) as usize);
+    if from >= end {
+        return (out, total);
+    }
+    if from < head_len {
+        out.extend_from_slice(&head[from as usize..end.min(head_len) as usize]);
+    }
+    let (a, b) = (from.max(head_len) - head_len, end.min(payload_end).saturating_sub(head_len));
+    if a < b {
+        for i in a / 8..b.div_ceil(8) {
+            let bytes = word(i).to_le_bytes();
+            let at = i * 8;
+            out.extend_from_slice(&bytes[(a.max(at) - at) as usize..(b.min(at + 8) - at) as usize]);
+        }
+    }
+    if end > payload_end {
+        let mut crc = crc32c::crc32c(&head);
+        let mut buf = Vec::with_capacity(WORD_BUFFER);
+        for i in 0..words {
+            buf.extend_from_slice(&word(i).to_le_bytes());
+            if buf.len() == WORD_BUFFER {
+                crc = crc32c::crc32c_append(crc, &buf);
+                buf.clear();
+            }
+        }
+        crc = crc32c::crc32c_append(crc, &buf);
+        let t = crc.to_le_bytes();
+        out.extend_from_slice(
+            &t[(from.max(payload_end) - payload_end) as usize..(end - payload_end) as usize],
+        );
+    }
+    (out, total)
+}
+
 /// Payloads of 64-bit words go out through a buffer of this many bytes.
 pub(crate) const WORD_BUFFER: usize = 1 << 16;
 

@@ -91,7 +91,7 @@ use super::aof::{self, SegmentRead, SEGMENT_HEADER_LEN};
 use super::lock::DirLock;
 use super::manifest::{self, sync_dir, Manifest, MANIFEST};
 use super::snapshot;
-use super::{CommitFuture, PersistError, PersistMetrics, Persistence};
+use super::{CommitFuture, PersistError, PersistMetrics, Persistence, RewriteStart};
 use crate::config::{parse_memory, Params};
 use crate::db::{now_ms, BeforeWrite, Locked, Shard, SHARDS};
 use crate::shared::Shared;
@@ -224,6 +224,11 @@ struct SnapJob {
     seg_id: Option<u64>,
     /// `Db::dirty` at the epoch.
     dirty: u64,
+    /// The store, to log what preparing a shard's values changed ([`Inner::log_prepared`]).
+    log: Weak<Inner>,
+    /// Started as a log rewrite (`BGREWRITEAOF`, the log's size), not as a snapshot (`BGSAVE`,
+    /// a `save` rule): a `BGREWRITEAOF` meanwhile is "already in progress", not "scheduled".
+    rewrite: bool,
     cancelled: AtomicBool,
     /// Each shard's entries as of the epoch (a large filter frozen, not copied).
     slots: Vec<Mutex<Option<Section>>>,
@@ -232,7 +237,45 @@ struct SnapJob {
 impl BeforeWrite for SnapJob {
     fn before_write(&self, index: usize, shard: &mut Shard) {
         if !self.cancelled.load(Ordering::Acquire) {
-            *self.slots[index].lock() = Some(snapshot::hold_shard(shard, now_ms()));
+            let mut changed = Vec::new();
+            let held =
+                snapshot::hold_shard(shard, now_ms(), &mut |k| changed.push(Bytes::copy_from_slice(k)));
+            if let Some(inner) = self.log.upgrade() {
+                inner.log_prepared(shard, &changed);
+            }
+            *self.slots[index].lock() = Some(held);
+        }
+    }
+}
+
+impl Inner {
+    /// Appends one record to the buffer (see [`Persistence::record`]); returns its LSN (0
+    /// without a log).
+    fn append(&self, argv: &[Bytes]) -> u64 {
+        if !self.opts.appendonly {
+            return 0;
+        }
+        let mut p = self.pending.lock();
+        let Some(last) = p.segs.last_mut() else { return 0 };
+        aof::encode_record(argv, &mut last.bytes);
+        last.records += 1;
+        p.last_lsn += 1;
+        self.appended_lsn.store(p.last_lsn, Ordering::Release);
+        p.last_lsn
+    }
+
+    /// Logs `DUMP key` for each key of `shard` whose value a snapshot's preparation just
+    /// changed (a t-digest compressed at the epoch), under the shard's lock: the record lands
+    /// in the segment that follows the epoch, before any later write to the shard. If the
+    /// snapshot fails, the old snapshot stays the base and the replay prepares the value at
+    /// the same point of its history (DUMP prepares it, as a save does); if it succeeds, the
+    /// replay finds the value prepared already and DUMP changes nothing. A reply computed from
+    /// the prepared value waits for the record to be durable, as for a write.
+    fn log_prepared(&self, shard: &mut Shard, keys: &[Bytes]) {
+        let dump = Bytes::from_static(b"DUMP");
+        for key in keys {
+            let lsn = self.append(&[dump.clone(), key.clone()]);
+            shard.stamp_written(lsn);
         }
     }
 }
@@ -245,6 +288,8 @@ struct State {
     job: Option<Arc<SnapJob>>,
     /// BGSAVE asked; the worker starts it.
     requested: bool,
+    /// BGREWRITEAOF asked; the worker starts it (once the running job, if any, has ended).
+    rewrite_requested: bool,
     /// Bumped by every synchronous save: a rewrite prepared before it is void.
     generation: u64,
 }
@@ -486,16 +531,7 @@ impl Persistence for Disk {
     }
 
     fn record(&self, argv: &[Bytes]) {
-        if !self.inner.opts.appendonly {
-            return;
-        }
-        let mut p = self.inner.pending.lock();
-        if let Some(last) = p.segs.last_mut() {
-            aof::encode_record(argv, &mut last.bytes);
-            last.records += 1;
-            p.last_lsn += 1;
-            self.inner.appended_lsn.store(p.last_lsn, Ordering::Release);
-        }
+        self.inner.append(argv);
     }
 
     /// The frame and its records are encoded under one hold of the buffer's lock: they are
@@ -571,6 +607,21 @@ impl Persistence for Disk {
         self.inner.bg_active.load(Ordering::Acquire)
     }
 
+    /// Every snapshot restarts the log, so a rewrite is a background snapshot started as one;
+    /// the worker starts it at its next tick (`aof_rewrite_in_progress` is 1 from here on).
+    fn bgrewriteaof(&self) -> RewriteStart {
+        let mut st = self.inner.state.lock();
+        if st.rewrite_requested || st.job.as_ref().is_some_and(|j| j.rewrite) {
+            return RewriteStart::AlreadyRunning;
+        }
+        st.rewrite_requested = true;
+        if st.job.is_some() {
+            RewriteStart::Scheduled
+        } else {
+            RewriteStart::Started
+        }
+    }
+
     fn last_save_unix(&self) -> u64 {
         self.inner.last_save.load(Ordering::Relaxed)
     }
@@ -621,10 +672,18 @@ impl Persistence for Disk {
 
     fn info_fields(&self) -> Vec<(&'static str, String)> {
         let i = &self.inner;
-        let running = i.state.lock().job.is_some();
+        // A rewrite is in progress from its request on (the worker starts it at its next
+        // tick), so a client that polls this after BGREWRITEAOF never sees 0 before it ran.
+        // Every snapshot restarts the log: a BGSAVE is a rewrite too.
+        let (running, scheduled) = {
+            let st = i.state.lock();
+            let waiting = st.rewrite_requested && st.job.is_some();
+            (st.job.is_some() || st.requested || st.rewrite_requested, waiting)
+        };
         let ok = |b: bool| if b { "ok".to_string() } else { "err".to_string() };
         vec![
             ("aof_rewrite_in_progress", (running as u8).to_string()),
+            ("aof_rewrite_scheduled", (scheduled as u8).to_string()),
             ("aof_rewrites", i.rewrites.load(Ordering::Relaxed).to_string()),
             ("aof_last_write_status", ok(!i.failed.load(Ordering::Acquire))),
             ("aof_current_size", i.aof_size.load(Ordering::Relaxed).to_string()),

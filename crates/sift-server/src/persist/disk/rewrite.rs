@@ -113,6 +113,7 @@ impl Inner {
 
     pub(super) fn cancel_job(&self, st: &mut State, keys: &mut Locked<'_>) {
         st.requested = false;
+        st.rewrite_requested = false; // the synchronous save restarts the log
         self.bg_active.store(false, Ordering::Release);
         if let Some(job) = st.job.take() {
             job.cancelled.store(true, Ordering::Release);
@@ -139,7 +140,10 @@ impl Inner {
             let mut result = Ok(());
             keys.for_each_shard(|_, s| {
                 if result.is_ok() {
-                    let (bytes, n) = snapshot::encode_shard(s, now);
+                    let mut changed = Vec::new();
+                    let (bytes, n) =
+                        snapshot::encode_shard(s, now, &mut |k| changed.push(Bytes::copy_from_slice(k)));
+                    self.log_prepared(s, &changed);
                     result = sink(&bytes, n);
                 }
             });
@@ -167,7 +171,8 @@ impl Inner {
     }
 
     /// Starts a background snapshot (steps 1 and 2 of the module documentation).
-    pub(super) fn start_rewrite(self: &Arc<Self>, shared: &Arc<Shared>, why: &str) {
+    /// `rewrite`: started as a log rewrite (see [`SnapJob::rewrite`]).
+    pub(super) fn start_rewrite(self: &Arc<Self>, shared: &Arc<Shared>, why: &str, rewrite: bool) {
         let (generation, seg) = {
             let mut st = self.state.lock();
             if st.job.is_some() {
@@ -179,6 +184,7 @@ impl Inner {
                     Err(e) => {
                         tracing::error!("background snapshot not started: {e}");
                         st.requested = false;
+                        st.rewrite_requested = false;
                         self.bg_active.store(false, Ordering::Release);
                         self.last_bgsave_ok.store(false, Ordering::Relaxed);
                         return;
@@ -200,6 +206,8 @@ impl Inner {
             snap_id: st.next_id,
             seg_id: seg.as_ref().map(|s| s.id),
             dirty,
+            log: Arc::downgrade(self),
+            rewrite: rewrite || st.rewrite_requested,
             cancelled: AtomicBool::new(false),
             slots: (0..SHARDS).map(|_| Mutex::new(None)).collect(),
         });
@@ -211,6 +219,7 @@ impl Inner {
         keys.for_each_shard(|_, s| s.set_before_write(Some(hook.clone())));
         st.job = Some(job.clone());
         st.requested = false;
+        st.rewrite_requested = false;
         self.bg_active.store(true, Ordering::Release);
         drop(st);
         drop(keys);
@@ -339,9 +348,9 @@ impl Inner {
                 self.preallocate_locked();
             }
             let Some(shared) = self.shared() else { continue };
-            let (requested, running) = {
+            let (requested, rewrite_requested, running) = {
                 let st = self.state.lock();
-                (st.requested, st.job.is_some())
+                (st.requested, st.rewrite_requested, st.job.is_some())
             };
             if running {
                 continue;
@@ -350,9 +359,15 @@ impl Inner {
             if rules {
                 last_rules = Instant::now();
             }
-            let why = if requested { Some("BGSAVE") } else { self.rewrite_due(&shared, rules) };
+            let why = if rewrite_requested {
+                Some("BGREWRITEAOF")
+            } else if requested {
+                Some("BGSAVE")
+            } else {
+                self.rewrite_due(&shared, rules)
+            };
             if let Some(why) = why {
-                self.start_rewrite(&shared, why);
+                self.start_rewrite(&shared, why, matches!(why, "BGREWRITEAOF" | "log size"));
             }
         }
     }
