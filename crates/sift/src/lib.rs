@@ -55,6 +55,7 @@
 #![deny(missing_docs)]
 #![warn(rust_2018_idioms)]
 
+mod any;
 pub mod bits;
 pub mod compat;
 pub mod error;
@@ -69,6 +70,7 @@ mod simd;
 mod traits;
 mod traits_static;
 
+pub use any::AnyFilter;
 pub use error::{Error, FormatError, Result};
 pub use filters::aging::AgingBloom;
 pub use filters::atomic_bloom::AtomicBloom;
