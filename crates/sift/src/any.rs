@@ -71,9 +71,9 @@ pub enum AnyFilter {
 }
 
 /// Applies `$body` to the filter inside every variant whose type implements [`Filter`] and
-/// [`Persist`] (all but RedisBloom's two), and `$compat` to the pattern `$c` otherwise.
-macro_rules! native {
-    ($self:expr, $f:ident => $body:expr, $c:pat => $compat:expr) => {
+/// [`Persist`] (all but RedisBloom's two), and the two bodies named after those to theirs.
+macro_rules! dispatch {
+    ($self:expr, $f:ident => $body:expr, RedisBf($b:pat) => $bf:expr, RedisCf($c:pat) => $cf:expr) => {
         match $self {
             AnyFilter::Bloom($f) => $body,
             AnyFilter::Blocked($f) => $body,
@@ -90,7 +90,8 @@ macro_rules! native {
             AnyFilter::Fuse16($f) => $body,
             AnyFilter::Gcs($f) => $body,
             AnyFilter::Guava($f) => $body,
-            $c => $compat,
+            AnyFilter::RedisBf($b) => $bf,
+            AnyFilter::RedisCf($c) => $cf,
         }
     };
 }
@@ -98,11 +99,7 @@ macro_rules! native {
 /// Applies `$body` to the filter inside every variant (all implement [`Persist`]).
 macro_rules! persist {
     ($self:expr, $f:ident => $body:expr) => {
-        native!($self, $f => $body, c => match c {
-            AnyFilter::RedisBf($f) => $body,
-            AnyFilter::RedisCf($f) => $body,
-            _ => unreachable!("every other variant is matched by native!"),
-        })
+        dispatch!($self, $f => $body, RedisBf($f) => $body, RedisCf($f) => $body)
     };
 }
 
@@ -159,7 +156,7 @@ impl AnyFilter {
     pub fn hasher(&self) -> Option<Hasher> {
         match self {
             AnyFilter::Guava(_) => None,
-            _ => native!(self, f => Some(f.hasher()), _ => None),
+            _ => dispatch!(self, f => Some(f.hasher()), RedisBf(_) => None, RedisCf(_) => None),
         }
     }
 
@@ -168,7 +165,9 @@ impl AnyFilter {
     pub fn contains_digest(&self, digest: Digest) -> Option<bool> {
         match self {
             AnyFilter::Guava(_) => None,
-            _ => native!(self, f => Some(f.contains_digest(digest)), _ => None),
+            _ => {
+                dispatch!(self, f => Some(f.contains_digest(digest)), RedisBf(_) => None, RedisCf(_) => None)
+            }
         }
     }
 
@@ -198,11 +197,7 @@ impl AnyFilter {
     /// Whether `item` may be in the set (`false` is certain). A window by time answers at its
     /// own clock (the latest time it was given); [`AnyFilter::contains_at`] answers at another.
     pub fn contains(&self, item: &[u8]) -> bool {
-        native!(self, f => f.contains(item), c => match c {
-            AnyFilter::RedisBf(f) => f.contains(item),
-            AnyFilter::RedisCf(f) => f.contains(item),
-            _ => unreachable!("every other variant is matched by native!"),
-        })
+        dispatch!(self, f => f.contains(item), RedisBf(f) => f.contains(item), RedisCf(f) => f.contains(item))
     }
 
     /// [`AnyFilter::contains`] at time `now` for a window by time, without moving its clock
@@ -216,15 +211,11 @@ impl AnyFilter {
 
     /// [`AnyFilter::contains`] for each item, batched (the large families prefetch ahead).
     pub fn contains_many<T: AsRef<[u8]>>(&self, items: &[T]) -> Vec<bool> {
-        native!(self, f => f.contains_many(items), c => {
-            let mut out = Vec::with_capacity(items.len());
-            match c {
-                AnyFilter::RedisBf(f) => f.contains_many(items, &mut out),
-                AnyFilter::RedisCf(f) => f.contains_many(items, &mut out),
-                _ => unreachable!("every other variant is matched by native!"),
-            }
-            out
-        })
+        let mut out = Vec::new();
+        dispatch!(self, f => out = f.contains_many(items),
+            RedisBf(f) => f.contains_many(items, &mut out),
+            RedisCf(f) => f.contains_many(items, &mut out));
+        out
     }
 
     /// [`AnyFilter::contains_at`] for each item, batched.
@@ -297,11 +288,7 @@ impl AnyFilter {
     /// the filter; Guava's: its estimate from the bits set). A window by time counts at its
     /// own clock.
     pub fn len(&self) -> u64 {
-        native!(self, f => f.len() as u64, c => match c {
-            AnyFilter::RedisBf(f) => f.len(),
-            AnyFilter::RedisCf(f) => f.len(),
-            _ => unreachable!("every other variant is matched by native!"),
-        })
+        dispatch!(self, f => f.len() as u64, RedisBf(f) => f.len(), RedisCf(f) => f.len())
     }
 
     /// [`AnyFilter::len`] at time `now` for a window by time.
@@ -314,27 +301,23 @@ impl AnyFilter {
 
     /// Whether nothing was inserted.
     pub fn is_empty(&self) -> bool {
-        native!(self, f => f.is_empty(), _ => self.len() == 0)
+        dispatch!(self, f => f.is_empty(), RedisBf(f) => f.len() == 0, RedisCf(f) => f.len() == 0)
     }
 
     /// Memory held by the filter's storage, in bytes.
     pub fn size_in_bytes(&self) -> u64 {
-        native!(self, f => f.size_in_bytes() as u64, c => match c {
-            AnyFilter::RedisBf(f) => f.info().size,
-            AnyFilter::RedisCf(f) => f.info().size,
-            _ => unreachable!("every other variant is matched by native!"),
-        })
+        dispatch!(self, f => f.size_in_bytes() as u64, RedisBf(f) => f.info().size, RedisCf(f) => f.info().size)
     }
 
     /// The false-positive rate expected now from the filter's own model ([`Filter::expected_fpr`];
     /// for RedisBloom's kinds, the Bloom formula on each link's count compounded over the
     /// chain, and the fingerprint collisions at the cuckoo filter's load).
     pub fn expected_fpr(&self) -> f64 {
-        native!(self, f => f.expected_fpr(), c => match c {
-            AnyFilter::RedisBf(f) => math::compound_fpr(
+        dispatch!(self, f => f.expected_fpr(),
+            RedisBf(f) => math::compound_fpr(
                 f.links().iter().map(|l| math::bloom_fpr(l.bits() as f64, l.size() as f64, l.hashes() as f64)),
             ),
-            AnyFilter::RedisCf(f) => {
+            RedisCf(f) => {
                 // A query compares the 8-bit fingerprint (255 values) with the occupied slots of
                 // two buckets in every sub-filter: p ≈ 1 - (1 - 1/255)^(occupied slots probed).
                 let slots: u64 = f.filters().iter().map(|s| s.slots().len() as u64).sum();
@@ -342,8 +325,7 @@ impl AnyFilter {
                 let probed = 2.0 * f.bucket_size() as f64 * f.filters().len() as f64 * load;
                 1.0 - (1.0 - 1.0 / 255.0f64).powf(probed)
             }
-            _ => unreachable!("every other variant is matched by native!"),
-        })
+        )
     }
 
     /// The false-positive rate the filter answers with now, measured from its contents: for the
