@@ -207,6 +207,16 @@ pub fn file_piece<P: Persist>(p: &P, from: usize, len: usize) -> Piece {
 pub type Refusal = String;
 
 impl Native {
+    /// A `sift-filt` key's filter of `f`; an error for RedisBloom's kinds (`BF` and `CF` keys).
+    pub fn new(f: AnyFilter) -> Result<Native, String> {
+        match f.kind() {
+            other @ (FilterKind::RedisBloomChain | FilterKind::RedisBloomCuckoo) => {
+                Err(format!("a {other} file is not served by SF keys"))
+            }
+            _ => Ok(Native(f)),
+        }
+    }
+
     /// The library's filter inside.
     pub fn as_any(&self) -> &AnyFilter {
         &self.0
