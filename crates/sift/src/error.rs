@@ -73,6 +73,32 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// A static filter (xor, binary fuse, Golomb-coded set) was asked to insert: it is built
+    /// once from the whole set.
+    #[error("a {kind} filter is static: it is built once from the whole set and takes no inserts")]
+    Static {
+        /// The kind of the filter.
+        kind: FilterKind,
+    },
+
+    /// A filter of a kind that cannot delete was asked to remove an item (counting Bloom, the
+    /// cuckoo kinds and quotient can).
+    #[error("a {kind} filter cannot remove items (counting Bloom, cuckoo and quotient filters can)")]
+    CannotRemove {
+        /// The kind of the filter.
+        kind: FilterKind,
+    },
+
+    /// A filter of another system's format refused an insert for that system's reason (a
+    /// RedisBloom chain that is full and does not scale, say).
+    #[error("the {kind} filter refused the insert: {reason}")]
+    InsertRefused {
+        /// The kind of the filter.
+        kind: FilterKind,
+        /// The reason, as that system words it.
+        reason: String,
+    },
+
     /// Bytes could not be decoded as a filter.
     #[error(transparent)]
     Format(#[from] FormatError),
@@ -109,6 +135,10 @@ pub enum FormatError {
         /// The kind code found in the file (printed by name when known).
         got: KindCode,
     },
+
+    /// The header's filter-kind code is not one this build knows.
+    #[error("unknown filter kind code {0} (written by a newer sift?)")]
+    UnknownKind(u16),
 
     /// The hash function id in the header is not known to this build.
     #[error("unknown hash function id {0} in header")]

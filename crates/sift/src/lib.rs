@@ -51,10 +51,14 @@
 //! [`Filter`] (queries), [`Insert`], [`Remove`] and [`Persist`] (the file format), and [`Timed`]
 //! for filters on the caller's clock; bring them in scope with `use sift::prelude::*;`. Static
 //! filters are built once from a set through [`StaticFilter`] (`build`, `build_from_hashes`).
+//! [`AnyFilter`] holds a filter of any kind: it reads any sift file by the kind its header names
+//! ([`AnyFilter::from_bytes`]) and dispatches the traits' methods, refusing what a kind cannot do
+//! with an error that names the kind ([`Error::Static`], [`Error::CannotRemove`]).
 
 #![deny(missing_docs)]
 #![warn(rust_2018_idioms)]
 
+mod any;
 pub mod bits;
 pub mod compat;
 pub mod error;
@@ -69,6 +73,7 @@ mod simd;
 mod traits;
 mod traits_static;
 
+pub use any::AnyFilter;
 pub use error::{Error, FormatError, Result};
 pub use filters::aging::AgingBloom;
 pub use filters::atomic_bloom::AtomicBloom;

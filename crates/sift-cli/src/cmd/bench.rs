@@ -8,6 +8,7 @@ use anyhow::Result;
 use serde_json::json;
 
 use super::FamilyArg;
+use crate::any::AnyFilterExt;
 use crate::output::{self, pct, Table};
 use crate::size::{parse_count, parse_fpr};
 

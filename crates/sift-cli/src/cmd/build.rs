@@ -12,7 +12,7 @@ use sift::prelude::*;
 use sift::BlockedBloom;
 
 use super::FamilyArg;
-use crate::any::AnyFilter;
+use crate::any::{AnyFilter, AnyFilterExt};
 use crate::input::{self, Source, Split};
 use crate::outfile::OutFile;
 use crate::output::pct;
@@ -148,7 +148,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     };
     pb.finish_and_clear();
 
-    let fpr_now = filter.fpr_now();
+    let fpr_now = filter.current_fpr();
     if stats.keys == 0 {
         eprintln!(
             "sift: warning: the input holds no keys{}: {} is an empty filter, which answers no to everything",

@@ -10,7 +10,7 @@ use sift::prelude::*;
 use sift::SplitBlockBloom;
 
 use super::inspect::{detect, Format};
-use crate::any::AnyFilter;
+use crate::any::{AnyFilter, AnyFilterExt};
 use crate::input;
 use crate::outfile::OutFile;
 use crate::rdbfile;
@@ -64,7 +64,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let from = detect(&bytes, a.from, "--from").with_context(|| format!("{name}: cannot convert"))?;
     let filter: AnyFilter = match from {
         Format::Sift => {
-            AnyFilter::from_bytes(&bytes).with_context(|| format!("{name}: not a valid sift file"))?
+            AnyFilter::decode(&bytes).with_context(|| format!("{name}: not a valid sift file"))?
         }
         Format::Redisbloom => match redisdump::read(&bytes)
             .with_context(|| format!("{name}: not a valid RedisBloom chunk file"))?

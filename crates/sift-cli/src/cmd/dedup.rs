@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 
 use super::build::OVERFILL_LIMIT;
 use super::FamilyArg;
-use crate::any::AnyFilter;
+use crate::any::{AnyFilter, AnyFilterExt};
 use crate::input::{self, Source, Split};
 use crate::outfile::OutFile;
 use crate::output::{self, pct};
@@ -78,7 +78,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let mut filter = match &a.state {
         Some(p) if p.exists() => {
             let f = AnyFilter::load(p)?;
-            if !f.is_dynamic() {
+            if f.is_static() {
                 bail!("{}: a {} filter is static and cannot record new lines", p.display(), f.kind());
             }
             if !a.quiet && (a.fpr.is_some() || a.items.is_some() || a.family.is_some()) {
@@ -138,7 +138,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     if let Some(state) = &state {
         state.write(|w| filter.write_to(w)).context("the state was not saved")?;
     }
-    let fpr_now = filter.fpr_now();
+    let fpr_now = filter.current_fpr();
     if let (Some(held), Some(cap)) = (filter.estimated_distinct(), filter.capacity()) {
         if held > OVERFILL_LIMIT * cap as f64 {
             eprintln!(

@@ -10,7 +10,7 @@ use sift::compat::guava::GuavaBloom;
 use sift::format;
 use sift::SplitBlockBloom;
 
-use crate::any::AnyFilter;
+use crate::any::{AnyFilter, AnyFilterExt};
 use crate::input;
 use crate::output::{self, pct};
 use crate::rdbfile;
@@ -107,7 +107,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                     bail!("{name}: {e}");
                 }
             }
-            match AnyFilter::from_bytes(&bytes) {
+            match AnyFilter::decode(&bytes) {
                 Ok(f) => f,
                 Err(e) => {
                     print(&a, &fields)?;
@@ -168,7 +168,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     fields.extend(filter.details());
     // Measured from the contents (bits set, items stored), so an overfilled filter shows the
     // rate it answers with, not the formula at its count of keys that set a new bit.
-    let now = filter.fpr_now();
+    let now = filter.current_fpr();
     fields.push(("fpr_estimated_now", json!(now)));
     fields.push(("fpr_estimated_from", json!(filter.fpr_basis())));
     match filter.planned_fpr() {

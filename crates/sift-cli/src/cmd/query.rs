@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
-use crate::any::AnyFilter;
+use crate::any::{AnyFilter, AnyFilterExt};
 use crate::input::{self, Source, Split};
 use crate::output;
 
@@ -91,7 +91,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                     AnyFilter::Blocked(f) => sift::Filter::contains_digests(f, &c.digests, &mut answers),
                     other => {
                         for (o, d) in answers.iter_mut().zip(&c.digests) {
-                            *o = other.contains_digest(*d);
+                            *o = other.digest_present(*d);
                         }
                     }
                 }

@@ -1,13 +1,12 @@
 //! The filter a `sift-filt` key holds: any of the library's families behind one enum, with the
 //! operations the commands need, dispatched by kind.
 
-use sift::compat::guava::GuavaBloom;
 use sift::format::{self, FilterKind};
 use sift::hash::{HashKind, Hasher};
 use sift::prelude::*;
 use sift::{
-    math, AgingBloom, BinaryFuse16, BinaryFuse8, BlockedBloom, Bloom, CountingBloom, Cuckoo, Gcs, Quotient,
-    ScalableBloom, ScalableCuckoo, SplitBlockBloom, TimeLimitedBloom, Xor8,
+    math, AgingBloom, AnyFilter, BlockedBloom, CountingBloom, Cuckoo, Quotient, ScalableBloom,
+    ScalableCuckoo, TimeLimitedBloom,
 };
 
 /// The kinds `SF.RESERVE` creates (`KIND ...`).
@@ -109,14 +108,14 @@ impl Spec {
         let n = usize::try_from(self.capacity).map_err(|_| "capacity too large".to_string())?;
         let p = self.error_rate;
         let e = |e: sift::Error| e.to_string();
-        Ok(match (self.kind, self.expansion) {
-            (ReserveKind::Blocked, 0) => Native::Blocked(BlockedBloom::new(n, p).map_err(e)?),
+        Ok(Native(match (self.kind, self.expansion) {
+            (ReserveKind::Blocked, 0) => AnyFilter::Blocked(BlockedBloom::new(n, p).map_err(e)?),
             (ReserveKind::Blocked, g) => {
-                Native::Scalable(ScalableBloom::with_options(n, p, f64::from(g), TIGHTENING).map_err(e)?)
+                AnyFilter::Scalable(ScalableBloom::with_options(n, p, f64::from(g), TIGHTENING).map_err(e)?)
             }
-            (ReserveKind::Counting, _) => Native::Counting(CountingBloom::new(n, p).map_err(e)?),
+            (ReserveKind::Counting, _) => AnyFilter::Counting(CountingBloom::new(n, p).map_err(e)?),
             (ReserveKind::Cuckoo, 0) => match self.fingerprint {
-                None => Native::Cuckoo(Cuckoo::new(n, p).map_err(e)?),
+                None => AnyFilter::Cuckoo(Cuckoo::new(n, p).map_err(e)?),
                 Some(bits) => {
                     let at_design = math::cuckoo_fpr(bits, 4.0, sift::filters::cuckoo::DESIGN_LOAD);
                     if at_design > p {
@@ -128,83 +127,30 @@ impl Spec {
                     let slots = n as f64 / sift::filters::cuckoo::DESIGN_LOAD;
                     let buckets = (slots / 4.0).ceil().max(1.0) as u64;
                     let hasher = Hasher::new(HashKind::for_target(self.capacity, p), 0);
-                    Native::Cuckoo(Cuckoo::with_params(buckets, bits, hasher).map_err(e)?)
+                    AnyFilter::Cuckoo(Cuckoo::with_params(buckets, bits, hasher).map_err(e)?)
                 }
             },
-            (ReserveKind::Cuckoo, g) => Native::ScalableCuckoo(
+            (ReserveKind::Cuckoo, g) => AnyFilter::ScalableCuckoo(
                 ScalableCuckoo::with_options(n, p, f64::from(g), TIGHTENING).map_err(e)?,
             ),
-            (ReserveKind::Quotient, _) => Native::Quotient(Quotient::new(n, p).map_err(e)?),
+            (ReserveKind::Quotient, _) => AnyFilter::Quotient(Quotient::new(n, p).map_err(e)?),
             (ReserveKind::Aging, _) => match (self.window, self.ttl_ms) {
                 (Some(w), _) => {
                     let w = usize::try_from(w).map_err(|_| "window too large".to_string())?;
-                    Native::Aging(AgingBloom::new(w, p).map_err(e)?)
+                    AnyFilter::Aging(AgingBloom::new(w, p).map_err(e)?)
                 }
-                (None, Some(ttl)) => Native::TimeLimited(TimeLimitedBloom::new(ttl, n, p).map_err(e)?),
+                (None, Some(ttl)) => AnyFilter::TimeLimited(TimeLimitedBloom::new(ttl, n, p).map_err(e)?),
                 (None, None) => return Err("KIND aging needs WINDOW or TTL".into()),
             },
-        })
+        }))
     }
 }
 
-/// A filter of any family a `sift-filt` key serves.
+/// A filter of any family a `sift-filt` key serves: the library's [`AnyFilter`] of any kind but
+/// RedisBloom's two (a RedisBloom file makes a `BF` or `CF` key), with the commands' wording of
+/// refusals and the per-kind details `SF.INFO` reports.
 #[derive(Debug, Clone)]
-#[allow(clippy::large_enum_variant)]
-pub enum Native {
-    /// Classic Bloom.
-    Bloom(Bloom),
-    /// Blocked Bloom.
-    Blocked(BlockedBloom),
-    /// Parquet's split-block Bloom.
-    SplitBlock(SplitBlockBloom),
-    /// Counting Bloom.
-    Counting(CountingBloom),
-    /// Scalable Bloom (blocked layers).
-    Scalable(ScalableBloom),
-    /// Cuckoo.
-    Cuckoo(Cuckoo),
-    /// Scalable cuckoo.
-    ScalableCuckoo(ScalableCuckoo),
-    /// Quotient.
-    Quotient(Quotient),
-    /// Xor filter, 8-bit (static).
-    Xor8(Xor8),
-    /// Binary fuse, 8-bit (static).
-    Fuse8(BinaryFuse8),
-    /// Binary fuse, 16-bit (static).
-    Fuse16(BinaryFuse16),
-    /// Golomb-coded set (static).
-    Gcs(Gcs),
-    /// Age-partitioned Bloom filter, a sliding window by count.
-    Aging(AgingBloom),
-    /// Time-limited Bloom filter, a sliding window by time (milliseconds).
-    TimeLimited(TimeLimitedBloom),
-    /// Guava's `BloomFilter`, bit for bit (a `guava-bloom` file: `sift convert --from guava`).
-    Guava(GuavaBloom),
-}
-
-/// Applies `$body` to the filter inside any variant.
-macro_rules! each {
-    ($n:expr, $f:ident => $body:expr) => {
-        match $n {
-            Native::Bloom($f) => $body,
-            Native::Blocked($f) => $body,
-            Native::SplitBlock($f) => $body,
-            Native::Counting($f) => $body,
-            Native::Scalable($f) => $body,
-            Native::Cuckoo($f) => $body,
-            Native::ScalableCuckoo($f) => $body,
-            Native::Quotient($f) => $body,
-            Native::Xor8($f) => $body,
-            Native::Fuse8($f) => $body,
-            Native::Fuse16($f) => $body,
-            Native::Gcs($f) => $body,
-            Native::Aging($f) => $body,
-            Native::TimeLimited($f) => $body,
-            Native::Guava($f) => $body,
-        }
-    };
-}
+pub struct Native(AnyFilter);
 
 /// Bytes `from .. from + len` of a sift file, and whether the file goes on past them.
 #[derive(Debug)]
@@ -215,285 +161,214 @@ pub struct Piece {
     pub more: bool,
 }
 
+/// Keeps the bytes in `[from, to)` of what is written; fails once a byte past `to` comes.
+struct Window {
+    at: usize,
+    from: usize,
+    to: usize,
+    bytes: Vec<u8>,
+}
+
+impl std::io::Write for Window {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let (start, end) = (self.at, self.at + buf.len());
+        let keep = &buf[start.max(self.from).min(end) - start..end.min(self.to).max(start) - start];
+        self.bytes.extend_from_slice(keep);
+        self.at = end;
+        if end > self.to {
+            return Err(std::io::Error::other("past the piece"));
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Bytes `from .. from + len` of the file `write` streams, into a window that keeps those
+/// bytes and stops the stream once past them.
+fn piece_of(from: usize, len: usize, write: impl FnOnce(&mut Window) -> std::io::Result<()>) -> Piece {
+    let to = from.saturating_add(len);
+    let mut w = Window { at: 0, from, to, bytes: Vec::with_capacity(len.min(1 << 20)) };
+    // An error is the window stopping the stream: more bytes follow.
+    let more = write(&mut w).is_err();
+    Piece { bytes: w.bytes, more }
+}
+
 /// Bytes `from .. from + len` of `p`'s sift file: the filter streams its file
 /// ([`Persist::write_to`]) into a window that keeps those bytes and stops the stream once past
 /// them, so a piece of a large filter never holds a copy of the whole file (for the families
 /// that stream; the others encode the file in memory first).
 pub fn file_piece<P: Persist>(p: &P, from: usize, len: usize) -> Piece {
-    /// Keeps the bytes in `[from, to)` of what is written; fails once a byte past `to` comes.
-    struct Window {
-        at: usize,
-        from: usize,
-        to: usize,
-        bytes: Vec<u8>,
-    }
-    impl std::io::Write for Window {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            let (start, end) = (self.at, self.at + buf.len());
-            let keep = &buf[start.max(self.from).min(end) - start..end.min(self.to).max(start) - start];
-            self.bytes.extend_from_slice(keep);
-            self.at = end;
-            if end > self.to {
-                return Err(std::io::Error::other("past the piece"));
-            }
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let to = from.saturating_add(len);
-    let mut w = Window { at: 0, from, to, bytes: Vec::with_capacity(len.min(1 << 20)) };
-    // An error is the window stopping the stream: more bytes follow.
-    let more = Persist::write_to(p, &mut w).is_err();
-    Piece { bytes: w.bytes, more }
+    piece_of(from, len, |w| Persist::write_to(p, w))
 }
 
 /// Why an operation was refused, as the reply's text.
 pub type Refusal = String;
 
 impl Native {
+    /// A `sift-filt` key's filter of `f`; an error for RedisBloom's kinds (`BF` and `CF` keys).
+    pub fn new(f: AnyFilter) -> Result<Native, String> {
+        match f.kind() {
+            other @ (FilterKind::RedisBloomChain | FilterKind::RedisBloomCuckoo) => {
+                Err(format!("a {other} file is not served by SF keys"))
+            }
+            _ => Ok(Native(f)),
+        }
+    }
+
+    /// The library's filter inside.
+    pub fn as_any(&self) -> &AnyFilter {
+        &self.0
+    }
+
     /// The kind in the file format.
     pub fn kind(&self) -> FilterKind {
-        fn k<P: Persist>(_: &P) -> FilterKind {
-            P::KIND
-        }
-        each!(self, f => k(f))
+        self.0.kind()
     }
 
     /// A sift file of a kind a `sift-filt` key serves (any native family); an error naming
-    /// the problem for anything else (corrupt, truncated, foreign, RedisBloom or Guava kinds).
+    /// the problem for anything else (corrupt, truncated, foreign, RedisBloom kinds).
     pub fn from_bytes(bytes: &[u8]) -> Result<Native, String> {
-        let raw = format::decode(bytes).map_err(|e| e.to_string())?;
-        let kind = raw.kind().ok_or_else(|| {
-            format!("unknown filter kind code {} (written by a newer sift?)", raw.kind_code())
-        })?;
-        let e = |e: sift::Error| e.to_string();
-        Ok(match kind {
-            FilterKind::Bloom => Native::Bloom(Bloom::from_bytes(bytes).map_err(e)?),
-            FilterKind::BlockedBloom => Native::Blocked(BlockedBloom::from_bytes(bytes).map_err(e)?),
-            FilterKind::SplitBlockBloom => Native::SplitBlock(SplitBlockBloom::from_bytes(bytes).map_err(e)?),
-            FilterKind::CountingBloom => Native::Counting(CountingBloom::from_bytes(bytes).map_err(e)?),
-            FilterKind::ScalableBloom => Native::Scalable(ScalableBloom::from_bytes(bytes).map_err(e)?),
-            FilterKind::Cuckoo => Native::Cuckoo(Cuckoo::from_bytes(bytes).map_err(e)?),
-            FilterKind::ScalableCuckoo => {
-                Native::ScalableCuckoo(ScalableCuckoo::from_bytes(bytes).map_err(e)?)
-            }
-            FilterKind::Quotient => Native::Quotient(Quotient::from_bytes(bytes).map_err(e)?),
-            FilterKind::Xor8 => Native::Xor8(Xor8::from_bytes(bytes).map_err(e)?),
-            FilterKind::BinaryFuse8 => Native::Fuse8(BinaryFuse8::from_bytes(bytes).map_err(e)?),
-            FilterKind::BinaryFuse16 => Native::Fuse16(BinaryFuse16::from_bytes(bytes).map_err(e)?),
-            FilterKind::Gcs => Native::Gcs(Gcs::from_bytes(bytes).map_err(e)?),
-            FilterKind::AgingBloom => Native::Aging(AgingBloom::from_bytes(bytes).map_err(e)?),
-            FilterKind::TimeLimitedBloom => {
-                Native::TimeLimited(TimeLimitedBloom::from_bytes(bytes).map_err(e)?)
-            }
-            FilterKind::Guava => Native::Guava(GuavaBloom::from_bytes(bytes).map_err(e)?),
-            other => return Err(format!("a {other} file is not served by SF keys")),
-        })
+        // The header first: a RedisBloom file is refused before its body is decoded.
+        let kind = format::decode(bytes).map_err(|e| e.to_string())?.kind();
+        if let Some(other @ (FilterKind::RedisBloomChain | FilterKind::RedisBloomCuckoo)) = kind {
+            return Err(format!("a {other} file is not served by SF keys"));
+        }
+        AnyFilter::from_bytes(bytes).map(Native).map_err(|e| e.to_string())
     }
 
     /// The sift file.
     pub fn to_bytes(&self) -> Vec<u8> {
-        each!(self, f => f.to_bytes())
+        self.0.to_bytes()
     }
 
     /// Bytes `from .. from + len` of the sift file (`file_piece`). A blocked filter (the
     /// kind that grows to gigabytes) is read at the offset, in O(`len`): `SF.DUMP` in pieces is
     /// linear in the file, where streaming from the start made each piece O(offset).
     pub fn file_piece(&self, from: usize, len: usize) -> Piece {
-        match self {
-            Native::Blocked(f) => {
+        match &self.0 {
+            AnyFilter::Blocked(f) => {
                 let (bytes, total) = f.file_range(from as u64, len);
                 Piece { bytes, more: (from as u64).saturating_add(len as u64) < total }
             }
-            _ => each!(self, f => file_piece(f, from, len)),
+            other => piece_of(from, len, |w| other.write_to(w)),
         }
     }
 
     /// May `item` be in the set (at time `now`, Unix ms, for a window by time: a read that
     /// never moves the filter's clock)?
     pub fn contains(&self, item: &[u8], now: u64) -> bool {
-        match self {
-            Native::TimeLimited(f) => f.contains_at(item, now),
-            _ => each!(self, f => f.contains(item)),
-        }
+        self.0.contains_at(item, now)
     }
 
     /// [`Native::contains`] for each item, batched (prefetching in the large families).
     pub fn contains_many(&self, items: &[&[u8]], now: u64) -> Vec<bool> {
-        match self {
-            Native::TimeLimited(f) => items.iter().map(|i| f.contains_at(i, now)).collect(),
-            _ => each!(self, f => f.contains_many(items)),
-        }
+        self.0.contains_many_at(items, now)
     }
 
     /// Hints the CPU to load the cache line `item` maps to, before an add or a query of it a
     /// few requests later (a blocked filter: its one block; the other kinds do nothing).
     #[inline]
     pub fn prefetch(&self, item: &[u8]) {
-        if let Native::Blocked(f) = self {
+        if let AnyFilter::Blocked(f) = &self.0 {
             f.prefetch(item);
         }
     }
 
     /// Does this filter's content depend on the time of each add (a window by time)?
     pub fn is_timed(&self) -> bool {
-        matches!(self, Native::TimeLimited(_))
+        self.0.is_timed()
     }
 
     /// Adds `item` (at time `now`, for a window by time: the time the primary decided, which
     /// starts and retires slices): `Ok(true)` if it was not reported present before.
     pub fn add(&mut self, item: &[u8], now: u64) -> Result<bool, Refusal> {
-        let full = |e: sift::Error| format!("ERR {e}");
-        match self {
-            Native::Aging(f) => Ok(f.insert(item)),
-            Native::TimeLimited(f) => Ok(f.insert_at(item, now)),
-            Native::Bloom(f) => Ok(f.insert(item)),
-            Native::Blocked(f) => Ok(f.insert(item)),
-            Native::SplitBlock(f) => Ok(f.insert(item)),
-            Native::Counting(f) => Ok(f.insert(item)),
-            Native::Guava(f) => Ok(f.insert(item)),
-            Native::Scalable(f) => f.try_insert(item).map_err(full),
-            Native::Cuckoo(f) => f.try_insert(item).map_err(full),
-            Native::ScalableCuckoo(f) => f.try_insert(item).map_err(full),
-            Native::Quotient(f) => f.try_insert(item).map_err(full),
-            Native::Xor8(_) | Native::Fuse8(_) | Native::Fuse16(_) | Native::Gcs(_) => Err(format!(
-                "ERR a {} filter is static: it cannot add items (build a new one and SF.LOAD it)",
-                self.kind()
-            )),
-        }
+        self.0.insert_at(item, now).map_err(|e| match e {
+            sift::Error::Static { kind } => {
+                format!("ERR a {kind} filter is static: it cannot add items (build a new one and SF.LOAD it)")
+            }
+            e => format!("ERR {e}"),
+        })
     }
 
     /// Is this a static kind (built once, read-only)?
     pub fn is_static(&self) -> bool {
-        matches!(self, Native::Xor8(_) | Native::Fuse8(_) | Native::Fuse16(_) | Native::Gcs(_))
+        self.0.is_static()
     }
 
     /// Can this kind delete items?
     pub fn deletes(&self) -> bool {
-        matches!(
-            self,
-            Native::Counting(_) | Native::Cuckoo(_) | Native::ScalableCuckoo(_) | Native::Quotient(_)
-        )
+        self.0.can_remove()
     }
 
     /// Deletes `item`: `Ok(true)` if it was reported present and removed.
     pub fn remove(&mut self, item: &[u8]) -> Result<bool, Refusal> {
-        match self {
-            Native::Counting(f) => Ok(f.remove(item)),
-            Native::Cuckoo(f) => Ok(f.remove(item)),
-            Native::ScalableCuckoo(f) => Ok(f.remove(item)),
-            Native::Quotient(f) => Ok(f.remove(item)),
-            _ => Err(format!(
-                "ERR a {} filter cannot delete items (KIND counting, cuckoo and quotient can)",
-                self.kind()
-            )),
-        }
+        self.0.remove(item).map_err(|e| match e {
+            sift::Error::CannotRemove { kind } => {
+                format!("ERR a {kind} filter cannot delete items (KIND counting, cuckoo and quotient can)")
+            }
+            e => format!("ERR {e}"),
+        })
     }
 
     /// Items in the filter (for Bloom kinds: adds that changed it).
     pub fn len(&self, now: u64) -> u64 {
-        match self {
-            Native::TimeLimited(f) => f.len_at(now),
-            _ => each!(self, f => f.len() as u64),
-        }
+        self.0.len_at(now)
     }
 
     /// No items?
     pub fn is_empty(&self) -> bool {
-        each!(self, f => f.is_empty())
+        self.0.is_empty()
     }
 
     /// Bytes of filter storage.
     pub fn size_in_bytes(&self) -> u64 {
-        each!(self, f => f.size_in_bytes() as u64)
+        self.0.size_in_bytes()
     }
 
     /// Items the filter was sized for (the sum of the layers of a chain; a static filter's items).
     pub fn capacity(&self) -> u64 {
-        match self {
-            Native::Bloom(f) => f.capacity(),
-            Native::Blocked(f) => f.capacity(),
-            Native::SplitBlock(f) => f.capacity(),
-            Native::Counting(f) => f.capacity(),
-            Native::Scalable(f) => f.capacity(),
-            Native::Cuckoo(f) => f.capacity(),
-            Native::ScalableCuckoo(f) => f.capacity(),
-            Native::Quotient(f) => f.capacity(),
-            Native::Xor8(_) | Native::Fuse8(_) | Native::Fuse16(_) | Native::Gcs(_) => self.len(0),
-            Native::Aging(f) => f.window(),
-            Native::TimeLimited(f) => f.capacity(),
+        self.0.capacity().unwrap_or_else(|| match &self.0 {
             // Guava's stream keeps no expected insertions: the count its bits and hashes are
             // optimal for (`k = m/n · ln 2`, Guava's own sizing rule).
-            Native::Guava(f) => {
+            AnyFilter::Guava(f) => {
                 (f.bit_size() as f64 * std::f64::consts::LN_2 / f64::from(f.num_hashes())) as u64
             }
-        }
+            _ => self.len(0),
+        })
     }
 
     /// The rate the filter was created for (a static filter's is fixed by its fingerprint).
     pub fn target(&self) -> f64 {
-        match self {
-            Native::Bloom(f) => f.target_fpr(),
-            Native::Blocked(f) => f.target_fpr(),
-            Native::SplitBlock(f) => f.target_fpr(),
-            Native::Counting(f) => f.target_fpr(),
-            Native::Scalable(f) => f.target_fpr(),
-            Native::Cuckoo(f) => f.target_fpr(),
-            Native::ScalableCuckoo(f) => f.target_fpr(),
-            Native::Quotient(f) => f.target_fpr(),
-            Native::Xor8(f) => f.expected_fpr(),
-            Native::Fuse8(f) => f.expected_fpr(),
-            Native::Fuse16(f) => f.expected_fpr(),
-            Native::Gcs(f) => f.expected_fpr(),
-            Native::Aging(f) => f.target_fpr(),
-            Native::TimeLimited(f) => f.target_fpr(),
+        self.0.planned_fpr().unwrap_or_else(|| match &self.0 {
             // At the capacity above, Guava's optimal sizing gives 2^-k.
-            Native::Guava(f) => 0.5f64.powi(f.num_hashes() as i32),
-        }
+            AnyFilter::Guava(f) => 0.5f64.powi(f.num_hashes() as i32),
+            other => other.expected_fpr(),
+        })
     }
 
     /// The rate a never-added item is reported present with now, from the contents: the bits
-    /// set for the Bloom kinds (non-zero counters for counting), the load for cuckoo and
-    /// quotient (fingerprints stored per slot), the fingerprint size for static filters.
+    /// set for the Bloom kinds (non-zero counters for counting; sampled beyond a few MiB, as
+    /// SF.INFO and the monitor read it under the key's lock), the load for cuckoo and quotient
+    /// (fingerprints stored per slot), the fingerprint size for static filters
+    /// ([`AnyFilter::sampled_fpr_at`]).
     pub fn estimate(&self, now: u64) -> f64 {
-        match self {
-            Native::Bloom(f) => f.current_fpr(),
-            // Sampled beyond a few MiB: SF.INFO and the monitor read it under the key's lock.
-            Native::Blocked(f) => f.sampled_fpr(),
-            Native::SplitBlock(f) => {
-                math::split_block_fpr(f.num_blocks() as f64, f.estimated_items().max(0.0))
-            }
-            Native::Counting(f) => f.sampled_fpr(),
-            Native::Scalable(f) => math::compound_fpr(f.layers().iter().map(BlockedBloom::sampled_fpr)),
-            Native::Cuckoo(f) => f.expected_fpr(),
-            Native::ScalableCuckoo(f) => f.expected_fpr(),
-            Native::Quotient(f) => f.expected_fpr(),
-            Native::Xor8(f) => f.expected_fpr(),
-            Native::Fuse8(f) => f.expected_fpr(),
-            Native::Fuse16(f) => f.expected_fpr(),
-            Native::Gcs(f) => f.expected_fpr(),
-            // From the sizes of the live generations (each slice's fill follows its size).
-            Native::Aging(f) => f.expected_fpr(),
-            Native::TimeLimited(f) => f.expected_fpr_at(now),
-            // Guava's `expectedFpp()`: the bits set, to the power k.
-            Native::Guava(f) => f.expected_fpp(),
-        }
+        self.0.sampled_fpr_at(now)
     }
 
     /// The window of a window by count (insertions).
     pub fn window(&self) -> Option<u64> {
-        match self {
-            Native::Aging(f) => Some(f.window()),
+        match &self.0 {
+            AnyFilter::Aging(f) => Some(f.window()),
             _ => None,
         }
     }
 
     /// The window of a window by time, in seconds.
     pub fn ttl_seconds(&self) -> Option<u64> {
-        match self {
-            Native::TimeLimited(f) => Some(f.ttl() / 1000),
+        match &self.0 {
+            AnyFilter::TimeLimited(f) => Some(f.ttl() / 1000),
             _ => None,
         }
     }
@@ -501,18 +376,18 @@ impl Native {
     /// The age of the oldest live slice: insertions since it started (window by count), or
     /// milliseconds before `now` (window by time).
     pub fn oldest_slice_age(&self, now: u64) -> Option<u64> {
-        match self {
-            Native::Aging(f) => Some(f.oldest_slice_age()),
-            Native::TimeLimited(f) => Some(f.oldest_slice_age_at(now)),
+        match &self.0 {
+            AnyFilter::Aging(f) => Some(f.oldest_slice_age()),
+            AnyFilter::TimeLimited(f) => Some(f.oldest_slice_age_at(now)),
             _ => None,
         }
     }
 
     /// The growth factor of a scalable chain.
     pub fn expansion(&self) -> Option<u64> {
-        match self {
-            Native::Scalable(f) => Some(f.growth().round() as u64),
-            Native::ScalableCuckoo(f) => Some(f.growth().round() as u64),
+        match &self.0 {
+            AnyFilter::Scalable(f) => Some(f.growth().round() as u64),
+            AnyFilter::ScalableCuckoo(f) => Some(f.growth().round() as u64),
             _ => None,
         }
     }

@@ -161,7 +161,7 @@ fn blocked_pieces_are_the_bytes_of_the_file() {
     for i in 0..1000u32 {
         big.insert(i.to_le_bytes());
     }
-    let big = Native::Blocked(big);
+    let big = Native::new(sift::AnyFilter::Blocked(big)).unwrap();
     let file = big.to_bytes();
     let (mut joined, mut from, mut pieces) = (Vec::new(), 0, 0);
     loop {
@@ -183,7 +183,7 @@ fn blocked_pieces_are_the_bytes_of_the_file() {
     for i in 0..700u32 {
         small.insert(i.to_le_bytes());
     }
-    let small = Native::Blocked(small);
+    let small = Native::new(sift::AnyFilter::Blocked(small)).unwrap();
     let file = small.to_bytes();
     let n = file.len();
     for from in
