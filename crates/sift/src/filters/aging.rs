@@ -207,6 +207,10 @@ impl Ring {
     pub(crate) fn size_in_bytes(&self) -> usize {
         self.blocks.len() * 64
     }
+    /// Bytes the ring holds outside its own struct: the rows and the per-slice records.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.size_in_bytes() + self.meta.capacity() * core::mem::size_of::<SliceMeta>()
+    }
 
     /// Words per row: the stamp and one per slice.
     #[inline(always)]
@@ -621,6 +625,13 @@ impl AgingBloom {
     /// The false-positive rate the filter was sized for (worst phase of a full window).
     pub fn target_fpr(&self) -> f64 {
         self.target_fpr
+    }
+
+    /// Bytes the filter has allocated outside its own struct: the rows
+    /// ([`Filter::size_in_bytes`]) and one record per slice. A filter in memory takes this plus
+    /// `size_of::<AgingBloom>()`.
+    pub fn heap_bytes(&self) -> usize {
+        self.ring.heap_bytes()
     }
 
     /// The probe kernel in use: `"avx2"` or `"scalar"`.

@@ -268,6 +268,13 @@ impl TimeLimitedBloom {
         self.target_fpr
     }
 
+    /// Bytes the filter has allocated outside its own struct: the rows
+    /// ([`Filter::size_in_bytes`]) and one record per slice (its generation's size, birth and
+    /// retirement time). A filter in memory takes this plus `size_of::<TimeLimitedBloom>()`.
+    pub fn heap_bytes(&self) -> usize {
+        self.ring.heap_bytes()
+    }
+
     /// The probe kernel in use: `"avx2"` or `"scalar"`.
     pub fn kernel_name(&self) -> &'static str {
         self.ring.kernel_name()
