@@ -35,7 +35,15 @@
 //!   live; the row has `k + l + 1` slices plus [`crate::math::aging_spare_slices`] spares
 //!   (rounded up to whole cache lines), and the FPR bound `p` is computed with all but one slice
 //!   live: 33.6 bits per planned item at 1% (k = 10, l = 16, 31 slices), 20.5 at 10%, 48.0 at
-//!   0.1%.
+//!   0.1%. That case is reached, not a loose bound: at [`crate::math::AGING_RATE_HEADROOM`]
+//!   times the planned rate a generation fills in `0.8·T/l`, a slice stays live `0.8·k·T/l + T`
+//!   after its birth, so right before a shift `k + 1.25·l` slices are live (30 of 31 at 1%),
+//!   every generation full, and the formula gives `p` itself (0.967% at 1% in
+//!   `fpr_at_the_worst_moment_of_the_cycle`, measured 0.944%). At the planned rate the worst
+//!   moment has `k + l` live slices (0.72% at 1%); planning for that instead would save 4.6% of
+//!   the bits at the same shape (32.1 bits per item at 1%), or about 20% without spare slices
+//!   (`l = 20`), and give up the headroom. A filter younger than `T + k·T/l` is below both: its
+//!   oldest slices hold fewer than `k` generations.
 //! * **Above the planned rate**: when a generation has taken its `g` insertions before its time
 //!   is up, the next one starts early in a spare slice: more slices, each at its design load,
 //!   rather than fuller ones (the paper's filter "supports variable insertion rates while
@@ -742,6 +750,60 @@ mod tests {
             assert!(old as f64 <= gone_before as f64 * upper_bound(p, gone_before as f64), "old {old}");
             let sd = (expected * (1.0 - expected) / probes as f64).sqrt();
             assert!((rate - expected).abs() <= 3.3 * sd + 0.03 * expected, "measured {rate} vs {expected}");
+        }
+    }
+
+    /// The worst moment of the slice cycle the plan covers: the steady state at the highest
+    /// rate the target holds for ([`math::AGING_RATE_HEADROOM`] times the planned one), right
+    /// before a shift, with every generation full: every slice but the free one is live, the
+    /// case `aging_plan_timed` sizes for, and it is reached (the formula then gives the target
+    /// itself, so the plan is not loose); never-seen items report present within the binomial
+    /// bound of `p` there. At the planned rate the same moment has `k + l` live slices only.
+    #[test]
+    fn fpr_at_the_worst_moment_of_the_cycle() {
+        let (ttl, capacity, p) = (1_000_000u64, 4_000usize, 0.01);
+        for (factor, all_but_one) in [(1.0, false), (math::AGING_RATE_HEADROOM, true)] {
+            let mut f = TimeLimitedBloom::new(ttl, capacity, p).unwrap();
+            let mut st = 41;
+            let step = ttl as f64 / (capacity as f64 * factor);
+            let (mut i, mut worst) = (0u64, None);
+            // Three windows to reach the steady state, then the end of the next full generation.
+            while worst.is_none() {
+                let now = 1 + (i as f64 * step) as u64;
+                let before = f.clone();
+                f.insert_digest_at(digest(&mut st), now);
+                if i as f64 * step > 3.0 * ttl as f64 && f.current_generation() == 1 {
+                    // That insertion started a generation: the filter just before it was at the
+                    // end of the previous one.
+                    worst = Some(before);
+                }
+                i += 1;
+            }
+            let f = worst.unwrap();
+            let plan = math::aging_plan_timed(p, math::AGING_DEFAULT_MAX_SLICES).unwrap();
+            let live = f.live_slices();
+            if all_but_one {
+                assert_eq!(live, f.num_slices() - 1, "factor {factor}");
+            } else {
+                assert!(live <= plan.k + plan.l + 1, "factor {factor}: live {live}");
+            }
+            let expected = f.expected_fpr();
+            let probes = 400_000;
+            let fp = (0..probes).filter(|_| f.contains_digest(digest(&mut st))).count();
+            let rate = fp as f64 / probes as f64;
+            eprintln!(
+                "factor {factor}: live {live} of {}, expected {expected:.5}, measured {rate:.5}",
+                f.num_slices()
+            );
+            assert!(fp as f64 <= probes as f64 * upper_bound(p, probes as f64), "factor {factor}: {rate}");
+            let sd = (expected * (1.0 - expected) / probes as f64).sqrt();
+            assert!((rate - expected).abs() <= 3.3 * sd + 0.05 * expected, "measured {rate} vs {expected}");
+            if all_but_one {
+                assert!(
+                    expected > 0.9 * p && expected <= p * 1.000_001,
+                    "factor {factor}: expected {expected}"
+                );
+            }
         }
     }
 
