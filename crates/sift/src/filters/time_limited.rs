@@ -277,8 +277,8 @@ impl TimeLimitedBloom {
     }
 
     /// Bytes the filter has allocated outside its own struct: the rows
-    /// ([`Filter::size_in_bytes`]) and one record per slice (its generation's size, birth and
-    /// retirement time). A filter in memory takes this plus `size_of::<TimeLimitedBloom>()`.
+    /// ([`Filter::size_in_bytes`]) and one record per slice (its generation's size and its
+    /// birth, 16 bytes). A filter in memory takes this plus `size_of::<TimeLimitedBloom>()`.
     pub fn heap_bytes(&self) -> usize {
         self.ring.heap_bytes()
     }
@@ -385,13 +385,13 @@ impl TimeLimitedBloom {
     }
 
     /// Whether the slice's last insertion is more than `ttl` before `now`.
-    fn expired(ttl: u64, now: u64, m: &SliceMeta) -> bool {
-        now > m.left.saturating_add(ttl)
+    fn expired(ttl: u64, now: u64, left: u64) -> bool {
+        now > left.saturating_add(ttl)
     }
 
     fn retire_at(&mut self, now: u64) {
         let ttl = self.ttl;
-        self.ring.retire(|m| Self::expired(ttl, now, m));
+        self.ring.retire(|left| Self::expired(ttl, now, left));
     }
 
     /// Live slices as of `now` (at or after the clock), without changing the filter: the
@@ -407,7 +407,7 @@ impl TimeLimitedBloom {
         }
         let k = self.ring.k();
         let mut l = live;
-        while l > k && Self::expired(self.ttl, now, self.ring.meta_at(l - 1)) {
+        while l > k && Self::expired(self.ttl, now, self.ring.left_at(l - 1)) {
             l -= 1;
         }
         l
@@ -435,7 +435,7 @@ impl TimeLimitedBloom {
             if self.ring.live() >= self.ring.slices() {
                 // Every slice holds items of the window (the rate overran the spares): the
                 // oldest frees when its last insertion leaves the window.
-                let left = self.ring.meta_at(self.ring.live() - 1).left;
+                let left = self.ring.left_at(self.ring.live() - 1);
                 t = left.saturating_add(self.ttl).saturating_add(1).max(t);
                 if t > now {
                     break;
@@ -465,8 +465,8 @@ impl TimeLimitedBloom {
             .u32(self.ring.live() as u32)
             .u32(LAYOUT)
             .u32(self.ring.epoch());
-        for m in self.ring.meta() {
-            p.u64(m.items).u64(m.born).u64(m.left);
+        for (i, m) in self.ring.meta().iter().enumerate() {
+            p.u64(m.items).u64(m.born).u64(self.ring.left_of(i));
         }
         p
     }
@@ -523,8 +523,8 @@ impl Timed for TimeLimitedBloom {
         self.clock = now;
         // Most calls (an insertion a moment after the last one) have nothing to start or
         // retire: two comparisons, and the rest stays out of line.
-        let oldest = self.ring.meta_at(self.ring.live() - 1);
-        let expiring = self.ring.live() > self.ring.k() && Self::expired(self.ttl, now, oldest);
+        let expiring = self.ring.live() > self.ring.k()
+            && Self::expired(self.ttl, now, self.ring.left_at(self.ring.live() - 1));
         if now - old > self.ttl || self.gen_start.saturating_add(self.span) <= now || expiring {
             self.catch_up(old, now);
         }
@@ -584,11 +584,12 @@ impl Persist for TimeLimitedBloom {
         let layout = r.u32("layout")?;
         let epoch = r.u32("epoch")?;
         let mut meta = Vec::with_capacity(shape.1 as usize);
+        let mut lefts = Vec::with_capacity(shape.1 as usize);
         for _ in 0..shape.1 {
             let items = r.u64("generation items")?;
             let born = r.u64("born")?;
-            let left = r.u64("left")?;
-            meta.push(SliceMeta { items, born, left });
+            lefts.push(r.u64("left")?);
+            meta.push(SliceMeta { items, born });
         }
         r.finish()?;
         let bad = |what| Err(Error::from(FormatError::InvalidParams(what)));
@@ -598,10 +599,10 @@ impl Persist for TimeLimitedBloom {
         if generation == 0 || capacity == 0 || ttl == 0 || span == 0 || span > ttl {
             return bad("time-limited bloom: zero generation, capacity, ttl or span, or span past the ttl");
         }
-        if gen_start > clock || meta.iter().any(|m| m.born > clock || m.left > clock) {
+        if gen_start > clock || meta.iter().any(|m| m.born > clock) || lefts.iter().any(|&t| t > clock) {
             return bad("time-limited bloom: a time past the clock");
         }
-        let ring = Ring::decode(shape, head, live, epoch, meta, raw.payload())?;
+        let ring = Ring::decode(shape, head, live, epoch, meta, &lefts, raw.payload())?;
         Ok(TimeLimitedBloom {
             ring,
             hasher: raw.hasher(),
@@ -1051,6 +1052,7 @@ mod tests {
             reencode(&bytes, set32(76, 33)),                 // live above the slices
             reencode(&bytes, set32(80, 7)),                  // layout
             reencode(&bytes, set64(88 + 8, u64::MAX)),       // a birth past the clock
+            reencode(&bytes, set64(88 + 16, 1)),             // a retirement that is no younger slice's birth
             reencode(&bytes, |p| p.truncate(100)),           // short
         ];
         for (i, c) in cases.iter().enumerate() {
