@@ -135,51 +135,62 @@ pub(crate) fn low_bits(n: usize) -> u32 {
 }
 
 /// The age of a word that is no slice's (the stamp, and the words past a row of 16): never
-/// stale, never written, and filled with ones in [`alignments`].
+/// stale, never written.
 pub(crate) const NO_AGE: u8 = u8::MAX;
 
-/// The per-word table of a ring state (word 0 is the stamp, word `p + 1` slice `p`): the age of
-/// each word's slice, one byte each. What the kernels need besides follows from it and `k`, and
-/// they compute it per step: the left rotation that brings a slice's offset bits to their
-/// alignments' bits, `age + k - 1` (before subtracting the item's base position), the bits
-/// outside its `k` alignments, `!(low_k << age)`, and whether insertions write to it, `age < k`.
-/// Computing those costs one shift and one addition per eight words where loading four tables
-/// of 32-bit words cost four loads, and keeps the tables at 37 bytes instead of 532 in every
-/// aging filter (a per-user filter of a few hundred items has 1-2 KiB of bits).
+/// The per-word tables of a ring state (word 0 is the stamp, word `p + 1` slice `p`): the left
+/// rotation that brings a slice's offset bits to their alignments' bits, `age + k - 1` (before
+/// subtracting the item's base position), the ones that fill the bits outside its `k`
+/// alignments, and its age (one byte: insertions write to the words of age below `k`, which the
+/// insertion kernels compute). The query kernel loads the first two as they are: computing them
+/// from the ages measured 25-30% slower queries (`benches/probes/aging_speed.rs`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct Ages {
-    /// The age of each word's slice (its offset in the runs written now, for the `k` youngest);
-    /// [`NO_AGE`] for the stamp and past the row.
+    /// `age + k - 1` of each slice's word.
+    pub(crate) turn: [u32; MAX_WORDS],
+    /// `!(low_k << age)` of each slice's word (32 bits); all ones for the stamp.
+    pub(crate) fill: [u32; MAX_WORDS],
+    /// The age of each slice's word (its offset in the runs written now, for the `k` youngest);
+    /// [`NO_AGE`] for the stamp and past the row, so that it is never stale nor written.
     pub(crate) age: [u8; MAX_WORDS],
     /// Bit `i` set when the 8-word group `8i .. 8i+8` holds a word of the `k` youngest slices:
     /// the groups [`push`] writes when no older slice is stale.
-    pub(crate) groups: u8,
+    pub(crate) groups: u32,
     /// `k`, the slices insertions write to.
-    pub(crate) k: u8,
-    /// Group numbers of two groups that together hold every word of the `k` youngest slices,
+    pub(crate) k: u32,
+    /// Word offsets of two groups that together hold every word of the `k` youngest slices,
     /// when two suffice: the groups of `groups`, or, when one holds them all, that group and the
     /// other group of its cache line (where [`push`] then changes nothing), so that a push
     /// reads and writes exactly two groups without a loop and no other cache line.
-    pub(crate) pair: Option<[u8; 2]>,
+    pub(crate) pair: Option<[u32; 2]>,
 }
 
 impl Ages {
     /// The tables for `slices` slices whose youngest is physical `head`, `k` per run.
     pub(crate) fn new(slices: usize, head: usize, k: usize) -> Ages {
-        debug_assert!(slices < MAX_WORDS && head < slices && k <= slices);
-        let mut t = Ages { age: [NO_AGE; MAX_WORDS], groups: 0, k: k as u8, pair: None };
+        let low_k = low_bits(k) as u64;
+        let mut t = Ages {
+            turn: [0; MAX_WORDS],
+            fill: [u32::MAX; MAX_WORDS],
+            age: [NO_AGE; MAX_WORDS],
+            groups: 0,
+            k: k as u32,
+            pair: None,
+        };
         for p in 0..slices {
             let age = (p + slices - head) % slices;
+            t.turn[p + 1] = (age + k - 1) as u32;
+            t.fill[p + 1] = !((low_k << age) as u32);
             t.age[p + 1] = age as u8;
             if age < k {
                 t.groups |= 1 << ((p + 1) / 8);
             }
         }
-        let first = t.groups.trailing_zeros() as u8;
+        let first = t.groups.trailing_zeros();
         t.pair = match t.groups.count_ones() {
             // Groups 2i and 2i + 1 share a cache line; both exist in rows of 16 and 32 words.
-            1 => Some([first, first ^ 1]),
-            2 => Some([first, 7 - t.groups.leading_zeros() as u8]),
+            1 => Some([first * 8, (first ^ 1) * 8]),
+            2 => Some([first * 8, (31 - t.groups.leading_zeros()) * 8]),
             _ => None,
         };
         t
@@ -191,33 +202,29 @@ impl Ages {
         self.age[w] as u32
     }
 
-    /// The rotation of word `w` before the item's base position is subtracted: `age + k - 1`.
-    #[inline(always)]
-    fn turn(&self, w: usize) -> u32 {
-        self.age(w) + self.k as u32 - 1
-    }
-
-    /// The ones that fill the bits outside word `w`'s `k` alignments: `!(low_k << age)`, all
-    /// ones for the stamp.
-    #[inline(always)]
-    fn fill(&self, w: usize) -> u32 {
-        let age = self.age(w);
-        if age >= WORD_BITS {
-            u32::MAX
-        } else {
-            !(low_bits(self.k as usize) << age)
-        }
-    }
-
     /// All ones for the words of the `k` youngest slices (those insertions write to), else 0.
     #[inline(always)]
     fn active(&self, w: usize) -> u32 {
-        if self.age(w) < self.k as u32 {
+        if self.age(w) < self.k {
             u32::MAX
         } else {
             0
         }
     }
+}
+
+/// The ages of words `p .. p + 8` ([`Ages::age`]), one per lane.
+///
+/// # Safety
+/// The CPU must support AVX2, and `p + 8 ≤ 32`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn ages_avx2(ages: &Ages, p: usize) -> core::arch::x86_64::__m256i {
+    use core::arch::x86_64::*;
+    // SAFETY: `p + 8 ≤ 32` (this function's contract), the length of the table: the 8 bytes
+    // read are in bounds; the load accepts any address.
+    unsafe { _mm256_cvtepu8_epi32(_mm_loadl_epi64(ages.age.as_ptr().add(p) as *const __m128i)) }
 }
 
 /// Bit `k-1+a` of the result (for `a + k ≤` the slices): whether every slice of age `a .. a+k`
@@ -236,12 +243,12 @@ pub(crate) fn alignments(kernel: Kernel, row: &[u32], y: u32, ages: &Ages, stale
         #[cfg(target_arch = "x86_64")]
         super::Impl::Avx2 => {
             // SAFETY: `Impl::Avx2` exists only when `Kernel::detect` found AVX2 on this CPU.
-            unsafe { alignments_avx2_any(row, y, ages) & !stale_alignments(stale, ages.k as u32) }
+            unsafe { alignments_avx2_any(row, y, ages) & !stale_alignments(stale, ages.k) }
         }
         #[cfg(all(target_arch = "x86_64", feature = "avx512"))]
         super::Impl::Avx512 => {
             // SAFETY: every CPU with AVX-512F (which `Kernel::detect` checked) has AVX2.
-            unsafe { alignments_avx2_any(row, y, ages) & !stale_alignments(stale, ages.k as u32) }
+            unsafe { alignments_avx2_any(row, y, ages) & !stale_alignments(stale, ages.k) }
         }
         _ => alignments_scalar(row, y, ages, stale),
     }
@@ -263,7 +270,7 @@ pub(crate) fn alignments_scalar(row: &[u32], y: u32, ages: &Ages, stale: u32) ->
     let mut all = u32::MAX;
     for (w, &word) in row.iter().enumerate().skip(1) {
         let word = if ages.age(w) < stale { 0 } else { word };
-        all &= word.rotate_left(ages.turn(w).wrapping_sub(base(y, w)) % WORD_BITS) | ages.fill(w);
+        all &= word.rotate_left(ages.turn[w].wrapping_sub(base(y, w)) % WORD_BITS) | ages.fill[w];
     }
     all
 }
@@ -306,20 +313,6 @@ unsafe fn rotate_left_avx2(
     _mm256_or_si256(_mm256_sllv_epi32(w, left), _mm256_srlv_epi32(w, right))
 }
 
-/// The ages of words `p .. p + 8` ([`Ages::age`]), one per lane.
-///
-/// # Safety
-/// The CPU must support AVX2, and `p + 8 ≤ 32`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-#[inline]
-unsafe fn ages_avx2(ages: &Ages, p: usize) -> core::arch::x86_64::__m256i {
-    use core::arch::x86_64::*;
-    // SAFETY: `p + 8 ≤ 32` (this function's contract), the length of the table: the 8 bytes
-    // read are in bounds; the load accepts any address.
-    unsafe { _mm256_cvtepu8_epi32(_mm_loadl_epi64(ages.age.as_ptr().add(p) as *const __m128i)) }
-}
-
 /// [`alignments`] with AVX2 for a row of `WORDS` words (16 or 32), eight per step, unrolled;
 /// stale slices are not cleared (the caller masks [`stale_alignments`]).
 ///
@@ -333,28 +326,24 @@ unsafe fn alignments_avx2<const WORDS: usize>(row: &[u32], y: u32, ages: &Ages) 
     use core::arch::x86_64::*;
     const { assert!(WORDS % 8 == 0 && WORDS <= MAX_WORDS) };
     let yv = _mm256_set1_epi32(y as i32);
-    let k1 = _mm256_set1_epi32(ages.k as i32 - 1);
-    let low_k = _mm256_set1_epi32(low_bits(ages.k as usize) as i32);
     let mut all = _mm256_set1_epi32(-1);
     let mut p = 0;
     while p < WORDS {
         // SAFETY: `p + 8 ≤ WORDS ≤ row.len()` and `WORDS ≤ 32`, the length of `MULTIPLIERS` and
-        // of the table of `ages`: the bytes read from each are in bounds; unaligned loads accept
-        // any address and any bits are a valid `__m256i`; AVX2 (this function's contract).
-        let (m, w, age) = unsafe {
+        // of every table of `ages`: the 32 bytes read from each are in bounds; unaligned loads
+        // accept any address and any bits are a valid `__m256i`.
+        let (m, w, turn, fill) = unsafe {
             (
                 _mm256_loadu_si256(MULTIPLIERS.as_ptr().add(p) as *const __m256i),
                 _mm256_loadu_si256(row.as_ptr().add(p) as *const __m256i),
-                ages_avx2(ages, p),
+                _mm256_loadu_si256(ages.turn.as_ptr().add(p) as *const __m256i),
+                _mm256_loadu_si256(ages.fill.as_ptr().add(p) as *const __m256i),
             )
         };
         let base = _mm256_srli_epi32(_mm256_mullo_epi32(yv, m), 27);
         // SAFETY: AVX2 is available (this function's contract).
-        let rot = unsafe { rotate_left_avx2(w, _mm256_sub_epi32(_mm256_add_epi32(age, k1), base)) };
-        // The word's `k` alignment bits, `low_k << age` (none for the stamp, whose age is past
-        // 31): an alignment fails where one of them is clear in `rot`. `all &= rot | !bits`.
-        let bits = _mm256_sllv_epi32(low_k, age);
-        all = _mm256_andnot_si256(_mm256_andnot_si256(rot, bits), all);
+        let rot = unsafe { rotate_left_avx2(w, _mm256_sub_epi32(turn, base)) };
+        all = _mm256_and_si256(all, _mm256_or_si256(rot, fill));
         p += 8;
     }
     // SAFETY: AVX2 is available (this function's contract).
@@ -412,7 +401,7 @@ pub(crate) fn insert_scalar(row: &mut [u32], y: u32, ages: &Ages, stale: u32) ->
     for (w, word) in row.iter_mut().enumerate().skip(1) {
         let old = if ages.age(w) < stale { 0 } else { *word };
         let b = base(y, w);
-        all &= old.rotate_left(ages.turn(w).wrapping_sub(b) % WORD_BITS) | ages.fill(w);
+        all &= old.rotate_left(ages.turn[w].wrapping_sub(b) % WORD_BITS) | ages.fill[w];
         let bit = (1u32 << (b.wrapping_sub(ages.age(w)) % WORD_BITS)) & ages.active(w);
         new |= bit & !old;
         *word = old | bit;
@@ -455,27 +444,25 @@ unsafe fn insert_avx2<const WORDS: usize>(row: &mut [u32], y: u32, ages: &Ages, 
     let c31 = _mm256_set1_epi32(31);
     let one = _mm256_set1_epi32(1);
     let kv = _mm256_set1_epi32(ages.k as i32);
-    let k1 = _mm256_set1_epi32(ages.k as i32 - 1);
-    let low_k = _mm256_set1_epi32(low_bits(ages.k as usize) as i32);
     let mut all = _mm256_set1_epi32(-1);
     let mut new = _mm256_setzero_si256();
     let mut p = 0;
     while p < WORDS {
         // SAFETY: `p + 8 ≤ WORDS ≤ row.len()` and `WORDS ≤ 32`, the length of every table read:
-        // the bytes read from each (and written to `row`) are in bounds; unaligned accesses
+        // the 32 bytes read from each (and written to `row`) are in bounds; unaligned accesses
         // accept any address, any bits are a valid `__m256i`, and `row` is borrowed exclusively.
         unsafe {
             let m = _mm256_loadu_si256(MULTIPLIERS.as_ptr().add(p) as *const __m256i);
             let at = row.as_mut_ptr().add(p) as *mut __m256i;
+            let turn = _mm256_loadu_si256(ages.turn.as_ptr().add(p) as *const __m256i);
+            let fill = _mm256_loadu_si256(ages.fill.as_ptr().add(p) as *const __m256i);
             let age = ages_avx2(ages, p);
-            // Ages are at most 255 and k at most 24: the signed compares are exact.
+            // Ages are at most 255 and k at most 24: the signed compare is exact.
             let active = _mm256_cmpgt_epi32(kv, age);
             let w = _mm256_andnot_si256(_mm256_cmpgt_epi32(sv, age), _mm256_loadu_si256(at));
             let base = _mm256_srli_epi32(_mm256_mullo_epi32(yv, m), 27);
-            let rot = rotate_left_avx2(w, _mm256_sub_epi32(_mm256_add_epi32(age, k1), base));
-            // `all &= rot | !bits`, as in `alignments_avx2`.
-            let bits = _mm256_sllv_epi32(low_k, age);
-            all = _mm256_andnot_si256(_mm256_andnot_si256(rot, bits), all);
+            let rot = rotate_left_avx2(w, _mm256_sub_epi32(turn, base));
+            all = _mm256_and_si256(all, _mm256_or_si256(rot, fill));
             let pos = _mm256_and_si256(_mm256_sub_epi32(base, age), c31);
             let bit = _mm256_and_si256(_mm256_sllv_epi32(one, pos), active);
             new = _mm256_or_si256(new, _mm256_andnot_si256(w, bit));
@@ -521,7 +508,7 @@ pub(crate) fn push(kernel: Kernel, row: &mut [u32], y: u32, ages: &Ages, stale: 
 /// rely on it).
 #[inline(always)]
 fn push_groups(ages: &Ages, stale: u32, len: usize) -> u32 {
-    let groups = if stale > ages.k as u32 { u32::MAX } else { ages.groups as u32 };
+    let groups = if stale > ages.k { u32::MAX } else { ages.groups };
     groups
         & match len {
             32.. => 0b1111,
@@ -580,11 +567,11 @@ unsafe fn push_avx2<const WORDS: usize>(row: &mut [u32], y: u32, ages: &Ages, st
     const { assert!(WORDS % 8 == 0 && WORDS >= 16 && WORDS <= MAX_WORDS) };
     let yv = _mm256_set1_epi32(y as i32);
     let sv = _mm256_set1_epi32(stale as i32);
-    let new = if ages.pair.is_some() && stale <= ages.k as u32 {
+    let new = if ages.pair.is_some() && stale <= ages.k {
         let [a, b] = ages.pair.unwrap_or_default();
         // Word offsets of groups inside the row whatever the tables say: multiples of 8 below
         // `WORDS` (a power of two).
-        let (a, b) = ((a as usize * 8) & (WORDS - 8), (b as usize * 8) & (WORDS - 8));
+        let (a, b) = (a as usize & (WORDS - 8), b as usize & (WORDS - 8));
         // SAFETY: AVX2 (this function's contract); `a + 8 ≤ WORDS ≤ row.len()`, likewise `b`.
         unsafe {
             _mm256_or_si256(push_group_avx2(row, a, yv, sv, ages), push_group_avx2(row, b, yv, sv, ages))
