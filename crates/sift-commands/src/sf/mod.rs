@@ -86,7 +86,7 @@ impl DataType for SiftFilter {
 
     fn mem_usage(&self) -> usize {
         std::mem::size_of::<Self>()
-            + self.filter.as_ref().map_or(0, |f| f.size_in_bytes() as usize)
+            + self.filter.as_ref().map_or(0, |f| f.heap_bytes() as usize)
             + self.upload.capacity()
     }
 

@@ -197,3 +197,33 @@ fn blocked_pieces_are_the_bytes_of_the_file() {
         }
     }
 }
+
+/// `MEMORY USAGE` of a `sift-filt` value counts what it allocates: its struct, the filter's
+/// storage and, for the aging filters, their per-slice records (they were left out). A per-user
+/// aging filter of a week (`SF.RESERVE key 0.01 282 KIND aging TTL 604800`) takes its bits and
+/// about 1 KiB more (the struct was 776 B with the kernels' tables at 532 B, which every
+/// `sift-filt` value paid for, whatever its kind; the records were 744 B).
+#[test]
+fn memory_usage_counts_what_the_value_allocates() {
+    let spec = Spec {
+        kind: ReserveKind::Aging,
+        error_rate: 0.01,
+        capacity: 282,
+        fingerprint: None,
+        expansion: 0,
+        window: None,
+        ttl_ms: Some(604_800_000),
+    };
+    let f = spec.create().unwrap();
+    let Native::TimeLimited(tl) = &f else { panic!("a TTL spec makes a time-limited filter") };
+    let records = tl.num_slices() as usize * 2 * 8;
+    let bits = f.size_in_bytes() as usize;
+    let usage = DataType::mem_usage(&SiftFilter::new(f));
+    eprintln!(
+        "struct {} B, bits {bits} B, records {records} B: {usage} B",
+        std::mem::size_of::<SiftFilter>()
+    );
+    assert_eq!(usage, std::mem::size_of::<SiftFilter>() + bits + records);
+    assert!(std::mem::size_of::<SiftFilter>() <= 560, "{} B", std::mem::size_of::<SiftFilter>());
+    assert!(usage - bits <= 1_100, "{} B besides {bits} B of bits", usage - bits);
+}

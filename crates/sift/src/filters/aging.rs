@@ -93,9 +93,6 @@ pub(crate) struct SliceMeta {
     pub(crate) items: u64,
     /// When it became the youngest (the caller's clock; 0 in a window by count).
     pub(crate) born: u64,
-    /// When it stopped taking insertions (left the `k` youngest; 0 while among them, and in a
-    /// window by count).
-    pub(crate) left: u64,
 }
 
 /// Rows of slices in a ring, with per-slice bookkeeping: the state both aging filters share.
@@ -114,7 +111,12 @@ pub(crate) struct Ring {
     live: usize,
     epoch: u32,
     meta: Vec<SliceMeta>,
-    /// Per-word tables of the kernels (a function of `slices`, `head` and `k`).
+    /// Bit `p` set when physical slice `p` has left the `k` youngest since it became the
+    /// youngest. It left at the shift that made the slice now `k` positions younger the
+    /// youngest, so its retirement time is that slice's birth ([`Ring::left_at`]): one bit
+    /// instead of a third `u64` per record.
+    left_set: u32,
+    /// Per-word table of the kernels (a function of `slices`, `head` and `k`).
     ages: rows::Ages,
     kernel: Kernel,
 }
@@ -130,6 +132,7 @@ impl PartialEq for Ring {
             && self.live == other.live
             && self.epoch == other.epoch
             && self.meta == other.meta
+            && (0..self.slices).all(|p| self.left_of(p) == other.left_of(p))
             && self.blocks == other.blocks
     }
 }
@@ -175,6 +178,7 @@ impl Ring {
             live,
             epoch: 0,
             meta: vec![SliceMeta::default(); slices as usize],
+            left_set: 0,
             ages: rows::Ages::new(slices as usize, 0, k as usize),
             kernel: Kernel::detect(),
         })
@@ -207,6 +211,10 @@ impl Ring {
     pub(crate) fn size_in_bytes(&self) -> usize {
         self.blocks.len() * 64
     }
+    /// Bytes the ring holds outside its own struct: the rows and the per-slice records.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.size_in_bytes() + self.meta.capacity() * core::mem::size_of::<SliceMeta>()
+    }
 
     /// Words per row: the stamp and one per slice.
     #[inline(always)]
@@ -233,6 +241,24 @@ impl Ring {
     /// Bookkeeping by physical index.
     pub(crate) fn meta(&self) -> &[SliceMeta] {
         &self.meta
+    }
+
+    /// When the slice at logical position `i` stopped taking insertions (left the `k`
+    /// youngest): the birth of the slice `k` positions younger, which became the youngest at
+    /// that shift and has not been replaced since (a slice is replaced only after every older
+    /// one); 0 while it is among the `k` youngest, and before its first shift after a reset.
+    #[inline(always)]
+    pub(crate) fn left_at(&self, i: usize) -> u64 {
+        if i >= self.k && self.left_set >> self.phys(i) & 1 == 1 {
+            self.meta[self.phys(i - self.k)].born
+        } else {
+            0
+        }
+    }
+
+    /// [`Ring::left_at`] by physical index.
+    pub(crate) fn left_of(&self, p: usize) -> u64 {
+        self.left_at((p + self.slices - self.head) % self.slices)
     }
 
     /// Counted insertions of the current generation.
@@ -328,9 +354,10 @@ impl Ring {
     /// sure that slice holds nothing still needed.
     pub(crate) fn shift(&mut self, t: u64) {
         let leaving = self.phys(self.k - 1);
-        self.meta[leaving].left = t;
+        self.left_set |= 1 << leaving;
         self.head = if self.head == 0 { self.slices - 1 } else { self.head - 1 };
-        self.meta[self.head] = SliceMeta { items: 0, born: t, left: 0 };
+        self.meta[self.head] = SliceMeta { items: 0, born: t };
+        self.left_set &= !(1 << self.head);
         self.live = (self.live + 1).min(self.slices);
         self.ages = rows::Ages::new(self.slices, self.head, self.k);
         self.bump_epoch(1);
@@ -353,9 +380,10 @@ impl Ring {
         }
     }
 
-    /// Forgets the oldest live slices while `expired` says so, keeping the `k` youngest.
-    pub(crate) fn retire(&mut self, mut expired: impl FnMut(&SliceMeta) -> bool) {
-        while self.live > self.k && expired(&self.meta[self.phys(self.live - 1)]) {
+    /// Forgets the oldest live slices while `expired` says so of the time they stopped taking
+    /// insertions ([`Ring::left_at`]), keeping the `k` youngest.
+    pub(crate) fn retire(&mut self, mut expired: impl FnMut(u64) -> bool) {
+        while self.live > self.k && expired(self.left_at(self.live - 1)) {
             self.live -= 1;
         }
     }
@@ -365,6 +393,7 @@ impl Ring {
     /// oldest of them is as young as the youngest: none holds anything from before).
     pub(crate) fn reset(&mut self, live: usize, born: u64) {
         self.meta.fill(SliceMeta::default());
+        self.left_set = 0;
         self.head = 0;
         for m in &mut self.meta[..live] {
             m.born = born;
@@ -455,13 +484,17 @@ impl Ring {
     }
 
     /// A ring decoded from a file: the shape, where the youngest slice is, how many are live,
-    /// the epoch, the records by physical slice and the payload (checked to be the rows' bytes).
+    /// the epoch, the records by physical slice, the times the slices stopped taking insertions
+    /// (by physical slice; empty for none: a window by count) and the payload (checked to be
+    /// the rows' bytes). A retirement time must be the birth of the slice `k` younger, as every
+    /// shift makes it ([`Ring::left_at`]), or 0.
     pub(crate) fn decode(
         (rows, slices, k): (u64, u32, u32),
         head: u32,
         live: u32,
         epoch: u32,
         meta: Vec<SliceMeta>,
+        lefts: &[u64],
         payload: &[u8],
     ) -> Result<Ring> {
         let bytes = check_shape(rows, slices, k)?;
@@ -485,6 +518,22 @@ impl Ring {
         ring.epoch = epoch;
         ring.meta = meta;
         ring.ages = rows::Ages::new(ring.slices, ring.head, ring.k);
+        if !lefts.is_empty() && lefts.len() != ring.slices {
+            return Err(FormatError::InvalidParams("aging filter: one record per slice").into());
+        }
+        for (p, &left) in lefts.iter().enumerate() {
+            if left == 0 {
+                continue;
+            }
+            let i = (p + ring.slices - ring.head) % ring.slices;
+            if i < ring.k || ring.meta[ring.phys(i - ring.k)].born != left {
+                return Err(FormatError::InvalidParams(
+                    "aging filter: a slice's retirement time is not the birth of the slice k younger",
+                )
+                .into());
+            }
+            ring.left_set |= 1 << p;
+        }
         Ok(ring)
     }
 }
@@ -621,6 +670,13 @@ impl AgingBloom {
     /// The false-positive rate the filter was sized for (worst phase of a full window).
     pub fn target_fpr(&self) -> f64 {
         self.target_fpr
+    }
+
+    /// Bytes the filter has allocated outside its own struct: the rows
+    /// ([`Filter::size_in_bytes`]) and one record per slice. A filter in memory takes this plus
+    /// `size_of::<AgingBloom>()`.
+    pub fn heap_bytes(&self) -> usize {
+        self.ring.heap_bytes()
     }
 
     /// The probe kernel in use: `"avx2"` or `"scalar"`.
@@ -816,7 +872,7 @@ impl Persist for AgingBloom {
         let reserved = r.u32("reserved")?;
         let mut meta = Vec::with_capacity(shape.1 as usize);
         for _ in 0..shape.1 {
-            meta.push(SliceMeta { items: r.u64("generation items")?, born: 0, left: 0 });
+            meta.push(SliceMeta { items: r.u64("generation items")?, born: 0 });
         }
         r.finish()?;
         if layout != LAYOUT || reserved != 0 {
@@ -832,7 +888,7 @@ impl Persist for AgingBloom {
         if meta.iter().any(|m| m.items > generation) {
             return Err(FormatError::InvalidParams("aging bloom: a generation larger than g").into());
         }
-        let ring = Ring::decode(shape, head, shape.1, epoch, meta, raw.payload())?;
+        let ring = Ring::decode(shape, head, shape.1, epoch, meta, &[], raw.payload())?;
         Ok(AgingBloom {
             ring,
             hasher: raw.hasher(),

@@ -35,7 +35,15 @@
 //!   live; the row has `k + l + 1` slices plus [`crate::math::aging_spare_slices`] spares
 //!   (rounded up to whole cache lines), and the FPR bound `p` is computed with all but one slice
 //!   live: 33.6 bits per planned item at 1% (k = 10, l = 16, 31 slices), 20.5 at 10%, 48.0 at
-//!   0.1%.
+//!   0.1%. That case is reached, not a loose bound: at [`crate::math::AGING_RATE_HEADROOM`]
+//!   times the planned rate a generation fills in `0.8·T/l`, a slice stays live `0.8·k·T/l + T`
+//!   after its birth, so right before a shift `k + 1.25·l` slices are live (30 of 31 at 1%),
+//!   every generation full, and the formula gives `p` itself (0.967% at 1% in
+//!   `fpr_at_the_worst_moment_of_the_cycle`, measured 0.944%). At the planned rate the worst
+//!   moment has `k + l` live slices (0.72% at 1%); planning for that instead would save 4.6% of
+//!   the bits at the same shape (32.1 bits per item at 1%), or about 20% without spare slices
+//!   (`l = 20`), and give up the headroom. A filter younger than `T + k·T/l` is below both: its
+//!   oldest slices hold fewer than `k` generations.
 //! * **Above the planned rate**: when a generation has taken its `g` insertions before its time
 //!   is up, the next one starts early in a spare slice: more slices, each at its design load,
 //!   rather than fuller ones (the paper's filter "supports variable insertion rates while
@@ -268,6 +276,13 @@ impl TimeLimitedBloom {
         self.target_fpr
     }
 
+    /// Bytes the filter has allocated outside its own struct: the rows
+    /// ([`Filter::size_in_bytes`]) and one record per slice (its generation's size and its
+    /// birth, 16 bytes). A filter in memory takes this plus `size_of::<TimeLimitedBloom>()`.
+    pub fn heap_bytes(&self) -> usize {
+        self.ring.heap_bytes()
+    }
+
     /// The probe kernel in use: `"avx2"` or `"scalar"`.
     pub fn kernel_name(&self) -> &'static str {
         self.ring.kernel_name()
@@ -370,13 +385,13 @@ impl TimeLimitedBloom {
     }
 
     /// Whether the slice's last insertion is more than `ttl` before `now`.
-    fn expired(ttl: u64, now: u64, m: &SliceMeta) -> bool {
-        now > m.left.saturating_add(ttl)
+    fn expired(ttl: u64, now: u64, left: u64) -> bool {
+        now > left.saturating_add(ttl)
     }
 
     fn retire_at(&mut self, now: u64) {
         let ttl = self.ttl;
-        self.ring.retire(|m| Self::expired(ttl, now, m));
+        self.ring.retire(|left| Self::expired(ttl, now, left));
     }
 
     /// Live slices as of `now` (at or after the clock), without changing the filter: the
@@ -392,7 +407,7 @@ impl TimeLimitedBloom {
         }
         let k = self.ring.k();
         let mut l = live;
-        while l > k && Self::expired(self.ttl, now, self.ring.meta_at(l - 1)) {
+        while l > k && Self::expired(self.ttl, now, self.ring.left_at(l - 1)) {
             l -= 1;
         }
         l
@@ -420,7 +435,7 @@ impl TimeLimitedBloom {
             if self.ring.live() >= self.ring.slices() {
                 // Every slice holds items of the window (the rate overran the spares): the
                 // oldest frees when its last insertion leaves the window.
-                let left = self.ring.meta_at(self.ring.live() - 1).left;
+                let left = self.ring.left_at(self.ring.live() - 1);
                 t = left.saturating_add(self.ttl).saturating_add(1).max(t);
                 if t > now {
                     break;
@@ -450,8 +465,8 @@ impl TimeLimitedBloom {
             .u32(self.ring.live() as u32)
             .u32(LAYOUT)
             .u32(self.ring.epoch());
-        for m in self.ring.meta() {
-            p.u64(m.items).u64(m.born).u64(m.left);
+        for (i, m) in self.ring.meta().iter().enumerate() {
+            p.u64(m.items).u64(m.born).u64(self.ring.left_of(i));
         }
         p
     }
@@ -508,8 +523,8 @@ impl Timed for TimeLimitedBloom {
         self.clock = now;
         // Most calls (an insertion a moment after the last one) have nothing to start or
         // retire: two comparisons, and the rest stays out of line.
-        let oldest = self.ring.meta_at(self.ring.live() - 1);
-        let expiring = self.ring.live() > self.ring.k() && Self::expired(self.ttl, now, oldest);
+        let expiring = self.ring.live() > self.ring.k()
+            && Self::expired(self.ttl, now, self.ring.left_at(self.ring.live() - 1));
         if now - old > self.ttl || self.gen_start.saturating_add(self.span) <= now || expiring {
             self.catch_up(old, now);
         }
@@ -569,11 +584,12 @@ impl Persist for TimeLimitedBloom {
         let layout = r.u32("layout")?;
         let epoch = r.u32("epoch")?;
         let mut meta = Vec::with_capacity(shape.1 as usize);
+        let mut lefts = Vec::with_capacity(shape.1 as usize);
         for _ in 0..shape.1 {
             let items = r.u64("generation items")?;
             let born = r.u64("born")?;
-            let left = r.u64("left")?;
-            meta.push(SliceMeta { items, born, left });
+            lefts.push(r.u64("left")?);
+            meta.push(SliceMeta { items, born });
         }
         r.finish()?;
         let bad = |what| Err(Error::from(FormatError::InvalidParams(what)));
@@ -583,10 +599,10 @@ impl Persist for TimeLimitedBloom {
         if generation == 0 || capacity == 0 || ttl == 0 || span == 0 || span > ttl {
             return bad("time-limited bloom: zero generation, capacity, ttl or span, or span past the ttl");
         }
-        if gen_start > clock || meta.iter().any(|m| m.born > clock || m.left > clock) {
+        if gen_start > clock || meta.iter().any(|m| m.born > clock) || lefts.iter().any(|&t| t > clock) {
             return bad("time-limited bloom: a time past the clock");
         }
-        let ring = Ring::decode(shape, head, live, epoch, meta, raw.payload())?;
+        let ring = Ring::decode(shape, head, live, epoch, meta, &lefts, raw.payload())?;
         Ok(TimeLimitedBloom {
             ring,
             hasher: raw.hasher(),
@@ -735,6 +751,60 @@ mod tests {
             assert!(old as f64 <= gone_before as f64 * upper_bound(p, gone_before as f64), "old {old}");
             let sd = (expected * (1.0 - expected) / probes as f64).sqrt();
             assert!((rate - expected).abs() <= 3.3 * sd + 0.03 * expected, "measured {rate} vs {expected}");
+        }
+    }
+
+    /// The worst moment of the slice cycle the plan covers: the steady state at the highest
+    /// rate the target holds for ([`math::AGING_RATE_HEADROOM`] times the planned one), right
+    /// before a shift, with every generation full: every slice but the free one is live, the
+    /// case `aging_plan_timed` sizes for, and it is reached (the formula then gives the target
+    /// itself, so the plan is not loose); never-seen items report present within the binomial
+    /// bound of `p` there. At the planned rate the same moment has `k + l` live slices only.
+    #[test]
+    fn fpr_at_the_worst_moment_of_the_cycle() {
+        let (ttl, capacity, p) = (1_000_000u64, 4_000usize, 0.01);
+        for (factor, all_but_one) in [(1.0, false), (math::AGING_RATE_HEADROOM, true)] {
+            let mut f = TimeLimitedBloom::new(ttl, capacity, p).unwrap();
+            let mut st = 41;
+            let step = ttl as f64 / (capacity as f64 * factor);
+            let (mut i, mut worst) = (0u64, None);
+            // Three windows to reach the steady state, then the end of the next full generation.
+            while worst.is_none() {
+                let now = 1 + (i as f64 * step) as u64;
+                let before = f.clone();
+                f.insert_digest_at(digest(&mut st), now);
+                if i as f64 * step > 3.0 * ttl as f64 && f.current_generation() == 1 {
+                    // That insertion started a generation: the filter just before it was at the
+                    // end of the previous one.
+                    worst = Some(before);
+                }
+                i += 1;
+            }
+            let f = worst.unwrap();
+            let plan = math::aging_plan_timed(p, math::AGING_DEFAULT_MAX_SLICES).unwrap();
+            let live = f.live_slices();
+            if all_but_one {
+                assert_eq!(live, f.num_slices() - 1, "factor {factor}");
+            } else {
+                assert!(live <= plan.k + plan.l + 1, "factor {factor}: live {live}");
+            }
+            let expected = f.expected_fpr();
+            let probes = 400_000;
+            let fp = (0..probes).filter(|_| f.contains_digest(digest(&mut st))).count();
+            let rate = fp as f64 / probes as f64;
+            eprintln!(
+                "factor {factor}: live {live} of {}, expected {expected:.5}, measured {rate:.5}",
+                f.num_slices()
+            );
+            assert!(fp as f64 <= probes as f64 * upper_bound(p, probes as f64), "factor {factor}: {rate}");
+            let sd = (expected * (1.0 - expected) / probes as f64).sqrt();
+            assert!((rate - expected).abs() <= 3.3 * sd + 0.05 * expected, "measured {rate} vs {expected}");
+            if all_but_one {
+                assert!(
+                    expected > 0.9 * p && expected <= p * 1.000_001,
+                    "factor {factor}: expected {expected}"
+                );
+            }
         }
     }
 
@@ -982,6 +1052,7 @@ mod tests {
             reencode(&bytes, set32(76, 33)),                 // live above the slices
             reencode(&bytes, set32(80, 7)),                  // layout
             reencode(&bytes, set64(88 + 8, u64::MAX)),       // a birth past the clock
+            reencode(&bytes, set64(88 + 16, 1)),             // a retirement that is no younger slice's birth
             reencode(&bytes, |p| p.truncate(100)),           // short
         ];
         for (i, c) in cases.iter().enumerate() {

@@ -134,10 +134,16 @@ pub(crate) fn low_bits(n: usize) -> u32 {
     }
 }
 
+/// The age of a word that is no slice's (the stamp, and the words past a row of 16): never
+/// stale, never written.
+pub(crate) const NO_AGE: u8 = u8::MAX;
+
 /// The per-word tables of a ring state (word 0 is the stamp, word `p + 1` slice `p`): the left
 /// rotation that brings a slice's offset bits to their alignments' bits, `age + k - 1` (before
 /// subtracting the item's base position), the ones that fill the bits outside its `k`
-/// alignments, its age, and whether insertions write to it.
+/// alignments, and its age (one byte: insertions write to the words of age below `k`, which the
+/// insertion kernels compute). The query kernel loads the first two as they are: computing them
+/// from the ages measured 25-30% slower queries (`benches/probes/aging_speed.rs`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct Ages {
     /// `age + k - 1` of each slice's word.
@@ -145,10 +151,8 @@ pub(crate) struct Ages {
     /// `!(low_k << age)` of each slice's word (32 bits); all ones for the stamp.
     pub(crate) fill: [u32; MAX_WORDS],
     /// The age of each slice's word (its offset in the runs written now, for the `k` youngest);
-    /// `i32::MAX` for the stamp and past the row, so that it is never stale.
-    pub(crate) age: [u32; MAX_WORDS],
-    /// All ones for the words of the `k` youngest slices (those insertions write to), else 0.
-    pub(crate) active: [u32; MAX_WORDS],
+    /// [`NO_AGE`] for the stamp and past the row, so that it is never stale nor written.
+    pub(crate) age: [u8; MAX_WORDS],
     /// Bit `i` set when the 8-word group `8i .. 8i+8` holds a word of the `k` youngest slices:
     /// the groups [`push`] writes when no older slice is stale.
     pub(crate) groups: u32,
@@ -168,8 +172,7 @@ impl Ages {
         let mut t = Ages {
             turn: [0; MAX_WORDS],
             fill: [u32::MAX; MAX_WORDS],
-            age: [i32::MAX as u32; MAX_WORDS],
-            active: [0; MAX_WORDS],
+            age: [NO_AGE; MAX_WORDS],
             groups: 0,
             k: k as u32,
             pair: None,
@@ -178,8 +181,7 @@ impl Ages {
             let age = (p + slices - head) % slices;
             t.turn[p + 1] = (age + k - 1) as u32;
             t.fill[p + 1] = !((low_k << age) as u32);
-            t.age[p + 1] = age as u32;
-            t.active[p + 1] = if age < k { u32::MAX } else { 0 };
+            t.age[p + 1] = age as u8;
             if age < k {
                 t.groups |= 1 << ((p + 1) / 8);
             }
@@ -193,6 +195,36 @@ impl Ages {
         };
         t
     }
+
+    /// The age of word `w`'s slice ([`NO_AGE`] for the stamp).
+    #[inline(always)]
+    pub(crate) fn age(&self, w: usize) -> u32 {
+        self.age[w] as u32
+    }
+
+    /// All ones for the words of the `k` youngest slices (those insertions write to), else 0.
+    #[inline(always)]
+    fn active(&self, w: usize) -> u32 {
+        if self.age(w) < self.k {
+            u32::MAX
+        } else {
+            0
+        }
+    }
+}
+
+/// The ages of words `p .. p + 8` ([`Ages::age`]), one per lane.
+///
+/// # Safety
+/// The CPU must support AVX2, and `p + 8 ≤ 32`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn ages_avx2(ages: &Ages, p: usize) -> core::arch::x86_64::__m256i {
+    use core::arch::x86_64::*;
+    // SAFETY: `p + 8 ≤ 32` (this function's contract), the length of the table: the 8 bytes
+    // read are in bounds; the load accepts any address.
+    unsafe { _mm256_cvtepu8_epi32(_mm_loadl_epi64(ages.age.as_ptr().add(p) as *const __m128i)) }
 }
 
 /// Bit `k-1+a` of the result (for `a + k ≤` the slices): whether every slice of age `a .. a+k`
@@ -237,7 +269,7 @@ pub(crate) fn stale_alignments(stale: u32, k: u32) -> u32 {
 pub(crate) fn alignments_scalar(row: &[u32], y: u32, ages: &Ages, stale: u32) -> u32 {
     let mut all = u32::MAX;
     for (w, &word) in row.iter().enumerate().skip(1) {
-        let word = if ages.age[w] < stale { 0 } else { word };
+        let word = if ages.age(w) < stale { 0 } else { word };
         all &= word.rotate_left(ages.turn[w].wrapping_sub(base(y, w)) % WORD_BITS) | ages.fill[w];
     }
     all
@@ -367,10 +399,10 @@ pub(crate) fn insert_scalar(row: &mut [u32], y: u32, ages: &Ages, stale: u32) ->
     let mut all = u32::MAX;
     let mut new = 0u32;
     for (w, word) in row.iter_mut().enumerate().skip(1) {
-        let old = if ages.age[w] < stale { 0 } else { *word };
+        let old = if ages.age(w) < stale { 0 } else { *word };
         let b = base(y, w);
         all &= old.rotate_left(ages.turn[w].wrapping_sub(b) % WORD_BITS) | ages.fill[w];
-        let bit = (1u32 << (b.wrapping_sub(ages.age[w]) % WORD_BITS)) & ages.active[w];
+        let bit = (1u32 << (b.wrapping_sub(ages.age(w)) % WORD_BITS)) & ages.active(w);
         new |= bit & !old;
         *word = old | bit;
     }
@@ -411,6 +443,7 @@ unsafe fn insert_avx2<const WORDS: usize>(row: &mut [u32], y: u32, ages: &Ages, 
     let sv = _mm256_set1_epi32(stale as i32);
     let c31 = _mm256_set1_epi32(31);
     let one = _mm256_set1_epi32(1);
+    let kv = _mm256_set1_epi32(ages.k as i32);
     let mut all = _mm256_set1_epi32(-1);
     let mut new = _mm256_setzero_si256();
     let mut p = 0;
@@ -423,8 +456,9 @@ unsafe fn insert_avx2<const WORDS: usize>(row: &mut [u32], y: u32, ages: &Ages, 
             let at = row.as_mut_ptr().add(p) as *mut __m256i;
             let turn = _mm256_loadu_si256(ages.turn.as_ptr().add(p) as *const __m256i);
             let fill = _mm256_loadu_si256(ages.fill.as_ptr().add(p) as *const __m256i);
-            let age = _mm256_loadu_si256(ages.age.as_ptr().add(p) as *const __m256i);
-            let active = _mm256_loadu_si256(ages.active.as_ptr().add(p) as *const __m256i);
+            let age = ages_avx2(ages, p);
+            // Ages are at most 255 and k at most 24: the signed compare is exact.
+            let active = _mm256_cmpgt_epi32(kv, age);
             let w = _mm256_andnot_si256(_mm256_cmpgt_epi32(sv, age), _mm256_loadu_si256(at));
             let base = _mm256_srli_epi32(_mm256_mullo_epi32(yv, m), 27);
             let rot = rotate_left_avx2(w, _mm256_sub_epi32(turn, base));
@@ -492,8 +526,8 @@ pub(crate) fn push_scalar(row: &mut [u32], y: u32, ages: &Ages, stale: u32, grou
         if groups & (1 << (w / 8)) == 0 {
             continue;
         }
-        let old = if ages.age[w] < stale { 0 } else { *word };
-        let bit = (1u32 << (base(y, w).wrapping_sub(ages.age[w]) % WORD_BITS)) & ages.active[w];
+        let old = if ages.age(w) < stale { 0 } else { *word };
+        let bit = (1u32 << (base(y, w).wrapping_sub(ages.age(w)) % WORD_BITS)) & ages.active(w);
         new |= bit & !old;
         *word = old | bit;
     }
@@ -580,8 +614,8 @@ unsafe fn push_group_avx2(
     unsafe {
         let m = _mm256_loadu_si256(MULTIPLIERS.as_ptr().add(p) as *const __m256i);
         let at = row.as_mut_ptr().add(p) as *mut __m256i;
-        let age = _mm256_loadu_si256(ages.age.as_ptr().add(p) as *const __m256i);
-        let active = _mm256_loadu_si256(ages.active.as_ptr().add(p) as *const __m256i);
+        let age = ages_avx2(ages, p);
+        let active = _mm256_cmpgt_epi32(_mm256_set1_epi32(ages.k as i32), age);
         let w = _mm256_andnot_si256(_mm256_cmpgt_epi32(sv, age), _mm256_loadu_si256(at));
         let base = _mm256_srli_epi32(_mm256_mullo_epi32(yv, m), 27);
         let pos = _mm256_and_si256(_mm256_sub_epi32(base, age), _mm256_set1_epi32(31));
@@ -707,7 +741,7 @@ mod tests {
                             let mut b = a.clone();
                             let want = alignments_scalar(&b, y, &ages, stale.min(32));
                             for p in 0..slices {
-                                if (ages.age[p + 1]) < stale {
+                                if ages.age(p + 1) < stale {
                                     b[p + 1] = 0;
                                 }
                             }
