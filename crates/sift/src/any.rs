@@ -309,6 +309,16 @@ impl AnyFilter {
         dispatch!(self, f => f.size_in_bytes() as u64, RedisBf(f) => f.info().size, RedisCf(f) => f.info().size)
     }
 
+    /// Bytes the filter has allocated outside its own struct: the storage, and for the aging
+    /// filters their per-slice records too (what a server's `MEMORY USAGE` must count).
+    pub fn heap_bytes(&self) -> u64 {
+        match self {
+            AnyFilter::Aging(f) => f.heap_bytes() as u64,
+            AnyFilter::TimeLimited(f) => f.heap_bytes() as u64,
+            _ => self.size_in_bytes(),
+        }
+    }
+
     /// The false-positive rate expected now from the filter's own model ([`Filter::expected_fpr`];
     /// for RedisBloom's kinds, the Bloom formula on each link's count compounded over the
     /// chain, and the fingerprint collisions at the cuckoo filter's load).

@@ -330,11 +330,7 @@ impl Native {
     /// Bytes the filter has allocated outside the value's own struct, for `MEMORY USAGE`: the
     /// storage, and for the aging filters their per-slice records too.
     pub fn heap_bytes(&self) -> u64 {
-        match self {
-            Native::Aging(f) => f.heap_bytes() as u64,
-            Native::TimeLimited(f) => f.heap_bytes() as u64,
-            _ => self.size_in_bytes(),
-        }
+        self.0.heap_bytes()
     }
 
     /// Items the filter was sized for (the sum of the layers of a chain; a static filter's items).

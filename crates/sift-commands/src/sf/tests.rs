@@ -215,7 +215,9 @@ fn memory_usage_counts_what_the_value_allocates() {
         ttl_ms: Some(604_800_000),
     };
     let f = spec.create().unwrap();
-    let Native::TimeLimited(tl) = &f else { panic!("a TTL spec makes a time-limited filter") };
+    let sift::AnyFilter::TimeLimited(tl) = f.as_any() else {
+        panic!("a TTL spec makes a time-limited filter")
+    };
     let records = tl.num_slices() as usize * 2 * 8;
     let bits = f.size_in_bytes() as usize;
     let usage = DataType::mem_usage(&SiftFilter::new(f));
