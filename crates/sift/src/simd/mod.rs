@@ -120,6 +120,20 @@ impl Blocks {
         &mut self.0
     }
 
+    /// A copy-on-write guard for a snapshot to read the blocks later, when they are large
+    /// ([`crate::bits::Storage::freeze`]).
+    pub(crate) fn freeze(&self) -> Option<crate::bits::CowHandle> {
+        self.0.freeze()
+    }
+
+    /// The guard of the blocks, if a snapshot is reading them: one atomic load when none is.
+    /// Every write to the blocks checks it first and, when there is one, saves the blocks it
+    /// changes under its lock.
+    #[inline(always)]
+    pub(crate) fn cow_guard(&self) -> Option<std::sync::Arc<crate::bits::CowGuard>> {
+        self.0.cow_guard()
+    }
+
     /// The block an item with first hash word `h1` lives in.
     #[inline(always)]
     pub(crate) fn index(&self, h1: u64) -> usize {
