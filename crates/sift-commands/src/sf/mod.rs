@@ -105,7 +105,7 @@ impl DataType for SiftFilter {
         Some((Chunk { pos: 2 + piece as i64, data: Cow::Borrowed(data) }, 3 + piece as u64))
     }
 
-    /// A blocked or scalable filter with a large array is read by the snapshot later, its
+    /// A blocked, scalable or counting filter with a large array is read by the snapshot later, its
     /// writers copying aside only the pieces they change first ([`Native::freeze`]); the header
     /// and a pending upload are copied now. Other values are dumped at once.
     fn freeze(&self) -> Option<Box<dyn crate::Frozen>> {

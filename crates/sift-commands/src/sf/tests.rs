@@ -248,7 +248,8 @@ fn frozen_chunks(frozen: &dyn crate::Frozen) -> Vec<(i64, Vec<u8>)> {
     got
 }
 
-/// A frozen blocked filter, a frozen scalable chain (with a pending upload after it) give the
+/// A frozen blocked filter, a frozen scalable chain (with a pending upload after it) and a frozen
+/// counting filter give the
 /// chunks a snapshot of the live value stores at the freeze, byte for byte (the sift file with
 /// its CRC), though inserts change the filter before they are read. Small filters and the kinds
 /// without copy-on-write are not frozen.
@@ -264,7 +265,8 @@ fn a_frozen_value_gives_the_snapshot_chunks_of_the_freeze() {
         ttl_ms: None,
     };
     let scalable = Spec { expansion: 2, ..blocked };
-    for (spec, upload) in [(blocked, 0), (scalable, DUMP_PIECE + 10)] {
+    let counting = Spec { kind: ReserveKind::Counting, capacity: 2_000_000, ..blocked };
+    for (spec, upload) in [(blocked, 0), (scalable, DUMP_PIECE + 10), (counting, 0)] {
         let mut v = SiftFilter::new(spec.create().unwrap());
         v.upload = (0..upload).map(|i| i as u8).collect();
         let insert = |v: &mut SiftFilter, from: u32, n: u32| {
@@ -288,4 +290,8 @@ fn a_frozen_value_gives_the_snapshot_chunks_of_the_freeze() {
     let counting =
         SiftFilter::new(Spec { kind: ReserveKind::Counting, capacity: 1000, ..blocked }.create().unwrap());
     assert!(crate::Data::freeze(&counting).is_none());
+    let quotient = SiftFilter::new(
+        Spec { kind: ReserveKind::Quotient, capacity: 5_000_000, ..blocked }.create().unwrap(),
+    );
+    assert!(crate::Data::freeze(&quotient).is_none(), "no copy-on-write for the quotient filter");
 }

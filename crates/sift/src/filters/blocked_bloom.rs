@@ -1404,6 +1404,21 @@ pub(crate) mod tests {
         assert!(got == std::mem::take(&mut want_file), "the frozen file is the filter at the freeze");
     }
 
+    /// A frozen filter turned atomic keeps the frozen file: the atomic filter's writers (which
+    /// take no guard) write a copy of the blocks.
+    #[test]
+    fn a_frozen_filter_turned_atomic_writes_a_copy() {
+        if !cfg!(target_os = "linux") {
+            return;
+        }
+        let f = big_filter();
+        let before = f.to_bytes();
+        let frozen = f.freeze().unwrap();
+        let a = crate::AtomicBloom::from(f);
+        assert!(a.insert(b"atomic"));
+        assert!(frozen.to_vec() == before, "the atomic filter wrote the frozen blocks");
+    }
+
     /// A small filter does not freeze (the caller copies it).
     #[test]
     fn only_large_filters_freeze() {

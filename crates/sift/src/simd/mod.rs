@@ -85,8 +85,14 @@ impl Blocks {
         }
     }
 
-    /// The storage, handed over (for the zero-copy conversions of [`crate::AtomicBloom`]).
+    /// The storage, handed over (for the zero-copy conversions of [`crate::AtomicBloom`]). While
+    /// a snapshot reads these blocks ([`Blocks::freeze`]) it gets a copy instead: an atomic
+    /// filter's writers do not take the guard, so they must not write the guarded blocks (the
+    /// snapshot keeps them, and frees them when done).
     pub(crate) fn into_storage(self) -> crate::bits::Storage<Block> {
+        if self.0.cow_guard().is_some() {
+            return self.0.clone();
+        }
         self.0
     }
 
