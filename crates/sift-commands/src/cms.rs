@@ -344,7 +344,9 @@ mod tests {
         c.incr_by(b"a", 5);
         let live = chunks(&c);
         let Some(frozen) = crate::Data::freeze(&c) else {
-            assert!(!cfg!(target_os = "linux"), "a large sketch is frozen on Linux");
+            if cfg!(target_os = "linux") {
+                panic!("a large sketch is frozen on Linux");
+            }
             return;
         };
         for i in 0..100u32 {

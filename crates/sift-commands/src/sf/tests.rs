@@ -278,7 +278,9 @@ fn a_frozen_value_gives_the_snapshot_chunks_of_the_freeze() {
         insert(&mut v, 0, 1000);
         let live = live_chunks(&v);
         let Some(frozen) = crate::Data::freeze(&v) else {
-            assert!(!cfg!(target_os = "linux"), "a large filter is frozen on Linux");
+            if cfg!(target_os = "linux") {
+                panic!("a large filter is frozen on Linux");
+            }
             return;
         };
         insert(&mut v, 1000, 5000);

@@ -1307,6 +1307,9 @@ pub(crate) mod tests {
         f
     }
 
+    /// A kind of write, by name, for the tests that run each alone.
+    type NamedWrite<'a, T> = (&'static str, Box<dyn Fn(&mut T) + 'a>);
+
     /// Each kind of write, alone while the filter is frozen, changes the live filter and leaves
     /// the frozen file as it was at the freeze, whether the filter is dropped before the file is
     /// written or not: one insert, a batch insert (the SIMD kernel where the CPU has one), a
@@ -1324,7 +1327,7 @@ pub(crate) mod tests {
         let (one, batch, other, striped) = (digests(1), digests(5000), digests(30_000), digests(3000));
         let mut full = BlockedBloom::with_params(8 << 20 >> 6, 7, Hasher::default()).unwrap();
         full.insert_digests(&other);
-        let ops: Vec<(&str, Box<dyn Fn(&mut BlockedBloom)>)> = vec![
+        let ops: Vec<NamedWrite<'_, BlockedBloom>> = vec![
             ("insert", Box::new(|f: &mut BlockedBloom| assert!(f.insert_digest(one[0])))),
             ("batch insert", Box::new(|f: &mut BlockedBloom| assert!(f.insert_digests(&batch) > 4900))),
             ("union", Box::new(|f: &mut BlockedBloom| f.union(&full).unwrap())),

@@ -482,6 +482,9 @@ mod tests {
         f
     }
 
+    /// A kind of write, by name, for the test that runs each alone.
+    type NamedWrite = (&'static str, fn(&mut CountingBloom));
+
     /// Each kind of write, alone while the filter is frozen, changes the live filter and leaves
     /// the frozen file as it was at the freeze, whether the filter is dropped before the file is
     /// written or not: an insert, a remove, a clear. One write at a time, so that a write
@@ -492,7 +495,7 @@ mod tests {
         if !cfg!(target_os = "linux") {
             return; // no huge-page storage, so nothing freezes
         }
-        let ops: [(&str, fn(&mut CountingBloom)); 3] = [
+        let ops: [NamedWrite; 3] = [
             ("insert", |f| {
                 f.insert(b"new item");
             }),

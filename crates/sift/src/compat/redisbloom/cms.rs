@@ -587,6 +587,9 @@ mod tests {
         c
     }
 
+    /// A kind of write, by name, for the tests that run each alone.
+    type NamedWrite<'a, T> = (&'static str, Box<dyn Fn(&mut T) + 'a>);
+
     /// Each kind of write, alone while the sketch is frozen, changes the live sketch and leaves
     /// the frozen fields as they were, whether the sketch is dropped before they are read or
     /// not: an increment, a merge into the sketch. One write at a time, so that a write skipping
@@ -602,7 +605,7 @@ mod tests {
             o.incr_by(b"o", 3);
             o
         };
-        let ops: Vec<(&str, Box<dyn Fn(&mut CountMinSketch)>)> = vec![
+        let ops: Vec<NamedWrite<'_, CountMinSketch>> = vec![
             ("incr_by", Box::new(|c: &mut CountMinSketch| assert_eq!(c.incr_by(b"new item", 9), 9))),
             (
                 "merge",
