@@ -1,6 +1,5 @@
 use super::*;
 use crate::TypeInfo;
-use sift::prelude::*;
 
 fn reserve_args(a: &[&str]) -> Result<Spec, String> {
     let argv: Vec<&[u8]> = a.iter().map(|s| s.as_bytes()).collect();
