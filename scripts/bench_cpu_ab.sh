@@ -11,13 +11,22 @@
 # Build the old side into its own target directory, e.g.
 #   git archive <commit> | tar -x -C /tmp/old && (cd /tmp/old && \
 #     CARGO_TARGET_DIR=/tmp/old-target cargo build --release -p sift-server -p sift-redis)
-# Knobs: ROUNDS=4, REQUESTS=2000000 per run.
+# Knobs: ROUNDS=4, REQUESTS=2000000 per run; TYPE=bf (default), sf (`SF.RESERVE bench:bf 0.01
+# 10000000 KIND blocked`, 12 MB, SF.ADD and SF.EXISTS) or cms (`CMS.INITBYDIM bench:bf 4194304 4`,
+# 64 MiB, `CMS.INCRBY bench:bf <item> 1` and CMS.QUERY).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODE=$1
 OLD=$2
 NEW=$3
 ROUNDS=${ROUNDS:-4}
+TYPE=${TYPE:-bf}
+case "$TYPE" in
+  bf) CREATE=(BF.RESERVE bench:bf 0.01 10000000); COMMANDS="BF.ADD BF.EXISTS" ;;
+  sf) CREATE=(SF.RESERVE bench:bf 0.01 10000000 KIND blocked); COMMANDS="SF.ADD SF.EXISTS" ;;
+  cms) CREATE=(CMS.INITBYDIM bench:bf 4194304 4); COMMANDS="CMS.INCRBY CMS.QUERY" ;;
+  *) echo "TYPE must be bf, sf or cms" >&2; exit 1 ;;
+esac
 REQUESTS=${REQUESTS:-2000000}
 . scripts/bench_lib.sh
 bench_workdir sift-cpu-ab
@@ -25,7 +34,7 @@ bench_workdir sift-cpu-ab
 # start NAME BUILD -> "pid port" in $work/NAME.info
 start() {
   start_bench_server "$MODE" "$2" "$work/$1"
-  redis-cli -p "$srv_port" BF.RESERVE bench:bf 0.01 10000000 >/dev/null
+  redis-cli -p "$srv_port" "${CREATE[@]}" >/dev/null
   echo "$srv_pid $srv_port" >"$work/$1.info"
 }
 
@@ -34,9 +43,11 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # run PID PORT COMMAND -> "requests/s µs-of-server-CPU-per-request"
 run() {
   local before after out rps
+  local extra=()
+  [ "$3" = CMS.INCRBY ] && extra=(1)
   before=$(cpu_ticks "$1")
   out=$(redis-benchmark -p "$2" -c 50 --threads 2 -P 64 -n "$REQUESTS" -r 10000000 -q "$3" bench:bf \
-    'item:__rand_int__' 2>/dev/null | tr '\r' '\n' | grep "requests per second" | tail -1)
+    'item:__rand_int__' "${extra[@]}" 2>/dev/null | tr '\r' '\n' | grep "requests per second" | tail -1)
   after=$(cpu_ticks "$1")
   rps=$(echo "$out" | awk '{for (i = 1; i <= NF; i++) if ($i == "requests") print $(i - 1)}')
   echo "$rps $(python3 -c "print(round(($after - $before) * 1e6 / $(getconf CLK_TCK) / $REQUESTS, 3))")"
@@ -49,7 +60,7 @@ read -r NPID NPORT <"$work/new.info"
 echo "| round | command | old req/s | old µs/req | new req/s | new µs/req |"
 echo "|---|---|---|---|---|---|"
 for r in $(seq 1 "$ROUNDS"); do
-  for c in BF.ADD BF.EXISTS; do
+  for c in $COMMANDS; do
     if [ $((r % 2)) -eq 1 ]; then
       o=$(run "$OPID" "$OPORT" "$c"); n=$(run "$NPID" "$NPORT" "$c")
     else

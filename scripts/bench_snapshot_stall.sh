@@ -7,7 +7,10 @@
 # filter's size, the worst BF.ADD latency while the snapshot ran, its p99 and the worst before,
 # the snapshot's duration; item 7's goal is a worst latency under 10 ms per GB of the filter.
 # TYPE=cf does the same with a cuckoo filter: `CF.RESERVE big <capacity>` (bucket size 2, so
-# about GB bytes of slots; capacity at most 2^30, so at most 1 GiB) and CF.ADD.
+# about GB bytes of slots; capacity at most 2^30, so at most 1 GiB) and CF.ADD. TYPE=sf: sift's
+# blocked Bloom filter, `SF.RESERVE big 0.0001 <capacity> KIND blocked` (about GB bytes) and
+# SF.ADD. TYPE=cms: a Count-Min Sketch, `CMS.INITBYDIM big <width> 4` (about GB bytes of
+# counters) and `CMS.INCRBY big <item> 1`.
 #
 # Knobs (environment): TYPE=bf GB=1.2 ROUNDS=2 WARMUP=2  SERVER_ARGS="--appendfsync no"
 # BIN="old/sift-server new/sift-server" (default: the release build of this tree), run alternately.
@@ -32,9 +35,14 @@ case "$TYPE" in
   bf) capacity=$(python3 -c "import math; print(int($GB * 8e9 / (-math.log(0.00005) / math.log(2) ** 2)))") ;;
   # One byte per item: the slots are nextPow2(capacity / 2) buckets of 2.
   cf) capacity=$(python3 -c "print(min(int($GB * 1e9), 1 << 30))") ;;
-  *) log "TYPE must be bf or cf"; exit 1 ;;
+  # About 21 bits per item at 0.0001 (sift's blocked filter: a Bloom filter's bits and 10%).
+  sf) capacity=$(python3 -c "import math; print(int($GB * 8e9 / (-math.log(0.0001) / math.log(2) ** 2 * 1.1)))") ;;
+  # Four rows of 4-byte counters.
+  cms) capacity=$(python3 -c "print(int($GB * 1e9 / 16))") ;;
+  *) log "TYPE must be bf, cf, sf or cms"; exit 1 ;;
 esac
 ADD=$(echo "$TYPE" | tr a-z A-Z).ADD
+[ "$TYPE" = cms ] && ADD=CMS.INCRBY
 
 printf '| build | filter bytes | worst %s during snapshot ms | p99 during ms | worst before ms | ms per GB | snapshot s |\n|---|---|---|---|---|---|---|\n' "$ADD"
 run=0
@@ -51,13 +59,21 @@ for _ in $(seq 1 "$ROUNDS"); do
     [ -n "$addr" ] || { log "sift-server did not start: $(cat "$dir/err")"; exit 1; }
     port=${addr##*:}
     wait_ping "$port"
-    if [ "$TYPE" = bf ]; then
-      redis-cli -p "$port" BF.RESERVE big 0.0001 "$capacity" >/dev/null
-      size=$(redis-cli -p "$port" BF.INFO big SIZE)
-    else
-      redis-cli -p "$port" CF.RESERVE big "$capacity" >/dev/null
-      size=$(redis-cli -p "$port" CF.INFO big | sed -n '/^Size$/{n;p}')
-    fi
+    case "$TYPE" in
+      bf)
+        redis-cli -p "$port" BF.RESERVE big 0.0001 "$capacity" >/dev/null
+        size=$(redis-cli -p "$port" BF.INFO big SIZE) ;;
+      cf)
+        redis-cli -p "$port" CF.RESERVE big "$capacity" >/dev/null
+        size=$(redis-cli -p "$port" CF.INFO big | sed -n '/^Size$/{n;p}') ;;
+      sf)
+        redis-cli -p "$port" SF.RESERVE big 0.0001 "$capacity" KIND blocked >/dev/null
+        size=$(redis-cli -p "$port" SF.INFO big BYTES) ;;
+      cms)
+        redis-cli -p "$port" CMS.INITBYDIM big "$capacity" 4 >/dev/null
+        size=$((capacity * 16)) ;;
+    esac
+    case "$size" in ''|*[!0-9]*) log "could not create the $TYPE value: $size"; exit 1 ;; esac
     python3 - "$port" "$size" "$WARMUP" "$bin" "$ADD" <<'PY'
 import random, sys, threading, time
 import redis
@@ -72,7 +88,8 @@ def writer():
     rnd = random.Random(7)
     while not stop.is_set():
         t = time.perf_counter()
-        w.execute_command(add, "big", "k%d" % rnd.getrandbits(48))
+        args = ("big", "k%d" % rnd.getrandbits(48)) + ((1,) if add == "CMS.INCRBY" else ())
+        w.execute_command(add, *args)
         lat.append((t, time.perf_counter() - t))
 
 th = threading.Thread(target=writer)

@@ -498,7 +498,11 @@ fn bgsave_under_writes(
         while !flag.load(Ordering::Relaxed) {
             for j in n..n + 200 {
                 let (cmd, item) = op(j);
-                w.send_cmd(&[cmd, "big", &item]);
+                if cmd == "CMS.INCRBY" {
+                    w.send_cmd(&[cmd, "big", &item, "1"]);
+                } else {
+                    w.send_cmd(&[cmd, "big", &item]);
+                }
             }
             for _ in 0..200 {
                 check(&w.reply());
@@ -560,6 +564,88 @@ fn a_snapshot_taken_under_writes_is_the_state_at_its_epoch() {
     for (i, (a, b)) in restored.iter().zip(&reference).enumerate() {
         assert!(a == b, "dump chunk {i} differs from the state after {fed} adds");
     }
+    drop(p);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A sift blocked filter's version of the test above: a background snapshot taken while a
+/// client adds to a 16 MB `SF.RESERVE ... KIND blocked` filter (its blocks read after the epoch,
+/// piece by piece, while the writer goes on: its sift file is written with the CRC computed as
+/// it streams) holds the filter as it was between two adds: restarted from it, the filter's
+/// sift file is byte for byte a fresh filter's fed the same items until it counts as many.
+#[test]
+fn a_sift_blocked_snapshot_taken_under_writes_is_the_state_at_its_epoch() {
+    let dir = temp_dir("sf-epoch");
+    let p = Proc::start(&dir, &["--appendonly", "no"]).unwrap();
+    let mut c = Raw::connect(p.addr);
+    let reserve = |c: &mut Raw, key: &str| {
+        assert_eq!(c.cmd_text(&["SF.RESERVE", key, "0.01", "12000000", "KIND", "blocked"]), "+OK\r\n");
+    };
+    reserve(&mut c, "big");
+    let written = bgsave_under_writes(&mut c, p.addr, |i| ("SF.ADD", format!("item{i}")), |_| {});
+    p.kill9();
+
+    let p = Proc::start(&dir, &["--appendonly", "no"]).unwrap();
+    let mut c = Raw::connect(p.addr);
+    let card = int(&c.cmd(&["SF.CARD", "big"]));
+    assert!(card > 0 && (card as u64) < written, "{card} counted of {written} written");
+    reserve(&mut c, "ref");
+    let (mut fed, mut counted) = (0u64, 0i64);
+    while counted < card {
+        // Each add counts at most once, so this many cannot overshoot.
+        let batch = (card - counted) as u64;
+        for i in fed..fed + batch {
+            c.send_cmd(&["SF.ADD", "ref", &format!("item{i}")]);
+        }
+        for _ in 0..batch {
+            counted += int(&c.reply());
+        }
+        fed += batch;
+    }
+    let (restored, reference) = (scandump(&mut c, "SF.DUMP", "big"), scandump(&mut c, "SF.DUMP", "ref"));
+    assert!(restored.iter().map(Vec::len).sum::<usize>() > 8 << 20, "the whole file, large enough to freeze");
+    assert_eq!(restored.len(), reference.len());
+    for (i, (a, b)) in restored.iter().zip(&reference).enumerate() {
+        assert!(a == b, "dump piece {i} differs from the state after {fed} adds");
+    }
+    drop(p);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// The Count-Min Sketch's version: a background snapshot taken while a client increments a
+/// 16 MiB sketch (`CMS.INITBYDIM big 1048576 4`, its counters read after the epoch) holds the
+/// sketch as it was between two increments: restarted from it, its `DUMP` is byte for byte a
+/// fresh sketch's given the same increments up to the same count.
+#[test]
+fn a_cms_snapshot_taken_under_writes_is_the_state_at_its_epoch() {
+    let dir = temp_dir("cms-epoch");
+    let p = Proc::start(&dir, &["--appendonly", "no"]).unwrap();
+    let mut c = Raw::connect(p.addr);
+    let init = |c: &mut Raw, key: &str| {
+        assert_eq!(c.cmd_text(&["CMS.INITBYDIM", key, "1048576", "4"]), "+OK\r\n");
+    };
+    init(&mut c, "big");
+    let written =
+        bgsave_under_writes(&mut c, p.addr, |i| ("CMS.INCRBY", format!("item{}", i % 100_000)), |_| {});
+    p.kill9();
+
+    let p = Proc::start(&dir, &["--appendonly", "no"]).unwrap();
+    let mut c = Raw::connect(p.addr);
+    let info = c.cmd_text(&["CMS.INFO", "big"]);
+    let at = info.find("count\r\n:").unwrap_or_else(|| panic!("count in {info:?}"));
+    let k: u64 = info[at + 8..].split('\r').next().unwrap().parse().unwrap();
+    assert!(k > 0 && k < written, "{k} increments of {written}: the epoch fell among the writes");
+    init(&mut c, "ref");
+    for from in (0..k).step_by(1000) {
+        let to = (from + 1000).min(k);
+        for j in from..to {
+            c.send_cmd(&["CMS.INCRBY", "ref", &format!("item{}", j % 100_000), "1"]);
+        }
+        for _ in from..to {
+            c.reply();
+        }
+    }
+    assert!(c.cmd(&["DUMP", "big"]) == c.cmd(&["DUMP", "ref"]), "the sketch after {k} increments");
     drop(p);
     let _ = fs::remove_dir_all(&dir);
 }

@@ -191,7 +191,8 @@ impl BitVec {
 /// of them, atomics of them). [`Storage`] relies on it to hand out freshly zeroed memory as `T`s.
 ///
 /// # Safety
-/// Implement only for types for which every byte being zero is a valid value.
+/// Implement only for types for which every byte being zero is a valid value, and that have no
+/// padding bytes (a snapshot of a [`Storage`] reads its values as bytes: [`Storage::freeze`]).
 pub(crate) unsafe trait Zeroable: Default {}
 
 // SAFETY: zero is a valid `u64` (and `u8`).
@@ -472,7 +473,7 @@ pub fn sample_runs(len: usize, run: usize, max: usize) -> impl Iterator<Item = c
 }
 
 // ---------------------------------------------------------------------------------------------
-// Copy-on-write snapshots of large byte arrays
+// Copy-on-write snapshots of large arrays
 // ---------------------------------------------------------------------------------------------
 
 /// Bytes of a guarded array a writer copies aside before its first change to them.
@@ -550,6 +551,26 @@ impl CowWriter<'_> {
             }
         }
     }
+
+    /// [`CowWriter::before_write`] for values `range` of a guarded array of `T`s: saves the
+    /// pieces holding their bytes.
+    #[inline]
+    pub(crate) fn before_write_values<T: Zeroable + Copy>(
+        &mut self,
+        values: &[T],
+        range: core::ops::Range<usize>,
+    ) {
+        let size = core::mem::size_of::<T>();
+        self.before_write(as_bytes(values), range.start * size..range.end * size);
+    }
+}
+
+/// The bytes of `values` in memory.
+fn as_bytes<T: Zeroable + Copy>(values: &[T]) -> &[u8] {
+    // SAFETY: `T: Zeroable` has no padding bytes (the trait's contract), so every byte of the
+    // slice is initialised; `u8` has alignment 1, and the length is the slice's size in bytes.
+    // The borrow of `values` keeps the bytes alive and unchanged for the result's lifetime.
+    unsafe { core::slice::from_raw_parts(values.as_ptr() as *const u8, core::mem::size_of_val(values)) }
 }
 
 impl CowGuard {
@@ -558,7 +579,7 @@ impl CowGuard {
         CowWriter { state: self.state.lock().unwrap_or_else(|e| e.into_inner()) }
     }
 
-    /// Length of the guarded array.
+    /// Length of the guarded array in bytes.
     pub fn len(&self) -> usize {
         self.len
     }
@@ -632,12 +653,15 @@ impl Drop for CowHandle {
     }
 }
 
-impl Storage<u8> {
-    /// A guard for reading this array as it is now while it keeps changing, when it is large
-    /// (in its own huge-page allocation) and not guarded already; `None` otherwise (the caller
-    /// copies it). Writers must then take [`Storage::cow_guard`]'s lock for every change.
+impl<T: Zeroable + Copy> Storage<T> {
+    /// A guard for reading this array's bytes (its values as they lie in memory) as they are
+    /// now while the values keep changing, when it is large (in its own huge-page allocation)
+    /// and not guarded already; `None` otherwise (the caller copies it). Writers must then take
+    /// [`Storage::cow_guard`]'s lock for every change, and save the values they change first
+    /// ([`CowWriter::before_write_values`]).
     pub fn freeze(&self) -> Option<CowHandle> {
         let Repr::Huge { ptr, len } = self.repr else { return None };
+        let len = len * core::mem::size_of::<T>();
         let addr = ptr.as_ptr() as usize;
         let mut all = guards();
         if all.iter().any(|(a, _)| *a == addr) {

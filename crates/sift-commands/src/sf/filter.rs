@@ -222,6 +222,20 @@ impl Native {
         &self.0
     }
 
+    /// The filter's sift file as it is now, to be written later while the filter keeps changing
+    /// (copy-on-write of its large array: [`BlockedBloom::freeze`], [`ScalableBloom::freeze`],
+    /// [`CountingBloom::freeze`]);
+    /// `None` for a small filter, and for the kinds without copy-on-write, which the caller
+    /// copies whole.
+    pub fn freeze(&self) -> Option<sift::format::FrozenFile> {
+        match &self.0 {
+            AnyFilter::Blocked(f) => f.freeze(),
+            AnyFilter::Scalable(f) => f.freeze(),
+            AnyFilter::Counting(f) => f.freeze(),
+            _ => None,
+        }
+    }
+
     /// The kind in the file format.
     pub fn kind(&self) -> FilterKind {
         self.0.kind()

@@ -94,19 +94,23 @@ impl DataType for SiftFilter {
     /// pieces of 16 MiB (pos 2, 3, ...).
     fn dump_chunk(&self, cursor: u64) -> Option<(Chunk<'_>, u64)> {
         if cursor == 0 {
-            let mut h = DUMP_MAGIC.to_vec();
-            h.push(DUMP_VERSION);
-            h.push(u8::from(self.filter.is_some()));
-            return Some((Chunk { pos: 0, data: Cow::Owned(h) }, 1));
+            return Some((Chunk { pos: 0, data: Cow::Owned(dump_header(self.filter.is_some())) }, 1));
         }
         if cursor == 1 {
             if let Some(f) = &self.filter {
                 return Some((Chunk { pos: 1, data: Cow::Owned(f.to_bytes()) }, 2));
             }
         }
-        let piece = usize::try_from(cursor.max(2) - 2).ok()?;
-        let data = self.upload.chunks(DUMP_PIECE).nth(piece)?;
+        let (piece, data) = upload_piece(&self.upload, cursor)?;
         Some((Chunk { pos: 2 + piece as i64, data: Cow::Borrowed(data) }, 3 + piece as u64))
+    }
+
+    /// A blocked, scalable or counting filter with a large array is read by the snapshot later, its
+    /// writers copying aside only the pieces they change first ([`Native::freeze`]); the header
+    /// and a pending upload are copied now. Other values are dumped at once.
+    fn freeze(&self) -> Option<Box<dyn crate::Frozen>> {
+        let file = self.filter.as_ref()?.freeze()?;
+        Some(Box::new(FrozenSift { file, upload: self.upload.clone() }))
     }
 
     fn restore(header: &[u8], _cx: &LoadContext) -> Result<Self, String> {
@@ -177,6 +181,56 @@ impl DataType for SiftFilter {
         // At the filter's own clock (a window by time: its last add); SF.INFO asks at the time
         // of the request.
         Some(ErrorRate { target: Some(f.target()), estimate: f.estimate(0) })
+    }
+}
+
+/// The dump's first chunk.
+fn dump_header(has_filter: bool) -> Vec<u8> {
+    let mut h = DUMP_MAGIC.to_vec();
+    h.push(DUMP_VERSION);
+    h.push(u8::from(has_filter));
+    h
+}
+
+/// The piece of a pending upload at dump cursor `cursor` (2 and up; 1 too when no filter is
+/// installed): its index and its bytes.
+fn upload_piece(upload: &[u8], cursor: u64) -> Option<(usize, &[u8])> {
+    let piece = usize::try_from(cursor.max(2) - 2).ok()?;
+    Some((piece, upload.chunks(DUMP_PIECE).nth(piece)?))
+}
+
+/// A `sift-filt` value frozen by [`DataType::freeze`]: its filter's file is written when the
+/// snapshot reaches it, as it was at the freeze.
+#[derive(Debug)]
+struct FrozenSift {
+    file: sift::format::FrozenFile,
+    upload: Vec<u8>,
+}
+
+impl crate::Frozen for FrozenSift {
+    fn chunk_count(&self) -> u64 {
+        2 + self.upload.len().div_ceil(DUMP_PIECE) as u64
+    }
+
+    /// The chunks of [`DataType::dump_chunk`] for a value with a filter.
+    fn dump_chunk(&self, cursor: u64, out: &mut Vec<u8>) -> Option<(i64, u64)> {
+        match cursor {
+            0 => {
+                out.extend_from_slice(&dump_header(true));
+                Some((0, 1))
+            }
+            1 => {
+                // Grown once here, not while a piece is read under a guard's lock.
+                out.reserve(usize::try_from(self.file.len()).ok()?);
+                self.file.write_to(&mut *out).ok()?;
+                Some((1, 2))
+            }
+            _ => {
+                let (piece, data) = upload_piece(&self.upload, cursor)?;
+                out.extend_from_slice(data);
+                Some((2 + piece as i64, 3 + piece as u64))
+            }
+        }
     }
 }
 

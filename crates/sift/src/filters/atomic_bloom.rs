@@ -324,7 +324,8 @@ impl AtomicBloom {
 }
 
 impl From<BlockedBloom> for AtomicBloom {
-    /// The same filter in the same memory: nothing is copied or allocated.
+    /// The same filter in the same memory: nothing is copied or allocated (unless a snapshot is
+    /// reading the blocks, [`BlockedBloom::freeze`]: then the atomic filter gets a copy).
     fn from(f: BlockedBloom) -> Self {
         let (shape, blocks) = f.into_parts();
         // SAFETY: as in `into_blocked`, in the other direction: every `u64` is a valid

@@ -34,10 +34,11 @@
 //! # Ok::<(), sift::Error>(())
 //! ```
 
-use crate::bits::{Storage, MAX_BYTES};
+use crate::bits::{CowGuard, CowWriter, Storage, MAX_BYTES};
 use crate::error::{check_fpr, check_items, Error, FormatError, Result};
 use crate::format::{
-    decode_verified, write_words, Encoder, FilterKind, ParamWriter, RawFilter, StreamEncoder,
+    decode_verified, write_words, Encoder, FilterKind, FrozenFile, FrozenPart, ParamWriter, RawFilter,
+    StreamEncoder,
 };
 use crate::hash::{Digest, HashKind, Hasher, HotHasher};
 use crate::math;
@@ -165,10 +166,16 @@ impl Shape {
         Ok(shape)
     }
 
-    /// Encodes a file of this shape whose payload is `words` (exactly `8·blocks` of them).
-    pub(crate) fn encode(&self, words: impl Iterator<Item = u64>) -> Vec<u8> {
+    /// The file's parameter block.
+    fn params(&self) -> ParamWriter {
         let mut p = ParamWriter::new();
         p.u64(self.blocks).u32(self.k).u32(LAYOUT).u64(self.items).u64(self.capacity).f64(self.target_fpr);
+        p
+    }
+
+    /// Encodes a file of this shape whose payload is `words` (exactly `8·blocks` of them).
+    pub(crate) fn encode(&self, words: impl Iterator<Item = u64>) -> Vec<u8> {
+        let p = self.params();
         let mut e = Encoder::new(FilterKind::BlockedBloom, self.hasher, p.as_bytes(), self.blocks * 64);
         let out = e.payload();
         for w in words {
@@ -184,8 +191,7 @@ impl Shape {
         w: &mut W,
         words: impl Iterator<Item = u64>,
     ) -> std::io::Result<()> {
-        let mut p = ParamWriter::new();
-        p.u64(self.blocks).u32(self.k).u32(LAYOUT).u64(self.items).u64(self.capacity).f64(self.target_fpr);
+        let p = self.params();
         let mut e =
             StreamEncoder::new(w, FilterKind::BlockedBloom, self.hasher, p.as_bytes(), self.blocks * 64)?;
         write_words(&mut e, words)?;
@@ -461,6 +467,8 @@ impl BlockedBloom {
     /// either filter. [`Filter::len`] becomes the estimate of [`BlockedBloom::estimated_items`].
     pub fn union(&mut self, other: &BlockedBloom) -> Result<()> {
         self.check_same_shape(other)?;
+        let guard = self.blocks.cow_guard();
+        let _writer = guard.as_ref().map(|g| self.save_all(g));
         for (a, b) in self.blocks.as_mut_slice().iter_mut().zip(other.blocks.as_slice()) {
             for (x, y) in a.0.iter_mut().zip(&b.0) {
                 *x |= *y;
@@ -474,6 +482,8 @@ impl BlockedBloom {
     /// reported; the FPR of the result is at most that of the fuller operand.
     pub fn intersect(&mut self, other: &BlockedBloom) -> Result<()> {
         self.check_same_shape(other)?;
+        let guard = self.blocks.cow_guard();
+        let _writer = guard.as_ref().map(|g| self.save_all(g));
         for (a, b) in self.blocks.as_mut_slice().iter_mut().zip(other.blocks.as_slice()) {
             for (x, y) in a.0.iter_mut().zip(&b.0) {
                 *x &= *y;
@@ -485,8 +495,66 @@ impl BlockedBloom {
 
     /// Removes every item.
     pub fn clear(&mut self) {
+        let guard = self.blocks.cow_guard();
+        let _writer = guard.as_ref().map(|g| self.save_all(g));
         self.blocks.as_mut_slice().fill(Block::default());
         self.items = 0;
+    }
+
+    /// Takes the lock of `g` (a snapshot reading the blocks) and saves every block the snapshot
+    /// has not read yet, for a write that changes them all; the write happens under the lock
+    /// returned. It copies at most what the write itself then changes.
+    #[cold]
+    fn save_all<'g>(&self, g: &'g CowGuard) -> CowWriter<'g> {
+        let mut w = g.writer();
+        w.before_write_values(self.blocks.as_slice(), 0..self.blocks.len());
+        w
+    }
+
+    /// [`Insert::insert_digest`] while a snapshot reads the blocks ([`BlockedBloom::freeze`]):
+    /// the block's piece is saved for it first.
+    #[cold]
+    fn insert_digest_guarded(&mut self, g: &CowGuard, d: Digest) -> bool {
+        let mut w = g.writer();
+        let b = self.blocks.index(d.h1);
+        w.before_write_values(self.blocks.as_slice(), b..b + 1);
+        self.probe.insert(&mut self.blocks, d)
+    }
+
+    /// [`Insert::insert_digests`] while a snapshot reads the blocks: the pieces of all the
+    /// digests' blocks are saved first, then the batch kernel runs as usual, under the lock.
+    #[cold]
+    fn insert_digests_guarded(&mut self, g: &CowGuard, digests: &[Digest]) -> usize {
+        let mut w = g.writer();
+        for d in digests {
+            let b = self.blocks.index(d.h1);
+            w.before_write_values(self.blocks.as_slice(), b..b + 1);
+        }
+        self.kernel.insert_batch(&mut self.blocks, self.k, digests)
+    }
+
+    /// The filter's file as it is now, to be written later while the filter keeps changing:
+    /// the blocks are guarded ([`crate::bits::COW_PIECE`]-sized pieces copied aside by the
+    /// writes that reach them before the file has been written), so that no write waits for a
+    /// copy of the whole filter. `None` for a filter small enough to copy (not in its own
+    /// huge-page allocation) or already frozen.
+    pub fn freeze(&self) -> Option<FrozenFile> {
+        let g = self.blocks.freeze()?;
+        Some(self.frozen_with(FrozenPart::Words(g)))
+    }
+
+    /// [`BlockedBloom::freeze`] when it can, else a copy: a layer of a frozen chain.
+    pub(crate) fn frozen(&self) -> FrozenFile {
+        let payload = match self.blocks.freeze() {
+            Some(g) => FrozenPart::Words(g),
+            None => FrozenPart::Bytes(self.words().flat_map(u64::to_le_bytes).collect()),
+        };
+        self.frozen_with(payload)
+    }
+
+    fn frozen_with(&self, payload: FrozenPart) -> FrozenFile {
+        let shape = self.shape();
+        FrozenFile::new(FilterKind::BlockedBloom, self.hasher, shape.params().as_bytes(), vec![payload])
     }
 
     /// The file header fields.
@@ -574,7 +642,10 @@ impl Filter for BlockedBloom {
 impl Insert for BlockedBloom {
     #[inline]
     fn insert_digest(&mut self, d: Digest) -> bool {
-        let new = self.probe.insert(&mut self.blocks, d);
+        let new = match self.blocks.cow_guard() {
+            None => self.probe.insert(&mut self.blocks, d),
+            Some(g) => self.insert_digest_guarded(&g, d),
+        };
         self.items += new as u64;
         new
     }
@@ -587,7 +658,10 @@ impl Insert for BlockedBloom {
     }
 
     fn insert_digests(&mut self, digests: &[Digest]) -> usize {
-        let new = self.kernel.insert_batch(&mut self.blocks, self.k, digests);
+        let new = match self.blocks.cow_guard() {
+            None => self.kernel.insert_batch(&mut self.blocks, self.k, digests),
+            Some(g) => self.insert_digests_guarded(&g, digests),
+        };
         self.items += new as u64;
         new
     }
@@ -720,6 +794,9 @@ impl BlockedBloom {
         let total = self.blocks.len();
         let parts = parts.clamp(1, total);
         let probe = self.probe;
+        // While a snapshot reads the blocks, the threads write under its lock, all blocks saved.
+        let guard = self.blocks.cow_guard();
+        let _writer = guard.as_ref().map(|g| self.save_all(g));
         let mut stripes = Vec::with_capacity(parts);
         let mut rest = self.blocks.as_mut_slice();
         let mut first = 0usize;
@@ -1217,5 +1294,138 @@ pub(crate) mod tests {
             assert_eq!(got, want, "atomic, n {n}");
             assert_eq!(BlockedBloom::from_bytes(&got).unwrap(), f);
         }
+    }
+
+    /// A filter of 8 MiB (huge storage on Linux, so it freezes: 32 copy-on-write pieces) with
+    /// 20,000 items.
+    fn big_filter() -> BlockedBloom {
+        let mut f = BlockedBloom::with_params(8 << 20 >> 6, 7, Hasher::default()).unwrap();
+        let mut st = 11;
+        let ds: Vec<Digest> =
+            (0..20_000).map(|_| Digest { h1: splitmix(&mut st), h2: splitmix(&mut st) }).collect();
+        f.insert_digests(&ds);
+        f
+    }
+
+    /// A kind of write, by name, for the tests that run each alone.
+    type NamedWrite<'a, T> = (&'static str, Box<dyn Fn(&mut T) + 'a>);
+
+    /// Each kind of write, alone while the filter is frozen, changes the live filter and leaves
+    /// the frozen file as it was at the freeze, whether the filter is dropped before the file is
+    /// written or not: one insert, a batch insert (the SIMD kernel where the CPU has one), a
+    /// union, an intersection, a clear, stripes. One write at a time, so that a write skipping
+    /// its guard changes pieces no other write saved, and this test fails.
+    #[test]
+    fn every_write_alone_keeps_the_frozen_file() {
+        if !cfg!(target_os = "linux") {
+            return; // no huge-page storage, so nothing freezes
+        }
+        let mut st = 5;
+        let mut digests = |n: usize| -> Vec<Digest> {
+            (0..n).map(|_| Digest { h1: splitmix(&mut st), h2: splitmix(&mut st) }).collect()
+        };
+        let (one, batch, other, striped) = (digests(1), digests(5000), digests(30_000), digests(3000));
+        let mut full = BlockedBloom::with_params(8 << 20 >> 6, 7, Hasher::default()).unwrap();
+        full.insert_digests(&other);
+        let ops: Vec<NamedWrite<'_, BlockedBloom>> = vec![
+            ("insert", Box::new(|f: &mut BlockedBloom| assert!(f.insert_digest(one[0])))),
+            ("batch insert", Box::new(|f: &mut BlockedBloom| assert!(f.insert_digests(&batch) > 4900))),
+            ("union", Box::new(|f: &mut BlockedBloom| f.union(&full).unwrap())),
+            ("intersect", Box::new(|f: &mut BlockedBloom| f.intersect(&full).unwrap())),
+            ("clear", Box::new(|f: &mut BlockedBloom| f.clear())),
+            (
+                "stripes",
+                Box::new(|f: &mut BlockedBloom| {
+                    f.with_stripes(3, |s| s.iter_mut().map(|s| s.insert_digests(&striped)).sum::<usize>());
+                }),
+            ),
+        ];
+        for (name, op) in &ops {
+            for drop_first in [false, true] {
+                let mut f = big_filter();
+                let before = f.to_bytes();
+                let frozen = f.freeze().expect("a large filter freezes");
+                assert!(f.freeze().is_none(), "frozen already");
+                op(&mut f);
+                assert_ne!(f.to_bytes(), before, "{name} changed the filter");
+                if drop_first {
+                    drop(f);
+                }
+                assert!(
+                    frozen.to_vec() == before,
+                    "{name} changed the frozen file (drop first: {drop_first})"
+                );
+            }
+        }
+        // Once written, the frozen file lets go: the filter freezes again.
+        let f = big_filter();
+        drop(f.freeze());
+        assert!(f.freeze().is_some());
+    }
+
+    /// While a snapshot reads the filter, an insert copies aside only the piece of its block:
+    /// the pieces saved are exactly those where the live blocks now differ from the frozen ones.
+    #[test]
+    fn an_insert_during_a_freeze_copies_only_the_piece_it_touches() {
+        if !cfg!(target_os = "linux") {
+            return;
+        }
+        use crate::bits::COW_PIECE;
+        let mut f = big_filter();
+        let bytes = |f: &BlockedBloom| f.words().flat_map(u64::to_le_bytes).collect::<Vec<u8>>();
+        let at_freeze = bytes(&f);
+        let frozen = f.freeze().unwrap();
+        let g = frozen.guard(0);
+        assert_eq!(g.len() / COW_PIECE, 32);
+        let changed = |f: &BlockedBloom| {
+            let live = bytes(f);
+            let mut p: Vec<usize> =
+                (0..live.len()).filter(|&i| live[i] != at_freeze[i]).map(|i| i / COW_PIECE).collect();
+            p.dedup();
+            p.len()
+        };
+        let mut st = 99;
+        for i in 0..20 {
+            let saved = g.saved_pieces();
+            assert!(f.insert_digest(Digest { h1: splitmix(&mut st), h2: splitmix(&mut st) }));
+            assert!(g.saved_pieces() <= saved + 1, "one block written, one piece at most");
+            assert_eq!(g.saved_pieces(), changed(&f), "after insert {i}");
+        }
+        // A batch of 8 saves at most 8 pieces, those it changes.
+        let saved = g.saved_pieces();
+        let ds: Vec<Digest> =
+            (0..8).map(|_| Digest { h1: splitmix(&mut st), h2: splitmix(&mut st) }).collect();
+        f.insert_digests(&ds);
+        assert!(g.saved_pieces() <= saved + 8);
+        assert_eq!(g.saved_pieces(), changed(&f));
+        assert!(g.saved_pieces() > 10, "28 random blocks of 32 pieces hit many: {}", g.saved_pieces());
+        let want = big_filter();
+        let mut want_file = want.to_bytes();
+        // The items counter of the frozen file is the one at the freeze too.
+        let got = frozen.to_vec();
+        assert_eq!(got.len(), want_file.len());
+        assert!(got == std::mem::take(&mut want_file), "the frozen file is the filter at the freeze");
+    }
+
+    /// A frozen filter turned atomic keeps the frozen file: the atomic filter's writers (which
+    /// take no guard) write a copy of the blocks.
+    #[test]
+    fn a_frozen_filter_turned_atomic_writes_a_copy() {
+        if !cfg!(target_os = "linux") {
+            return;
+        }
+        let f = big_filter();
+        let before = f.to_bytes();
+        let frozen = f.freeze().unwrap();
+        let a = crate::AtomicBloom::from(f);
+        assert!(a.insert(b"atomic"));
+        assert!(frozen.to_vec() == before, "the atomic filter wrote the frozen blocks");
+    }
+
+    /// A small filter does not freeze (the caller copies it).
+    #[test]
+    fn only_large_filters_freeze() {
+        assert!(BlockedBloom::new(1000, 0.01).unwrap().freeze().is_none());
+        assert_eq!(big_filter().freeze().is_some(), cfg!(target_os = "linux"));
     }
 }

@@ -45,10 +45,10 @@
 //! # Ok::<(), sift::Error>(())
 //! ```
 
-use crate::bits::{try_zeroed, MAX_BYTES};
+use crate::bits::{CowGuard, CowWriter, Storage, MAX_BYTES};
 use crate::error::{check_fpr, check_items, Error, FormatError, Result};
 use crate::filters::bloom::{Probes, MAX_HASHES};
-use crate::format::{decode_verified, Encoder, FilterKind, ParamWriter};
+use crate::format::{decode_verified, Encoder, FilterKind, FrozenFile, FrozenPart, ParamWriter};
 use crate::hash::{Digest, HashKind, Hasher, HotHasher};
 use crate::math;
 use crate::traits::{Filter, Insert, Persist, Remove};
@@ -72,7 +72,7 @@ fn nonzero_in(words: &[u64]) -> u64 {
 pub struct CountingBloom {
     /// 16 counters per word; counter `i` is nibble `i % 16` (least significant first) of word
     /// `i / 16`, so the little-endian byte image holds counter `2j` in the low nibble of byte `j`.
-    words: Vec<u64>,
+    words: Storage<u64>,
     counters: u64,
     k: u32,
     hasher: Hasher,
@@ -132,7 +132,7 @@ impl CountingBloom {
         if hashes == 0 || hashes > MAX_HASHES {
             return Err(Error::param("hashes", hashes, "between 1 and 64"));
         }
-        let words = try_zeroed(words_for_counters(counters)?)?;
+        let words = Storage::zeroed(words_for_counters(counters)?)?;
         let capacity =
             math::bloom_capacity_with_k(counters as f64, hashes as f64, 0.5f64.powi(hashes as i32));
         Ok(CountingBloom {
@@ -183,10 +183,16 @@ impl CountingBloom {
         ((self.words[(i / PER_WORD) as usize] >> ((i % PER_WORD) * 4)) & 0xf) as u8
     }
 
-    /// Adds one to counter `i` unless it is saturated; returns the value it had before.
+    /// Adds one to counter `i` unless it is saturated; returns the value it had before. `cow`
+    /// is the lock of the snapshot reading the counters, if one is: the counter's piece is
+    /// saved for it first.
     #[inline(always)]
-    fn increment(&mut self, i: u64) -> u8 {
-        let w = &mut self.words[(i / PER_WORD) as usize];
+    fn increment(&mut self, cow: Option<&mut CowWriter<'_>>, i: u64) -> u8 {
+        let at = (i / PER_WORD) as usize;
+        if let Some(cow) = cow {
+            cow.before_write_values(&self.words, at..at + 1);
+        }
+        let w = &mut self.words[at];
         let shift = (i % PER_WORD) * 4;
         let c = ((*w >> shift) & 0xf) as u8;
         if c < SATURATED {
@@ -195,10 +201,15 @@ impl CountingBloom {
         c
     }
 
-    /// Subtracts one from counter `i` if it is neither zero nor saturated.
+    /// Subtracts one from counter `i` if it is neither zero nor saturated (`cow`: as for
+    /// [`CountingBloom::increment`]).
     #[inline(always)]
-    fn decrement(&mut self, i: u64) {
-        let w = &mut self.words[(i / PER_WORD) as usize];
+    fn decrement(&mut self, cow: Option<&mut CowWriter<'_>>, i: u64) {
+        let at = (i / PER_WORD) as usize;
+        if let Some(cow) = cow {
+            cow.before_write_values(&self.words, at..at + 1);
+        }
+        let w = &mut self.words[at];
         let shift = (i % PER_WORD) * 4;
         let c = (*w >> shift) & 0xf;
         // Zero is only reachable here when a never-inserted false positive is removed and one of
@@ -268,8 +279,37 @@ impl CountingBloom {
 
     /// Removes every item.
     pub fn clear(&mut self) {
+        let guard = self.words.cow_guard();
+        let _cow = guard.as_ref().map(|g| {
+            let mut w = g.writer();
+            w.before_write_values(&self.words, 0..self.words.len());
+            w
+        });
         self.words.fill(0);
         self.items = 0;
+    }
+
+    /// The filter's file as it is now, to be written later while the filter keeps changing:
+    /// the counters are guarded ([`crate::bits::COW_PIECE`]-sized pieces copied aside by the
+    /// writes that reach them before the file has been written), so that no write waits for a
+    /// copy of the whole filter. `None` for a filter small enough to copy (not in its own
+    /// huge-page allocation) or already frozen.
+    pub fn freeze(&self) -> Option<FrozenFile> {
+        let g = self.words.freeze()?;
+        Some(FrozenFile::new(Self::KIND, self.hasher, self.params().as_bytes(), vec![FrozenPart::Words(g)]))
+    }
+
+    /// The file's parameter block.
+    fn params(&self) -> ParamWriter {
+        let mut p = ParamWriter::new();
+        p.u64(self.counters).u32(self.k).u32(0).u64(self.items).u64(self.capacity).f64(self.target_fpr);
+        p
+    }
+
+    /// The lock of the snapshot reading the counters, if one is: one atomic load when none is.
+    #[inline(always)]
+    fn cow_guard(&self) -> Option<std::sync::Arc<CowGuard>> {
+        self.words.cow_guard()
     }
 }
 
@@ -323,10 +363,12 @@ impl Insert for CountingBloom {
     fn insert_digest(&mut self, d: Digest) -> bool {
         let mut p = Probes::new(d, self.counters);
         let mut new = false;
+        let guard = self.cow_guard();
+        let mut cow = guard.as_ref().map(|g| g.writer());
         for i in 0..self.k {
             // A repeated position reads the value this insert already raised, which is non-zero;
             // so `new` is true exactly when some position was zero before the insert.
-            new |= self.increment(p.next(i)) == 0;
+            new |= self.increment(cow.as_mut(), p.next(i)) == 0;
         }
         self.items = self.items.saturating_add(1);
         new
@@ -348,8 +390,10 @@ impl Remove for CountingBloom {
             return false;
         }
         let mut p = Probes::new(d, self.counters);
+        let guard = self.cow_guard();
+        let mut cow = guard.as_ref().map(|g| g.writer());
         for i in 0..self.k {
-            self.decrement(p.next(i));
+            self.decrement(cow.as_mut(), p.next(i));
         }
         self.items = self.items.saturating_sub(1);
         true
@@ -365,11 +409,10 @@ impl Persist for CountingBloom {
     /// low nibble of byte `i / 2` when `i` is even, the high nibble when odd. Nibbles past the last
     /// counter are zero.
     fn to_bytes(&self) -> Vec<u8> {
-        let mut p = ParamWriter::new();
-        p.u64(self.counters).u32(self.k).u32(0).u64(self.items).u64(self.capacity).f64(self.target_fpr);
+        let p = self.params();
         let mut e = Encoder::new(Self::KIND, self.hasher, p.as_bytes(), self.size_in_bytes() as u64);
         let out = e.payload();
-        for w in &self.words {
+        for w in self.words.iter() {
             out.extend_from_slice(&w.to_le_bytes());
         }
         e.finish()
@@ -402,7 +445,7 @@ impl Persist for CountingBloom {
             }
             .into());
         }
-        let mut words: Vec<u64> = try_zeroed(n)?;
+        let mut words: Storage<u64> = Storage::zeroed(n)?;
         for (w, chunk) in words.iter_mut().zip(payload.chunks_exact(8)) {
             *w = u64::from_le_bytes(chunk.try_into().expect("8-byte chunk"));
         }
@@ -428,6 +471,84 @@ impl Persist for CountingBloom {
 mod tests {
     use super::*;
     use crate::Bloom;
+
+    /// A filter of 8 MiB of counters (huge storage on Linux, so it freezes: 32 copy-on-write
+    /// pieces) with 20,000 items.
+    fn big_counting() -> CountingBloom {
+        let mut f = CountingBloom::with_params(16 << 20, 7, Hasher::default()).unwrap();
+        for i in 0..20_000u32 {
+            f.insert(i.to_le_bytes());
+        }
+        f
+    }
+
+    /// A kind of write, by name, for the test that runs each alone.
+    type NamedWrite = (&'static str, fn(&mut CountingBloom));
+
+    /// Each kind of write, alone while the filter is frozen, changes the live filter and leaves
+    /// the frozen file as it was at the freeze, whether the filter is dropped before the file is
+    /// written or not: an insert, a remove, a clear. One write at a time, so that a write
+    /// skipping its guard fails this test.
+    #[test]
+    fn every_write_alone_keeps_the_frozen_file() {
+        assert!(CountingBloom::new(1000, 0.01).unwrap().freeze().is_none(), "small: copied");
+        if !cfg!(target_os = "linux") {
+            return; // no huge-page storage, so nothing freezes
+        }
+        let ops: [NamedWrite; 3] = [
+            ("insert", |f| {
+                f.insert(b"new item");
+            }),
+            ("remove", |f| assert!(f.remove(5u32.to_le_bytes()))),
+            ("clear", |f| f.clear()),
+        ];
+        for (name, op) in ops {
+            for drop_first in [false, true] {
+                let mut f = big_counting();
+                let before = f.to_bytes();
+                let frozen = f.freeze().expect("a large filter freezes");
+                op(&mut f);
+                assert_ne!(f.to_bytes(), before, "{name} changed the filter");
+                if drop_first {
+                    drop(f);
+                }
+                assert!(
+                    frozen.to_vec() == before,
+                    "{name} changed the frozen file (drop first: {drop_first})"
+                );
+            }
+        }
+    }
+
+    /// An insert copies aside only the pieces of the counters it changes: at most `k`.
+    #[test]
+    fn an_insert_during_a_freeze_copies_only_the_pieces_it_touches() {
+        if !cfg!(target_os = "linux") {
+            return;
+        }
+        use crate::bits::COW_PIECE;
+        let mut f = big_counting();
+        let at_freeze: Vec<u64> = f.words.to_vec();
+        let frozen = f.freeze().unwrap();
+        let g = frozen.guard(0);
+        assert_eq!(g.len() / COW_PIECE, 32);
+        let changed = |f: &CountingBloom| {
+            let mut p: Vec<usize> = (0..at_freeze.len())
+                .filter(|&i| f.words[i] != at_freeze[i])
+                .map(|i| i * 8 / COW_PIECE)
+                .collect();
+            p.sort_unstable();
+            p.dedup();
+            p.len()
+        };
+        for i in 0..5u32 {
+            let saved = g.saved_pieces();
+            f.insert(format!("x{i}"));
+            assert!(g.saved_pieces() <= saved + 7, "seven counters, seven pieces at most");
+            assert_eq!(g.saved_pieces(), changed(&f), "after insert {i}");
+        }
+        assert!(g.saved_pieces() >= 10);
+    }
     use proptest::prelude::*;
     use std::collections::HashMap;
 

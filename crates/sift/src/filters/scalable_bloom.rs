@@ -45,7 +45,9 @@
 //! ```
 
 use crate::error::{check_fpr, check_items, Error, FormatError, Result};
-use crate::format::{decode_verified, encode_chain, split_chain, FilterKind, ParamWriter};
+use crate::format::{
+    decode_verified, encode_chain, split_chain, FilterKind, FrozenFile, FrozenPart, ParamWriter,
+};
 use crate::hash::{Digest, HashKind, Hasher, HotHasher};
 use crate::math;
 use crate::traits::{Filter, Insert, Persist};
@@ -282,6 +284,38 @@ impl ScalableBloom {
         self.try_insert_digest(self.hot.digest(item.as_ref()))
     }
 
+    /// The file's parameter block.
+    fn params(&self) -> ParamWriter {
+        let mut p = ParamWriter::new();
+        p.f64(self.growth)
+            .f64(self.tightening)
+            .f64(self.target_fpr)
+            .u64(self.initial_capacity)
+            .u64(self.items)
+            .u32(self.layers.len() as u32);
+        match self.schedule {
+            Schedule::Geometric => {
+                p.u32(0);
+            }
+            Schedule::FirstShare(a) => {
+                p.u32(1).f64(a);
+            }
+        }
+        p
+    }
+
+    /// The filter's file as it is now, to be written later while the filter keeps changing
+    /// ([`BlockedBloom::freeze`] for each large layer; the small ones are copied now). `None`
+    /// when no layer is large enough to freeze (the caller copies the filter).
+    pub fn freeze(&self) -> Option<FrozenFile> {
+        let layers: Vec<FrozenFile> = self.layers.iter().map(BlockedBloom::frozen).collect();
+        if !layers.iter().any(FrozenFile::is_guarded) {
+            return None;
+        }
+        let members = layers.into_iter().map(FrozenPart::Member).collect();
+        Some(FrozenFile::new(Self::KIND, self.hasher, self.params().as_bytes(), members))
+    }
+
     fn newest(&self) -> &BlockedBloom {
         self.layers.last().expect("a scalable filter always has a layer")
     }
@@ -430,23 +464,8 @@ impl Persist for ScalableBloom {
     /// every layer must match the schedule (capacity `⌈n0·growth^i⌉` and its FPR) and the
     /// file's hasher, and the layers' item counts must add up.
     fn to_bytes(&self) -> Vec<u8> {
-        let mut p = ParamWriter::new();
-        p.f64(self.growth)
-            .f64(self.tightening)
-            .f64(self.target_fpr)
-            .u64(self.initial_capacity)
-            .u64(self.items)
-            .u32(self.layers.len() as u32);
-        match self.schedule {
-            Schedule::Geometric => {
-                p.u32(0);
-            }
-            Schedule::FirstShare(a) => {
-                p.u32(1).f64(a);
-            }
-        }
         let encoded: Vec<Vec<u8>> = self.layers.iter().map(|l| l.to_bytes()).collect();
-        encode_chain(Self::KIND, self.hasher, p.as_bytes(), &encoded)
+        encode_chain(Self::KIND, self.hasher, self.params().as_bytes(), &encoded)
     }
 
     fn from_bytes(bytes: &[u8]) -> Result<Self> {
@@ -517,6 +536,35 @@ impl Persist for ScalableBloom {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A frozen chain writes the file of the moment of the freeze, though inserts fill its large
+    /// first layer and add layers afterwards; only the large layer is guarded.
+    #[test]
+    fn a_frozen_chain_writes_the_file_it_was_frozen_in() {
+        assert!(ScalableBloom::new(1000, 0.01).unwrap().freeze().is_none(), "small: copied");
+        if !cfg!(target_os = "linux") {
+            return;
+        }
+        // About 4.8 MiB in the first layer at 1% / 0.5 tightening: huge storage.
+        let mut f = ScalableBloom::with_options(3_000_000, 0.01, 2.0, 0.5).unwrap();
+        assert!(f.layers()[0].size_in_bytes() >= crate::bits::HUGE_THRESHOLD);
+        for i in 0..1000u32 {
+            f.insert(i.to_le_bytes());
+        }
+        let before = f.to_bytes();
+        let frozen = f.freeze().expect("a large layer freezes");
+        let mut i = 1000u32;
+        while f.num_layers() < 2 {
+            f.insert(i.to_le_bytes());
+            i += 1;
+        }
+        for j in i..i + 1000 {
+            f.insert(j.to_le_bytes());
+        }
+        assert_ne!(f.to_bytes(), before);
+        assert!(frozen.guard(0).saved_pieces() > 0);
+        assert!(frozen.to_vec() == before, "the frozen chain changed");
+    }
 
     #[test]
     fn batch_queries_agree_with_single_over_layers() {

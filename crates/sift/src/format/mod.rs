@@ -22,10 +22,13 @@
 //! `from_bytes` constructors of the filters always verify.
 
 mod chain;
+mod frozen;
 mod params;
 mod stream;
 
 pub(crate) use chain::{encode_chain, split_chain};
+pub use frozen::FrozenFile;
+pub(crate) use frozen::Part as FrozenPart;
 pub use params::{ParamReader, ParamWriter};
 pub use stream::StreamEncoder;
 pub(crate) use stream::{words_file_range, write_words};

@@ -85,8 +85,14 @@ impl Blocks {
         }
     }
 
-    /// The storage, handed over (for the zero-copy conversions of [`crate::AtomicBloom`]).
+    /// The storage, handed over (for the zero-copy conversions of [`crate::AtomicBloom`]). While
+    /// a snapshot reads these blocks ([`Blocks::freeze`]) it gets a copy instead: an atomic
+    /// filter's writers do not take the guard, so they must not write the guarded blocks (the
+    /// snapshot keeps them, and frees them when done).
     pub(crate) fn into_storage(self) -> crate::bits::Storage<Block> {
+        if self.0.cow_guard().is_some() {
+            return self.0.clone();
+        }
         self.0
     }
 
@@ -118,6 +124,20 @@ impl Blocks {
     #[inline(always)]
     pub(crate) fn as_mut_slice(&mut self) -> &mut [Block] {
         &mut self.0
+    }
+
+    /// A copy-on-write guard for a snapshot to read the blocks later, when they are large
+    /// ([`crate::bits::Storage::freeze`]).
+    pub(crate) fn freeze(&self) -> Option<crate::bits::CowHandle> {
+        self.0.freeze()
+    }
+
+    /// The guard of the blocks, if a snapshot is reading them: one atomic load when none is.
+    /// Every write to the blocks checks it first and, when there is one, saves the blocks it
+    /// changes under its lock.
+    #[inline(always)]
+    pub(crate) fn cow_guard(&self) -> Option<std::sync::Arc<crate::bits::CowGuard>> {
+        self.0.cow_guard()
     }
 
     /// The block an item with first hash word `h1` lives in.

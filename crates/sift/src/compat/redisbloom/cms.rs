@@ -50,7 +50,7 @@
 //! # Ok::<(), sift::compat::redisbloom::CmsCreateError>(())
 //! ```
 
-use super::dump::try_zeroed_bytes;
+use crate::bits::{CowHandle, CowWriter, Storage};
 use crate::hash::murmur2_32;
 
 /// A counter's ceiling: counters saturate here, and an increment whose result is this value is
@@ -125,8 +125,9 @@ pub struct CountMinSketch {
     depth: u64,
     count: u64,
     /// `depth × width` u32 counters, row-major, little-endian: exactly the RDB string (§10.3),
-    /// so saving and loading copy nothing.
-    cells: Vec<u8>,
+    /// so saving copies nothing. Large ones in huge-page storage, which a snapshot can read
+    /// while the counters change ([`CountMinSketch::freeze`]).
+    cells: Storage<u8>,
 }
 
 impl core::fmt::Debug for CountMinSketch {
@@ -210,7 +211,8 @@ impl CountMinSketch {
         if cells > CMS_MAX_CELLS || cells * 4 > max_bytes {
             return Err(CmsCreateError::InsufficientMemory);
         }
-        let bytes = try_zeroed_bytes(cells * 4).ok_or(CmsCreateError::InsufficientMemory)?;
+        let len = usize::try_from(cells * 4).map_err(|_| CmsCreateError::InsufficientMemory)?;
+        let bytes = Storage::zeroed(len).map_err(|_| CmsCreateError::InsufficientMemory)?;
         Ok(CountMinSketch { width: w as u64, depth: d as u64, count: 0, cells: bytes })
     }
 
@@ -224,7 +226,7 @@ impl CountMinSketch {
         if cells.len() as u64 != len {
             return None;
         }
-        Some(CountMinSketch { width, depth, count, cells })
+        Some(CountMinSketch { width, depth, count, cells: Storage::adopt(cells).ok()? })
     }
 
     /// Counters per row.
@@ -269,9 +271,33 @@ impl CountMinSketch {
         u32::from_le_bytes(self.cells[4 * i..4 * i + 4].try_into().expect("4 bytes"))
     }
 
+    /// Sets counter `i`; `w` is the lock of the snapshot reading the counters, if one is
+    /// (every change goes through here: the counter's piece is saved for the snapshot first).
     #[inline]
-    fn set(&mut self, i: usize, v: u32) {
+    fn set(&mut self, w: Option<&mut CowWriter<'_>>, i: usize, v: u32) {
+        if let Some(w) = w {
+            w.before_write(&self.cells, 4 * i..4 * i + 4);
+        }
         self.cells[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
+    }
+
+    /// The sketch's RDB fields (`save_cms`, §10.3) as they are now, to be written later while
+    /// the counters keep changing: the counters are guarded, writers copying aside only the
+    /// [`COW_PIECE`](crate::bits::COW_PIECE)-sized pieces they change before the snapshot has
+    /// read them. `None` for a sketch small enough to copy.
+    pub fn freeze(&self) -> Option<FrozenCms> {
+        use super::rdb::{write_length, FieldWriter, ModuleFieldWriter, OPCODE_STRING};
+        let cells = self.cells.freeze()?;
+        let mut head = Vec::new();
+        let mut w = ModuleFieldWriter { out: &mut head };
+        w.save_unsigned(self.width);
+        w.save_unsigned(self.depth);
+        w.save_unsigned(self.count);
+        // `save_string` of a large string: its length, then its bytes (the integer forms are
+        // for strings of at most a dozen bytes).
+        write_length(&mut head, OPCODE_STRING);
+        write_length(&mut head, self.cells.len() as u64);
+        Some(FrozenCms { head, cells })
     }
 
     /// Column of `item` in `row`: `MurmurHash2(item, row) mod width` (§5.3).
@@ -288,12 +314,14 @@ impl CountMinSketch {
     /// The command accepts increments in [0, 2^63 − 1]; larger values behave the same (the
     /// counters saturate).
     pub fn incr_by(&mut self, item: &[u8], value: u64) -> u32 {
+        let guard = self.cells.cow_guard();
+        let mut w = guard.as_ref().map(|g| g.writer());
         let mut min = u32::MAX;
         for row in 0..self.depth {
             let i = self.index(row, self.column(item, row));
             let c = self.get(i) as u64;
             let v = c.saturating_add(value).min(CMS_COUNTER_MAX as u64) as u32;
-            self.set(i, v);
+            self.set(w.as_mut(), i, v);
             min = min.min(v);
         }
         self.count = self.count.wrapping_add(value);
@@ -328,9 +356,11 @@ impl CountMinSketch {
             self.cell_sum(sources, p).ok_or(CmsMergeError::Overflow)?;
         }
         let count = self.count_sum(sources).ok_or(CmsMergeError::Overflow)?;
+        let guard = self.cells.cow_guard();
+        let mut w = guard.as_ref().map(|g| g.writer());
         for p in 0..cells {
             let v = self.cell_sum(sources, p).expect("checked above");
-            self.set(p, v);
+            self.set(w.as_mut(), p, v);
         }
         self.count = count;
         Ok(())
@@ -361,6 +391,27 @@ impl CountMinSketch {
             acc = acc.checked_add(product)?;
         }
         (acc >= 0).then_some(acc as u64)
+    }
+}
+
+/// A sketch as it was when [`CountMinSketch::freeze`] was called. Dropping it ends the
+/// copy-on-write.
+#[derive(Debug)]
+pub struct FrozenCms {
+    /// The fields before the counters' bytes: width, depth, count, the string's opcode and
+    /// length.
+    head: Vec<u8>,
+    cells: CowHandle,
+}
+
+impl FrozenCms {
+    /// Appends the RDB fields `save_cms` gave at the freeze. The counters are read once: call
+    /// it once.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        // Grown here, not while a piece is read under the guard's lock.
+        out.reserve(self.head.len() + self.cells.len());
+        out.extend_from_slice(&self.head);
+        self.cells.read(0, self.cells.len(), out);
     }
 }
 
@@ -508,5 +559,100 @@ mod tests {
             Err(CmsMergeError::ShapeMismatch { index: 1 })
         );
         assert_eq!(dst.merge(&[]), Err(CmsMergeError::NoSources));
+    }
+
+    /// The RDB fields `save_cms` writes for `c` now.
+    fn fields(c: &CountMinSketch) -> Vec<u8> {
+        let mut out = Vec::new();
+        crate::compat::redisbloom::rdb::save_cms(
+            c,
+            &mut crate::compat::redisbloom::rdb::ModuleFieldWriter { out: &mut out },
+        );
+        out
+    }
+
+    fn frozen_fields(f: &FrozenCms) -> Vec<u8> {
+        let mut out = Vec::new();
+        f.write(&mut out);
+        out
+    }
+
+    /// A sketch of 2 rows of 1 Mi counters (8 MiB: huge storage, 32 copy-on-write pieces) with
+    /// some counts.
+    fn big_sketch() -> CountMinSketch {
+        let mut c = CountMinSketch::init_by_dim(1 << 20, 2, u64::MAX).unwrap();
+        for i in 0..2000u32 {
+            c.incr_by(&i.to_le_bytes(), u64::from(i % 7) + 1);
+        }
+        c
+    }
+
+    /// A kind of write, by name, for the tests that run each alone.
+    type NamedWrite<'a, T> = (&'static str, Box<dyn Fn(&mut T) + 'a>);
+
+    /// Each kind of write, alone while the sketch is frozen, changes the live sketch and leaves
+    /// the frozen fields as they were, whether the sketch is dropped before they are read or
+    /// not: an increment, a merge into the sketch. One write at a time, so that a write skipping
+    /// its guard fails this test.
+    #[test]
+    fn every_write_alone_keeps_the_frozen_fields() {
+        assert!(CountMinSketch::init_by_dim(100, 5, u64::MAX).unwrap().freeze().is_none(), "small: copied");
+        if !cfg!(target_os = "linux") {
+            return; // no huge-page storage, so nothing freezes
+        }
+        let other = {
+            let mut o = CountMinSketch::init_by_dim(1 << 20, 2, u64::MAX).unwrap();
+            o.incr_by(b"o", 3);
+            o
+        };
+        let ops: Vec<NamedWrite<'_, CountMinSketch>> = vec![
+            ("incr_by", Box::new(|c: &mut CountMinSketch| assert_eq!(c.incr_by(b"new item", 9), 9))),
+            (
+                "merge",
+                Box::new(|c: &mut CountMinSketch| {
+                    c.merge(&[(CmsSource::Destination, 2), (CmsSource::Sketch(&other), 1)]).unwrap()
+                }),
+            ),
+        ];
+        for (name, op) in &ops {
+            for drop_first in [false, true] {
+                let mut c = big_sketch();
+                let before = fields(&c);
+                let frozen = c.freeze().expect("a large sketch freezes");
+                op(&mut c);
+                assert_ne!(fields(&c), before, "{name} changed the sketch");
+                if drop_first {
+                    drop(c);
+                }
+                assert!(frozen_fields(&frozen) == before, "{name} changed the frozen fields");
+            }
+        }
+    }
+
+    /// An increment copies aside only the pieces of the counters it changes: one per row.
+    #[test]
+    fn an_increment_copies_only_the_pieces_it_touches() {
+        if !cfg!(target_os = "linux") {
+            return;
+        }
+        use crate::bits::COW_PIECE;
+        let mut c = big_sketch();
+        let at_freeze = c.cells_le().to_vec();
+        let frozen = c.freeze().unwrap();
+        assert_eq!(frozen.cells.len() / COW_PIECE, 32);
+        let changed = |c: &CountMinSketch| {
+            let live = c.cells_le();
+            let mut p: Vec<usize> =
+                (0..live.len()).filter(|&i| live[i] != at_freeze[i]).map(|i| i / COW_PIECE).collect();
+            p.dedup();
+            p.len()
+        };
+        for i in 0..10u32 {
+            let saved = frozen.cells.saved_pieces();
+            c.incr_by(format!("x{i}").as_bytes(), 1);
+            assert!(frozen.cells.saved_pieces() <= saved + 2, "two counters, two pieces at most");
+            assert_eq!(frozen.cells.saved_pieces(), changed(&c), "after increment {i}");
+        }
+        assert!(frozen.cells.saved_pieces() >= 5);
     }
 }

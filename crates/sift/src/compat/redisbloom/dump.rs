@@ -55,12 +55,6 @@ impl Fields<'_> {
     }
 }
 
-/// Allocates `len` zero bytes, or `None` when the allocator refuses (never aborts).
-pub(crate) fn try_zeroed_bytes(len: u64) -> Option<Vec<u8>> {
-    let len = usize::try_from(len).ok()?;
-    crate::bits::try_zeroed::<u8>(len).ok()
-}
-
 /// A filter's byte array (a Bloom link's bitmap, a cuckoo sub-filter's slots) as it was when a
 /// snapshot froze it: a small array copied at once, a large one (in its own huge-page
 /// allocation) guarded piece by piece, its writers copying aside only the pieces they reach

@@ -73,7 +73,7 @@ pub use bloom::{
     BloomLink, FrozenChain,
 };
 pub use cms::{
-    cms_dims_for_error, CmsCreateError, CmsMergeError, CmsSource, CountMinSketch, CMS_COUNTER_MAX,
+    cms_dims_for_error, CmsCreateError, CmsMergeError, CmsSource, CountMinSketch, FrozenCms, CMS_COUNTER_MAX,
     CMS_MAX_CELLS,
 };
 pub use cuckoo::{

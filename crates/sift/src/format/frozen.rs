@@ -1,0 +1,159 @@
+//! A filter's sift file as it was at one moment, written later while the filter keeps changing
+//! (a server's background snapshot): the header and the small parts are copied at the freeze,
+//! the large arrays are read afterwards through copy-on-write guards ([`crate::bits::CowGuard`]),
+//! and the CRC is computed as the bytes go out.
+
+use std::io::{self, Write};
+
+use super::{Encoder, FilterKind, StreamEncoder, TRAILER_LEN};
+use crate::bits::CowHandle;
+use crate::hash::Hasher;
+
+/// Bytes of a guarded array read at a time while a frozen file is written: the guard is taken
+/// once per piece anyway, and a small buffer keeps the writer's extra memory small.
+const READ_BUF: usize = 1 << 20;
+
+/// A sift file frozen at one moment ([`crate::BlockedBloom::freeze`],
+/// [`crate::ScalableBloom::freeze`]): [`FrozenFile::write_to`] writes the bytes
+/// [`crate::Persist::to_bytes`] gave at the freeze, however the filter changed since. Dropping
+/// it ends the copy-on-write.
+#[derive(Debug)]
+pub struct FrozenFile {
+    kind: FilterKind,
+    hasher: Hasher,
+    params: Vec<u8>,
+    parts: Vec<Part>,
+}
+
+/// One part of a frozen file's payload.
+#[derive(Debug)]
+pub(crate) enum Part {
+    /// An array of 64-bit words in memory order, guarded while the snapshot reads it; written
+    /// little-endian.
+    Words(CowHandle),
+    /// Payload bytes copied at the freeze.
+    Bytes(Vec<u8>),
+    /// A member file of a chain, preceded by its length as a `u64`.
+    Member(FrozenFile),
+}
+
+impl Part {
+    fn len(&self) -> u64 {
+        match self {
+            Part::Words(g) => g.len() as u64,
+            Part::Bytes(b) => b.len() as u64,
+            Part::Member(f) => 8 + f.len(),
+        }
+    }
+}
+
+/// The payload side of a [`StreamEncoder`]: what a member file inside a chain writes to.
+struct Payload<'a, W: Write>(&'a mut StreamEncoder<W>);
+
+impl<W: Write> Write for Payload<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.payload(buf)?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl FrozenFile {
+    /// A file of `kind` hashed by `hasher` with the parameter block `params` and `parts` as its
+    /// payload.
+    pub(crate) fn new(kind: FilterKind, hasher: Hasher, params: &[u8], parts: Vec<Part>) -> FrozenFile {
+        FrozenFile { kind, hasher, params: params.to_vec(), parts }
+    }
+
+    fn payload_len(&self) -> u64 {
+        self.parts.iter().map(Part::len).sum()
+    }
+
+    /// Length of the file in bytes.
+    pub fn len(&self) -> u64 {
+        let head = Encoder::new(self.kind, self.hasher, &self.params, 0).out.len() as u64;
+        head + self.payload_len() + TRAILER_LEN as u64
+    }
+
+    /// Whether some array of the file is guarded rather than copied (a frozen filter with none
+    /// is only a copy).
+    pub(crate) fn is_guarded(&self) -> bool {
+        self.parts.iter().any(|p| match p {
+            Part::Words(_) => true,
+            Part::Bytes(_) => false,
+            Part::Member(f) => f.is_guarded(),
+        })
+    }
+
+    /// The guard of the `i`-th guarded array, depth first (tests count the pieces it saved).
+    #[cfg(test)]
+    pub(crate) fn guard(&self, i: usize) -> &crate::bits::CowGuard {
+        fn all<'a>(f: &'a FrozenFile, out: &mut Vec<&'a crate::bits::CowGuard>) {
+            for p in &f.parts {
+                match p {
+                    Part::Words(g) => out.push(g),
+                    Part::Bytes(_) => {}
+                    Part::Member(m) => all(m, out),
+                }
+            }
+        }
+        let mut out = Vec::new();
+        all(self, &mut out);
+        out[i]
+    }
+
+    /// The whole file in memory.
+    #[cfg(test)]
+    pub(crate) fn to_vec(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.write_to(&mut out).expect("writing to memory");
+        assert_eq!(out.len() as u64, self.len());
+        out
+    }
+
+    /// Never: a file has at least its header.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Writes the file. Each guarded array is read once, front to back: call it once.
+    pub fn write_to<W: Write>(&self, mut out: W) -> io::Result<()> {
+        self.write_dyn(&mut out)
+    }
+
+    /// [`FrozenFile::write_to`] through a trait object (a chain's members write into the
+    /// chain's encoder: one function for every depth).
+    fn write_dyn(&self, out: &mut dyn Write) -> io::Result<()> {
+        let mut enc = StreamEncoder::new(out, self.kind, self.hasher, &self.params, self.payload_len())?;
+        let mut buf = Vec::new();
+        for part in &self.parts {
+            match part {
+                Part::Bytes(b) => enc.payload(b)?,
+                Part::Member(f) => {
+                    enc.payload(&f.len().to_le_bytes())?;
+                    f.write_dyn(&mut Payload(&mut enc))?;
+                }
+                Part::Words(g) => {
+                    buf.reserve(READ_BUF.min(g.len()));
+                    let mut at = 0;
+                    while at < g.len() {
+                        let n = READ_BUF.min(g.len() - at);
+                        buf.clear();
+                        g.read(at, n, &mut buf);
+                        if cfg!(target_endian = "big") {
+                            for w in buf.chunks_exact_mut(8) {
+                                w.reverse();
+                            }
+                        }
+                        enc.payload(&buf)?;
+                        at += n;
+                    }
+                }
+            }
+        }
+        enc.finish()?;
+        Ok(())
+    }
+}
