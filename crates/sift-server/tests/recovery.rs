@@ -656,7 +656,7 @@ fn a_cuckoo_snapshot_taken_under_writes_is_the_state_at_its_epoch() {
 fn a_failed_snapshot_logs_the_digest_compression_it_made() {
     for (cmd, background) in [("SAVE", false), ("BGSAVE", true)] {
         let Some(fs_) = Tmpfs::mount("8m") else { return };
-        let dir = fs_.0.clone();
+        let dir = fs_.0.to_path_buf();
         let p = Proc::start(&dir, &["--auto-aof-rewrite-percentage", "0"]).unwrap();
         let mut c = Raw::connect(p.addr);
         // A value too large for the room left: the snapshot fails, the log goes on. The
