@@ -310,7 +310,7 @@ fn absurd_sizes_are_refused_without_allocating_them() {
 /// module values it steps over), so a refusal exits 0 or 1; a crash is a signal.
 fn load_bad_file(dir: &Path) -> (ExitStatus, String) {
     let log = dir.join("redis.log");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = sift_testkit::free_port();
     let mut child = Command::new("redis-server")
         .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
         .arg("--dir")
@@ -358,7 +358,7 @@ fn bad_values_in_dump_rdb_stop_the_load_cleanly() {
     let mut c = Raw::connect(srv.addr);
     assert_eq!(c.cmd_text(&["BF.EXISTS", "k", "apple"]), ":1\r\n");
     srv.shutdown(false);
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(dir);
 
     let golden = golden_payloads();
     let (_, bf) = golden.iter().find(|(n, _)| n == "bf_default").unwrap();
@@ -386,6 +386,5 @@ fn bad_values_in_dump_rdb_stop_the_load_cleanly() {
             .find(|l| l.contains("Internal error in RDB reading") || l.contains("Short read"))
             .unwrap_or_else(|| panic!("{what}: the log does not say why the load stopped:\n{log}"));
         eprintln!("{what}: {status}, {}", why.split(" # ").nth(1).unwrap_or(why));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

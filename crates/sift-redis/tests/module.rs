@@ -29,6 +29,8 @@
 mod suite;
 #[macro_use]
 mod support;
+#[path = "support/suite_target.rs"]
+mod suite_target;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -36,38 +38,9 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use serde_json::Value as J;
-use suite::{Raw, Server, Target};
+use suite::{Raw, Server};
+use suite_target::{wait_aof_rewrite, WithModule, AOF, REDIS};
 use support::{temp_dir, Program, RedisServer};
-
-impl Server for RedisServer {
-    fn addr(&self) -> std::net::SocketAddr {
-        self.addr
-    }
-    fn pid(&self) -> u32 {
-        RedisServer::pid(self)
-    }
-}
-
-/// A server program + the module, fresh for each start.
-struct WithModule(Program);
-
-/// redis-server + the module.
-const REDIS: WithModule = WithModule(Program::Redis);
-
-impl Target for WithModule {
-    fn start(&self) -> Box<dyn Server> {
-        Box::new(self.0.start(&[], &[]))
-    }
-    fn config_name(&self, name: &str) -> String {
-        format!("bf.{name}")
-    }
-    fn module_configs_prefixed(&self) -> bool {
-        true
-    }
-    fn memory_scale(&self) -> u64 {
-        12
-    }
-}
 
 on_redis_and_valkey!(transcript_resp2: transcript_resp2_byte_exact, valkey_transcript_resp2_byte_exact);
 on_redis_and_valkey!(transcript_resp3: transcript_resp3_byte_exact, valkey_transcript_resp3_byte_exact);
@@ -259,20 +232,6 @@ fn save_restart_and_debug_reload(p: &Program) {
     assert_eq!(cmd(&mut c, &["DEBUG", "DIGEST-VALUE", "bf_scaling", "cf_grow"]), d1);
     assert!(!d1.windows(40).any(|w| w == [b'0'; 40]), "digests are not empty: {}", show(&d1));
     srv.shutdown(false);
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn wait_rewrite(c: &mut Raw) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let busy = info_field(c, "persistence", "aof_rewrite_in_progress") != "0"
-            || info_field(c, "persistence", "aof_rewrite_scheduled") != "0";
-        if !busy {
-            return;
-        }
-        assert!(Instant::now() < deadline, "AOF rewrite did not finish");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// Commands, each a list of arguments.
@@ -322,8 +281,6 @@ fn aof_commands(dir: &Path) -> (Commands, Commands) {
     (base, incr)
 }
 
-const AOF: &[&str] = &["--appendonly", "yes", "--aof-use-rdb-preamble", "no", "--appendfsync", "always"];
-
 on_redis_and_valkey!(
     aof_rewrite_and_restart:
     aof_rewrite_and_restart_keep_every_filter_identical,
@@ -337,7 +294,7 @@ fn aof_rewrite_and_restart(p: &Program) {
     let keys = populate(&mut c);
     let before = snapshots(&mut c, &keys);
     assert!(cmd(&mut c, &["BGREWRITEAOF"]).starts_with(b"+"));
-    wait_rewrite(&mut c);
+    wait_aof_rewrite(&mut c);
     let (base, _) = aof_commands(&dir);
     let loadchunks = base.iter().filter(|c| c[0].ends_with(b".LOADCHUNK")).count();
     assert!(loadchunks >= keys.len() * 2, "the base holds LOADCHUNK commands: {loadchunks}");
@@ -351,7 +308,6 @@ fn aof_rewrite_and_restart(p: &Program) {
     expected.insert("bf_auto".into(), after);
     assert_eq!(snapshots(&mut c, &keys), expected, "after AOF rewrite + restart");
     srv.shutdown(false);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A DUMP reply's payload without its trailer (RDB version and CRC64): the value as the module
@@ -390,7 +346,7 @@ fn valkey_rdb_is_refused_by_redis_70_and_its_plain_aof_replays_there() {
     assert_eq!(cmd(&mut c, &["SAVE"]), b"+OK\r\n");
     assert_rdb_version(&dir.join("dump.rdb"), &valkey);
     assert!(cmd(&mut c, &["BGREWRITEAOF"]).starts_with(b"+"));
-    wait_rewrite(&mut c);
+    wait_aof_rewrite(&mut c);
     drop(c);
     srv.shutdown(false);
     // Without the AOF, redis-server loads dump.rdb: it refuses the version and exits.
@@ -405,7 +361,6 @@ fn valkey_rdb_is_refused_by_redis_70_and_its_plain_aof_replays_there() {
     assert_eq!(after, sketch_bodies);
     drop(c);
     srv.shutdown(false);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// An auto-created filter reaches the AOF (and replicas) as `LOADCHUNK <header>` + the command:
@@ -463,7 +418,6 @@ fn auto_create_is_logged_with_the_parameters_used() {
     let mut c = srv.raw();
     assert_eq!(snapshots(&mut c, &keys), before);
     srv.shutdown(false);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -577,7 +531,6 @@ fn golden_dump_rdb_loads_and_answers(p: &Program) {
     };
     assert_eq!(by_key(&ours), by_key(&golden));
     srv.shutdown(false);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -617,9 +570,9 @@ fn aof_rewrite_emits_redisbloom_loadchunk_sequence() {
     let srv = RedisServer::start_in(&dir, &["--dbfilename", "dump.rdb", "--aof-use-rdb-preamble", "no"], &[]);
     let mut c = srv.raw();
     assert_eq!(cmd(&mut c, &["CONFIG", "SET", "appendonly", "yes"]), b"+OK\r\n");
-    wait_rewrite(&mut c);
+    wait_aof_rewrite(&mut c);
     std::thread::sleep(Duration::from_millis(200));
-    wait_rewrite(&mut c);
+    wait_aof_rewrite(&mut c);
     let (base, _) = aof_commands(&dir);
     let golden: J =
         serde_json::from_str(&std::fs::read_to_string(rdb_fixtures().join("aof_rewrite.json")).unwrap())
@@ -653,7 +606,6 @@ fn aof_rewrite_emits_redisbloom_loadchunk_sequence() {
     };
     assert_eq!(group(&base), group(&want));
     srv.shutdown(false);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -152,7 +152,6 @@ fn the_test_family_is_served_saved_loaded_and_rewritten() {
     assert_eq!(observe(&mut c, &KEYS, &ITEMS), before, "after a restart from dump.rdb");
     drop(c);
     srv.shutdown(false);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

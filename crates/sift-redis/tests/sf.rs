@@ -127,7 +127,6 @@ fn sf_keys_are_saved_loaded_dumped_and_rewritten() {
     assert_eq!(observe(&mut c), before, "after a restart from dump.rdb");
     drop(c);
     srv.shutdown(false);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -16,31 +16,13 @@
 mod suite;
 #[macro_use]
 mod support;
+#[path = "support/suite_target.rs"]
+mod suite_target;
 
 use suite::sketches::{sketch_transcript_byte_exact, Doubles};
-use suite::{Server, Target};
+use suite::Server;
+use suite_target::{wait_aof_rewrite, WithModule, AOF, REDIS};
 use support::{Program, RedisServer};
-
-impl Server for RedisServer {
-    fn addr(&self) -> std::net::SocketAddr {
-        self.addr
-    }
-    fn pid(&self) -> u32 {
-        RedisServer::pid(self)
-    }
-}
-
-/// A server program + the module, fresh for each start.
-struct WithModule(Program);
-
-/// redis-server + the module.
-const REDIS: WithModule = WithModule(Program::Redis);
-
-impl Target for WithModule {
-    fn start(&self) -> Box<dyn Server> {
-        Box::new(self.0.start(&[], &[]))
-    }
-}
 
 /// How the server prints doubles: Redis 7.0 with `%.17g`, Valkey 8 as Redis ≥ 7.2 does.
 fn doubles(p: &Program) -> Doubles {
@@ -174,7 +156,6 @@ fn golden_sketch_dump_rdb_loads_answers_and_saves_back() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     drop(c);
     srv.shutdown(false);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn type_prefix(ty: &str) -> &'static str {
@@ -227,10 +208,7 @@ fn rdb_with_all_five_types_round_trips() {
     assert_eq!(rdb_values(&dir.join("dump.rdb")), before);
     drop(c);
     srv.shutdown(false);
-    let _ = std::fs::remove_dir_all(&dir);
 }
-
-const AOF: &[&str] = &["--appendonly", "yes", "--aof-use-rdb-preamble", "no", "--appendfsync", "always"];
 
 on_redis_and_valkey!(
     aof_rewrite_keeps_every_database:
@@ -279,13 +257,7 @@ fn aof_rewrite_keeps_every_database(p: &Program) {
     };
     let before = snapshot(&mut c);
     assert_eq!(c.cmd(&["BGREWRITEAOF"])[0], b'+');
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while info_field(&mut c, "persistence", "aof_rewrite_in_progress") != "0"
-        || info_field(&mut c, "persistence", "aof_rewrite_scheduled") != "0"
-    {
-        assert!(Instant::now() < deadline, "AOF rewrite did not finish");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_aof_rewrite(&mut c);
     let base = std::fs::read_dir(dir.join("appendonlydir"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -301,7 +273,6 @@ fn aof_rewrite_keeps_every_database(p: &Program) {
     assert_eq!(snapshot(&mut c), before);
     drop(c);
     srv.shutdown(false);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 on_redis_and_valkey!(
@@ -347,7 +318,6 @@ fn topk_decay_replicates_and_replays(program: &Program) {
     assert_eq!(p.cmd(&["TOPK.LIST", "tk", "WITHCOUNT"]), list);
     drop(p);
     primary.shutdown(false);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -373,5 +343,4 @@ fn valkey_sketch_rdb_round_trip() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     drop(c);
     srv.shutdown(false);
-    let _ = std::fs::remove_dir_all(&dir);
 }

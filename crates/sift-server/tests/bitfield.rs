@@ -8,55 +8,28 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::ffi::OsStr;
+use std::net::SocketAddr;
 
-use common::{temp_dir, Proc, Raw, TestServer};
+use common::{temp_dir, Proc, Raw, TempDir, TestServer};
+use sift_testkit::RedisProcess;
 
-/// redis-server on a free port, no persistence; killed on drop. Fails when it is missing (CI
-/// installs it with scripts/test.sh): never skipped.
+/// redis-server on a free port, no persistence, in a private directory; killed on drop. Fails
+/// when it is missing (CI installs it with scripts/test.sh): never skipped.
 struct Redis {
-    child: Child,
+    _process: RedisProcess,
     addr: SocketAddr,
+    /// Removed after the process is killed.
+    _dir: TempDir,
 }
 
 impl Redis {
     fn start() -> Redis {
-        for _ in 0..5 {
-            let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-            let child = Command::new("redis-server")
-                .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--save", "", "--appendonly", "no"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("these tests compare with a real redis-server: apt-get install -y redis-server (scripts/test.sh does)");
-            let mut r = Redis { child, addr: SocketAddr::from(([127, 0, 0, 1], port)) };
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = r.child.try_wait() {
-                    break;
-                }
-                if let Ok(mut s) = TcpStream::connect(r.addr) {
-                    let _ = s.write_all(b"PING\r\n");
-                    let mut b = [0u8; 7];
-                    if s.read_exact(&mut b).is_ok() && &b == b"+PONG\r\n" {
-                        return r;
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = r.child.kill();
-        }
-        panic!("redis-server did not start");
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let dir = temp_dir("bitfield-redis");
+        let install = "these tests compare with a real redis-server: apt-get install -y redis-server (scripts/test.sh does)";
+        let process = RedisProcess::start(OsStr::new("redis-server"), &dir, &[] as &[&str], install)
+            .unwrap_or_else(|log| panic!("redis-server did not start:\n{log}"));
+        Redis { addr: process.addr, _process: process, _dir: dir }
     }
 }
 

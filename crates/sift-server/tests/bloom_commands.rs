@@ -16,30 +16,10 @@
 
 mod common;
 mod suite;
+#[path = "common/suite_target.rs"]
+mod suite_target;
 
-use common::TestServer;
-use suite::{Server, Target};
-
-impl Server for TestServer {
-    fn addr(&self) -> std::net::SocketAddr {
-        self.addr
-    }
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-/// The sift-server binary, with a private data directory.
-struct SiftServer;
-
-impl Target for SiftServer {
-    fn start(&self) -> Box<dyn Server> {
-        Box::new(TestServer::start(&[]))
-    }
-    fn scripting(&self) -> bool {
-        cfg!(feature = "lua")
-    }
-}
+use suite_target::SiftServer;
 
 #[test]
 fn transcript_resp2_byte_exact() {

@@ -6,55 +6,35 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::ffi::OsStr;
+use std::net::SocketAddr;
+use std::process::Command;
 
 use common::{Raw, TestServer};
+use sift_testkit::RedisProcess;
 
-/// A real redis-server on a free port, with no persistence; killed on drop.
+/// A real redis-server on a free port, with no persistence, in a private directory; killed on
+/// drop.
 struct RealRedis {
-    child: Child,
+    _process: RedisProcess,
     addr: SocketAddr,
-    dir: std::path::PathBuf,
+    /// Removed after the process is killed.
+    _dir: common::TempDir,
 }
 
 impl RealRedis {
     /// `None` when redis-server is not installed (a failure under CI, where scripts/test.sh
     /// installs it).
     fn start() -> Option<RealRedis> {
+        let install = "apt-get install redis-server; scripts/test.sh does it";
         if Command::new("redis-server").arg("--version").output().is_err() {
-            common::external::missing(
-                "redis-server",
-                "apt-get install redis-server; scripts/test.sh does it",
-            );
+            common::external::missing("redis-server", install);
             return None;
         }
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let dir = common::temp_dir("real-redis");
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .arg("--dir")
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn redis-server");
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(addr).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start on {addr}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Some(RealRedis { child, addr, dir })
-    }
-}
-
-impl Drop for RealRedis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        let process = RedisProcess::start(OsStr::new("redis-server"), &dir, &[] as &[&str], install)
+            .unwrap_or_else(|log| panic!("redis-server did not start:\n{log}"));
+        Some(RealRedis { addr: process.addr, _process: process, _dir: dir })
     }
 }
 

@@ -11,21 +11,21 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{temp_dir, Proc};
+use common::{temp_dir, Proc, TempDir};
 
 /// A server started with `--metrics-port 0` (and `extra`), killed on drop.
 struct Metered {
     child: Child,
     addr: SocketAddr,
     metrics: SocketAddr,
-    dir: std::path::PathBuf,
+    /// Removed after the process is killed.
+    _dir: TempDir,
 }
 
 impl Drop for Metered {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -53,7 +53,7 @@ impl Metered {
         out.read_line(&mut second).unwrap();
         let addr = addr_of(&first, "listening");
         let metrics = addr_of(&second, "metrics");
-        Metered { child, addr, metrics, dir }
+        Metered { child, addr, metrics, _dir: dir }
     }
 
     fn con(&self) -> redis::Connection {

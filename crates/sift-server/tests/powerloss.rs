@@ -97,7 +97,8 @@ struct LazyFs {
 
 impl LazyFs {
     fn new(bin: PathBuf) -> LazyFs {
-        let work = temp_dir("lazyfs");
+        // Kept after a failure (for its logs): `Drop` removes it only when the test passed.
+        let work = temp_dir("lazyfs").keep();
         let (mnt, root) = (work.join("mnt"), work.join("root"));
         fs::create_dir_all(&mnt).unwrap();
         fs::create_dir_all(&root).unwrap();

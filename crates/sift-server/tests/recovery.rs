@@ -6,7 +6,6 @@
 mod common;
 
 use std::fs;
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -317,7 +316,7 @@ fn leftovers_removed_at_start_up_are_logged_one_by_one() {
 }
 
 /// A small tmpfs, unmounted on drop.
-struct Tmpfs(PathBuf);
+struct Tmpfs(common::TempDir);
 
 impl Tmpfs {
     fn mount(size: &str) -> Option<Tmpfs> {
@@ -337,8 +336,8 @@ impl Tmpfs {
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
+        // The directory (the field) is removed after this, once unmounted.
         let _ = Command::new("umount").arg(&self.0).status();
-        let _ = fs::remove_dir_all(&self.0);
     }
 }
 
@@ -349,7 +348,7 @@ impl Drop for Tmpfs {
 fn a_failed_final_snapshot_keeps_the_server_up_for_shutdown_and_sigterm_alike() {
     let Some(fs_) = Tmpfs::mount("8m") else { return };
     // The data directory is the mount itself: the server's log file (beside it) stays off it.
-    let dir = fs_.0.clone();
+    let dir = fs_.0.to_path_buf();
     let p = Proc::start(&dir, &["--auto-aof-rewrite-percentage", "0"]).unwrap();
     let mut c = Raw::connect(p.addr);
     let big = "x".repeat(2 << 20);
@@ -743,7 +742,7 @@ fn a_cuckoo_snapshot_taken_under_writes_is_the_state_at_its_epoch() {
 fn a_failed_snapshot_logs_the_digest_compression_it_made() {
     for (cmd, background) in [("SAVE", false), ("BGSAVE", true)] {
         let Some(fs_) = Tmpfs::mount("8m") else { return };
-        let dir = fs_.0.clone();
+        let dir = fs_.0.to_path_buf();
         let p = Proc::start(&dir, &["--auto-aof-rewrite-percentage", "0"]).unwrap();
         let mut c = Raw::connect(p.addr);
         // A value too large for the room left: the snapshot fails, the log goes on. The

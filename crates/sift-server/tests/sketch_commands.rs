@@ -8,28 +8,11 @@
 
 mod common;
 mod suite;
+#[path = "common/suite_target.rs"]
+mod suite_target;
 
-use common::TestServer;
 use suite::sketches::{sketch_transcript_byte_exact, Doubles};
-use suite::{Server, Target};
-
-impl Server for TestServer {
-    fn addr(&self) -> std::net::SocketAddr {
-        self.addr
-    }
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-/// The sift-server binary, with a private data directory (so DEBUG RELOAD saves and loads).
-struct SiftServer;
-
-impl Target for SiftServer {
-    fn start(&self) -> Box<dyn Server> {
-        Box::new(TestServer::start(&[]))
-    }
-}
+use suite_target::SiftServer;
 
 #[test]
 fn sketch_transcript_resp2_byte_exact() {

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use sift::compat::redisbloom::rdb::{
     dump_payload, read_rdb, restore_payload, write_rdb, RdbKey, RdbValue, ReadOptions, RDB_VERSION,
 };
+use sift_testkit::temp_dir;
 
 const REDIS_SERVER: &str = "/usr/bin/redis-server";
 
@@ -39,13 +40,6 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sift-rdb-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 impl Server {

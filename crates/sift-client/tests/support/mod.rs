@@ -6,37 +6,19 @@
 
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::ffi::OsStr;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+pub use sift_testkit::{free_port, temp_dir, TempDir};
+use sift_testkit::{listening_addr, require_program, RedisProcess};
+
 /// Fails, saying what to install, unless `bin --version` runs.
 pub fn require_tool(bin: &str) {
-    let ok = Command::new(bin)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    assert!(ok, "`{bin} --version` failed: these tests need a real {bin} (scripts/test.sh installs it: apt-get install -y redis-server)");
-}
-
-/// A fresh directory under the system's temp dir, unique to this process and call.
-pub fn temp_dir(tag: &str) -> PathBuf {
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("sift-client-test-{tag}-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create temp dir");
-    dir
-}
-
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().unwrap().port()
+    require_program(bin, "scripts/test.sh installs it: apt-get install -y redis-server");
 }
 
 /// `libsift_redis.so` for the module comparisons: `$SIFT_REDIS_MODULE`, else the newest one in
@@ -57,10 +39,12 @@ pub fn module_path() -> Option<PathBuf> {
 
 /// A server process (redis-server or sift-server), killed on drop.
 pub struct Server {
-    child: Option<Child>,
+    redis: Option<RedisProcess>,
+    sift: Option<Child>,
     pub addr: SocketAddr,
     pub dir: PathBuf,
-    log: PathBuf,
+    /// The private directory, removed after the process is killed.
+    _temp: TempDir,
 }
 
 impl Server {
@@ -68,79 +52,26 @@ impl Server {
     /// snapshots, no AOF.
     pub fn redis(config: &[&str]) -> Server {
         require_tool("redis-server");
-        let dir = temp_dir("redis");
-        let mut last = String::new();
-        for _ in 0..5 {
-            let port = free_port();
-            let log = dir.join(format!("redis-{port}.log"));
-            let child = Command::new("redis-server")
-                .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-                .arg("--dir")
-                .arg(&dir)
-                .args(["--save", "", "--appendonly", "no"])
-                .arg("--logfile")
-                .arg(&log)
-                .args(config)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn redis-server (apt-get install -y redis-server)");
-            let mut s = Server {
-                child: Some(child),
-                addr: SocketAddr::from(([127, 0, 0, 1], port)),
-                dir: dir.clone(),
-                log,
-            };
-            if s.wait_ready() {
-                return s;
-            }
-            last = s.log();
-            s.kill();
-        }
-        panic!("redis-server did not start; its log:\n{last}");
+        let temp = temp_dir("redis");
+        let process =
+            RedisProcess::start(OsStr::new("redis-server"), &temp, config, "apt-get install -y redis-server")
+                .unwrap_or_else(|last| panic!("redis-server did not start; its log:\n{last}"));
+        Server { addr: process.addr, redis: Some(process), sift: None, dir: temp.to_path_buf(), _temp: temp }
     }
 
     /// The `sift-server` binary of this workspace on a free port, data in a private directory.
     pub fn sift() -> Server {
-        let dir = temp_dir("sift");
+        let temp = temp_dir("sift");
         let mut child = Command::new(sift_server_bin())
             .args(["--port", "0", "--dir"])
-            .arg(&dir)
+            .arg(&temp)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn sift-server");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).expect("read the address line");
-        let addr =
-            line.trim().rsplit(' ').next().unwrap().parse().unwrap_or_else(|_| panic!("bad line {line:?}"));
-        let log = dir.join("none.log");
-        Server { child: Some(child), addr, dir, log }
-    }
-
-    fn wait_ready(&mut self) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Some(c) = self.child.as_mut() {
-                if let Ok(Some(_)) = c.try_wait() {
-                    return false;
-                }
-            }
-            if let Ok(mut s) = TcpStream::connect(self.addr) {
-                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-                if s.write_all(b"PING\r\n").is_ok() {
-                    let mut buf = [0u8; 64];
-                    if let Ok(n) = s.read(&mut buf) {
-                        if buf[..n].starts_with(b"+PONG") {
-                            return true;
-                        }
-                    }
-                }
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        false
+        let addr = listening_addr(&mut child).expect("read the address line");
+        Server { addr, redis: None, sift: Some(child), dir: temp.to_path_buf(), _temp: temp }
     }
 
     pub fn url(&self) -> String {
@@ -152,11 +83,16 @@ impl Server {
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.as_ref().map_or(0, |c| c.id())
+        match (&self.redis, &self.sift) {
+            (Some(r), _) => r.pid(),
+            (_, Some(c)) => c.id(),
+            _ => 0,
+        }
     }
 
+    /// redis-server's log (sift-server's goes nowhere).
     pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.redis.as_ref().map(RedisProcess::log).unwrap_or_default()
     }
 
     /// A plain connection.
@@ -171,7 +107,10 @@ impl Server {
 
     /// `kill -9`.
     pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
+        if let Some(mut r) = self.redis.take() {
+            r.kill();
+        }
+        if let Some(mut c) = self.sift.take() {
             let _ = c.kill();
             let _ = c.wait();
         }
@@ -181,7 +120,6 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

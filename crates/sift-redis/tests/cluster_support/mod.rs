@@ -5,8 +5,7 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::net::TcpListener;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use redis::Value;
@@ -16,24 +15,13 @@ use crate::support::RedisServer;
 /// Fails, saying what to install, unless `bin --version` runs (CI installs redis-server, which
 /// brings redis-cli): these tests never skip.
 pub fn require_tool(bin: &str) {
-    let ok = Command::new(bin)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    assert!(
-        ok,
-        "`{bin} --version` failed: these tests need a real {bin} (Debian: apt-get install -y \
-         redis-server, which brings redis-server and redis-cli; .ci/run installs it)"
+    sift_testkit::require_program(
+        bin,
+        "Debian: apt-get install -y redis-server, which brings redis-server and redis-cli; .ci/run installs it",
     );
 }
 
-/// A free TCP port on 127.0.0.1 (bound and released; the caller starts a server on it).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port").local_addr().unwrap().port()
-}
+pub use sift_testkit::free_port;
 
 /// Starts redis-server with the module (`module_args`) and `config`, in a private directory.
 pub fn start_node(config: &[&str], module_args: &[&str]) -> RedisServer {

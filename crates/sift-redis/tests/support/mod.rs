@@ -22,18 +22,12 @@
 
 #![allow(dead_code)]
 
-// The CI rule for a missing external program (fail under `CI=true`, else skip and say so), shared
-// with the suite in sift-server's tests. Test binaries that include that suite load this file a
-// second time (as `suite::external`): two copies of three small functions, one rule.
-#[allow(clippy::duplicate_mod)]
-#[path = "../../../sift-server/tests/suite/external.rs"]
-mod external;
-
 use std::ffi::OsStr;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+
+use sift_testkit::{missing, RedisProcess};
+pub use sift_testkit::{temp_dir, TempDir};
 
 /// The module to load: `$SIFT_REDIS_MODULE`, else `libsift_redis.so` of this build.
 pub fn module_path() -> PathBuf {
@@ -57,16 +51,6 @@ pub fn module_path() -> PathBuf {
             exe.display()
         )
     })
-}
-
-/// A fresh, empty directory under the system's temp dir, unique to this process and call.
-pub fn temp_dir(tag: &str) -> PathBuf {
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("sift-redis-test-{tag}-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create temp dir");
-    dir
 }
 
 /// A server program that loads the module with redis-server's command line.
@@ -103,7 +87,7 @@ impl Program {
         if path.is_file() {
             return Some(Program::Valkey(path));
         }
-        external::missing(
+        missing(
             &format!("valkey-server (Valkey 8.0.1) at {}", path.display()),
             "it comes from ../shared/bin beside the repository; set SIFT_VALKEY_SERVER to another build",
         );
@@ -115,6 +99,14 @@ impl Program {
         match self {
             Program::Redis => OsStr::new("redis-server"),
             Program::Valkey(path) => path.as_os_str(),
+        }
+    }
+
+    /// How to get it, for the message when it cannot be run.
+    fn install(&self) -> &'static str {
+        match self {
+            Program::Redis => "apt-get install redis-server",
+            Program::Valkey(_) => "Valkey 8.0.1 from ../shared/bin, or SIFT_VALKEY_SERVER",
         }
     }
 
@@ -139,7 +131,7 @@ impl Program {
     pub fn start(&self, config: &[&str], module_args: &[&str]) -> RedisServer {
         let dir = temp_dir(self.name());
         let mut s = self.start_in(&dir, config, module_args);
-        s.own_dir = true;
+        s.own_dir = Some(dir);
         s
     }
 
@@ -170,18 +162,15 @@ macro_rules! on_redis_and_valkey {
     };
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().unwrap().port()
-}
-
 /// A `redis-server` process with the module loaded.
 pub struct RedisServer {
-    child: Option<Child>,
+    process: RedisProcess,
     /// Its address.
     pub addr: SocketAddr,
     /// Its working directory (RDB, AOF, log).
     pub dir: PathBuf,
-    own_dir: bool,
+    /// The private directory of [`Program::start`], removed after the process is stopped.
+    own_dir: Option<TempDir>,
 }
 
 impl RedisServer {
@@ -205,14 +194,13 @@ impl RedisServer {
         config: &[&str],
         module_args: &[&str],
     ) -> RedisServer {
-        let mut last_log = String::new();
-        for _ in 0..5 {
-            match RedisServer::try_start_program(program, dir, config, module_args) {
-                Ok(s) => return s,
-                Err(log) => last_log = log,
+        let args = RedisServer::args(config, module_args);
+        match RedisProcess::start(program.command(), dir, &args, program.install()) {
+            Ok(process) => RedisServer::new(process, dir),
+            Err(last_log) => {
+                panic!("{} did not start; last log:\n{last_log}", program.command().to_string_lossy())
             }
         }
-        panic!("{} did not start; last log:\n{last_log}", program.command().to_string_lossy());
     }
 
     /// One attempt at [`RedisServer::start_program`]: the server once it answers PING, or its
@@ -223,64 +211,21 @@ impl RedisServer {
         config: &[&str],
         module_args: &[&str],
     ) -> Result<RedisServer, String> {
-        let install = match program {
-            Program::Redis => "apt-get install redis-server",
-            Program::Valkey(_) => "Valkey 8.0.1 from ../shared/bin, or SIFT_VALKEY_SERVER",
-        };
-        let port = free_port();
-        let log = dir.join(format!("redis-{port}.log"));
-        let child = Command::new(program.command())
-            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-            .arg("--dir")
-            .arg(dir)
-            .args(["--save", "", "--appendonly", "no", "--enable-debug-command", "yes"])
-            .arg("--logfile")
-            .arg(&log)
-            .arg("--loadmodule")
-            .arg(module_path())
-            .args(module_args)
-            .args(config)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {} ({install}): {e}", program.command().to_string_lossy()));
-        let mut s = RedisServer {
-            child: Some(child),
-            addr: SocketAddr::from(([127, 0, 0, 1], port)),
-            dir: dir.to_path_buf(),
-            own_dir: false,
-        };
-        if s.wait_ready() {
-            return Ok(s);
-        }
-        s.kill();
-        Err(std::fs::read_to_string(&log).unwrap_or_default())
+        let args = RedisServer::args(config, module_args);
+        RedisProcess::try_start(program.command(), dir, &args, program.install())
+            .map(|process| RedisServer::new(process, dir))
     }
 
-    /// Waits until the server answers PING (and has finished loading) or exits.
-    fn wait_ready(&mut self) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Some(c) = self.child.as_mut() {
-                if let Ok(Some(_)) = c.try_wait() {
-                    return false;
-                }
-            }
-            if let Ok(mut s) = TcpStream::connect(self.addr) {
-                use std::io::{Read, Write};
-                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-                if s.write_all(b"PING\r\n").is_ok() {
-                    let mut buf = [0u8; 64];
-                    if let Ok(n) = s.read(&mut buf) {
-                        if buf[..n].starts_with(b"+PONG") {
-                            return true;
-                        }
-                    }
-                }
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        false
+    /// DEBUG allowed, the module with its arguments, then `config`.
+    fn args(config: &[&str], module_args: &[&str]) -> Vec<std::ffi::OsString> {
+        let mut args: Vec<std::ffi::OsString> =
+            vec!["--enable-debug-command".into(), "yes".into(), "--loadmodule".into(), module_path().into()];
+        args.extend(module_args.iter().chain(config).map(|a| a.into()));
+        args
+    }
+
+    fn new(process: RedisProcess, dir: &Path) -> RedisServer {
+        RedisServer { addr: process.addr, process, dir: dir.to_path_buf(), own_dir: None }
     }
 
     /// Its port.
@@ -290,45 +235,20 @@ impl RedisServer {
 
     /// Its process id.
     pub fn pid(&self) -> u32 {
-        self.child.as_ref().map_or(0, |c| c.id())
+        self.process.pid()
     }
 
     /// `SHUTDOWN` (saving when `save` and an RDB is configured; `NOSAVE` otherwise), then waits
-    /// for the process to exit. The directory stays.
+    /// for the process to exit. The directory stays (unless it is the private one of
+    /// [`Program::start`]).
     pub fn shutdown(mut self, save: bool) {
-        if let Ok(mut s) = TcpStream::connect(self.addr) {
-            use std::io::{Read, Write};
-            let cmd: &[u8] = if save { b"SHUTDOWN SAVE\r\n" } else { b"SHUTDOWN NOSAVE\r\n" };
-            let _ = s.write_all(cmd);
-            let mut buf = [0u8; 64];
-            let _ = s.read(&mut buf);
-        }
-        if let Some(mut c) = self.child.take() {
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = c.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        self.process.shutdown(save);
     }
 }
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
-        self.kill();
-        if self.own_dir {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
+        // The process first, then its private directory (a field's drop would come after).
+        self.process.kill();
     }
 }

@@ -2,9 +2,10 @@
 
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
+
+use sift_testkit::listening_addr;
 
 /// Polls `cond` every 10 ms until it holds, failing after 30 s: for a state the server reaches
 /// on its own time (a connection closed, a key expired or swept, a script running), so a test
@@ -32,18 +33,12 @@ pub fn info_number(c: &mut Raw, section: &str, field: &str) -> u64 {
 pub struct TestServer {
     pub child: Child,
     pub addr: SocketAddr,
-    own_dir: Option<std::path::PathBuf>,
+    own_dir: Option<TempDir>,
 }
 
-/// A fresh, empty directory under the system's temp dir, unique to this process and call.
-pub fn temp_dir(tag: &str) -> std::path::PathBuf {
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("sift-test-{tag}-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create temp dir");
-    dir
-}
+/// A fresh, empty directory under the system's temp dir, removed on drop (also when the test
+/// fails).
+pub use sift_testkit::{temp_dir, TempDir};
 
 impl TestServer {
     /// Starts the binary with `--port 0` plus `args`, and waits for its "listening on" line.
@@ -61,10 +56,7 @@ impl TestServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn sift-server");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).expect("read address line");
-        let addr =
-            line.trim().rsplit(' ').next().unwrap().parse().unwrap_or_else(|_| panic!("bad line {line:?}"));
+        let addr = listening_addr(&mut child).expect("read address line");
         TestServer { child, addr, own_dir }
     }
 
@@ -93,9 +85,7 @@ impl Drop for TestServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        if let Some(d) = &self.own_dir {
-            let _ = std::fs::remove_dir_all(d);
-        }
+        // `own_dir` (a field) is removed after this, once the process is gone.
     }
 }
 
@@ -116,6 +106,8 @@ pub struct Proc {
     pub child: Child,
     pub addr: SocketAddr,
     stderr: std::path::PathBuf,
+    /// The directory of `stderr` when [`Proc::start_under`] chose it, removed after the process.
+    _log_dir: Option<TempDir>,
 }
 
 impl Drop for Proc {
@@ -135,9 +127,11 @@ impl Proc {
     /// [`Proc::start`] under a wrapper program (`wrapper` is its command line, the server's
     /// follows it), e.g. strace: the child process is then the wrapper.
     pub fn start_under(wrapper: &[&str], dir: &std::path::Path, extra: &[&str]) -> Result<Proc, String> {
-        let stderr =
-            dir.with_extension(format!("stderr-{}", std::time::UNIX_EPOCH.elapsed().unwrap().as_nanos()));
-        Proc::start_logged(wrapper, dir, extra, stderr)
+        // Beside the data directory, not in it: the tests look at what the server writes there.
+        let log_dir = temp_dir("stderr");
+        let mut p = Proc::start_logged(wrapper, dir, extra, log_dir.join("stderr"))?;
+        p._log_dir = Some(log_dir);
+        Ok(p)
     }
 
     /// [`Proc::start_under`] with the server's log in file `stderr` (e.g. off a file system
@@ -165,15 +159,12 @@ impl Proc {
             .stderr(std::fs::File::create(&stderr).unwrap())
             .spawn()
             .expect("spawn sift-server");
-        let mut line = String::new();
-        let _ = BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
-        if line.is_empty() {
+        let Some(addr) = listening_addr(&mut child) else {
             let status = child.wait().unwrap();
             let text = std::fs::read_to_string(&stderr).unwrap_or_default();
             return Err(format!("exit {status}: {text}"));
-        }
-        let addr = line.trim().rsplit(' ').next().unwrap().parse().unwrap();
-        Ok(Proc { child, addr, stderr })
+        };
+        Ok(Proc { child, addr, stderr, _log_dir: None })
     }
 
     /// [`Proc::start`] with no extra flags, which must succeed.

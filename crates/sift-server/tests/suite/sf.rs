@@ -443,8 +443,7 @@ pub fn sf_redis_py(t: &dyn Target) {
         return;
     }
     let srv = t.start();
-    let dir = std::env::temp_dir().join(format!("sf-py-{}-{}", std::process::id(), srv.port()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = sift_testkit::temp_dir("sf-py");
     let file = dir.join("xor.sift");
     std::fs::write(&file, xor_file(300)).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sift-server/tests/py/sf_client.py");
@@ -463,5 +462,4 @@ pub fn sf_redis_py(t: &dyn Target) {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
