@@ -55,9 +55,9 @@ if [ "$what" = all ] || [ "$what" = feed ]; then
     --designs set,bf-module,bf-sift,sf-module,sf-sift --rounds 1
 fi
 if [ "$what" = all ] || [ "$what" = feed-window ]; then
-  # sift-client's windowed filter loads a user a round trip per day (about 110 users a second
-  # here at 10k users), so it runs at a tenth of the users, next to the set and the module's
-  # aging filter at the same size.
+  # sift-client's windowed filter loads a user a round trip per day (about 2,600-3,200 users a
+  # second here at 10k users, docs/EXAMPLES.md), so it runs at a tenth of the users, next to the
+  # set and the module's aging filter at the same size.
   run feed-window "$bin/feed-demo" --users "$((users / 10))" --per-day 40 --days 7 \
     --queries "$((queries / 4))" --designs set,window-redis,sf-module --rounds 1
 fi

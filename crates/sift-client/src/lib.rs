@@ -8,7 +8,9 @@
 //!
 //! * **one key and one command per batch and key**: an add is `BITFIELD key SET u1 … SET u1 …`
 //!   for all the batch's items in that sub-bitmap (its old bits say, atomically, whether each
-//!   item was new); a query is `GETRANGE` of the item's 64-byte block;
+//!   item was new); a query is `GETRANGE` of the item's 64-byte block, one `GETRANGE` for
+//!   the blocks of the batch's items that lie close together in a sub-bitmap (a small
+//!   generation is read whole by one);
 //! * **sub-bitmaps** of [`DEFAULT_KEY_BYTES`] (4 MiB - 64) by default, each its own key, whose
 //!   hash tags spread them over a cluster's slots while every item touches exactly one;
 //! * **metadata** (hash, seed, sizes, layout version) in keys written once with `SET NX`: every

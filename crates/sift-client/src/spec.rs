@@ -217,7 +217,8 @@ impl Clock for ManualClock {
 pub enum Mode {
     /// Plain commands only, so it works where scripting is disabled: `BITFIELD … SET u1` to add
     /// (one command per sub-bitmap and batch; its old bits say whether the item was new), and
-    /// `GETRANGE` of the item's 64-byte block to test.
+    /// `GETRANGE` of the item's 64-byte block to test (one for the batch's blocks that lie
+    /// within 1 KiB of each other in a sub-bitmap, up to 64 KiB: each block is read once).
     #[default]
     Plain,
     /// A Lua script per sub-bitmap and batch (`EVALSHA`, `EVAL` on `NOSCRIPT`), with the items'

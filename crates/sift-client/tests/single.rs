@@ -320,6 +320,68 @@ fn windowed_filter_forgets() {
     assert!(left.is_empty(), "{left:?}");
 }
 
+/// Calls of `command` the server has answered (`INFO commandstats`).
+fn calls(conn: &mut redis::Connection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
+    let prefix = format!("cmdstat_{}:calls=", command.to_ascii_lowercase());
+    info.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+}
+
+/// A plain-mode batch reads each block it needs once, and neighbouring blocks of a sub-bitmap
+/// together: a windowed filter of small generations (one user's day, a few blocks) answers a
+/// query of 100 items with one `GETRANGE` per generation, not one per item and generation, and
+/// an add with one per older generation; the answers are those of the bits.
+#[test]
+fn plain_reads_share_getranges() {
+    let server = Server::redis(&[]);
+    let mut conn = server.conn();
+    let day = 86_400_000;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let start = (now / day) * day;
+    let clock = Arc::new(ManualClock::new(start));
+    let opts = Options::new().clock(clock.clone());
+    let spec = Spec::new(40, 0.01 / 8.0).window(Duration::from_millis(day), 8);
+    let f = Filter::create(&mut conn, "shown", &spec, opts).unwrap();
+    assert!(f.record().gens[0].blocks > 1, "items spread over several blocks");
+    let mut shown = Vec::new();
+    for d in 0..8 {
+        clock.set(start + d * day + day / 2);
+        let today = items(&format!("day{d}"), 40);
+        let before = calls(&mut conn, "GETRANGE");
+        let news = f.add_many(&mut conn, &today).unwrap();
+        // The 7 other generations read, each once (those before the filter's first day too).
+        assert_eq!(calls(&mut conn, "GETRANGE") - before, 7, "day {d}");
+        let not_new = news.iter().filter(|x| !**x).count();
+        assert!(not_new <= binomial_upper(40, 0.01), "{not_new} of 40 new items said 'seen'");
+        shown.extend(today);
+    }
+    let fresh = items("never-shown", 70);
+    let mut asked: Vec<&str> = shown[shown.len() - 30..].iter().map(String::as_str).collect();
+    asked.extend(fresh.iter().map(String::as_str));
+    let before = calls(&mut conn, "GETRANGE");
+    let seen = f.contains_many(&mut conn, &asked).unwrap();
+    assert_eq!(calls(&mut conn, "GETRANGE") - before, 8, "one GETRANGE per generation read");
+    assert!(seen[..30].iter().all(|x| *x), "false negative");
+    let fp = seen[30..].iter().filter(|x| **x).count();
+    assert!(fp <= binomial_upper(70, 0.01), "{fp} false positives in 70");
+    // All 320 items, the first day's too: the oldest generation is still read.
+    assert!(f.contains_many(&mut conn, &shown).unwrap().into_iter().all(|x| x), "false negative");
+    // In a large static filter, a query reads only the blocks its items fall in.
+    let big = Filter::create(&mut conn, "big", &Spec::new(1_000_000, 0.01), Options::new()).unwrap();
+    let members = items("big-m", 1000);
+    big.add_many(&mut conn, &members).unwrap();
+    let before = calls(&mut conn, "GETRANGE");
+    assert!(big.contains_many(&mut conn, &members).unwrap().into_iter().all(|x| x), "false negative");
+    let used = calls(&mut conn, "GETRANGE") - before;
+    assert!(
+        (100..=1000).contains(&used),
+        "{used} GETRANGEs for 1000 items in {} blocks",
+        big.record().gens[0].blocks
+    );
+}
+
 /// Seed 002's progressive migration: a larger generation takes the writes, the old one answers
 /// until it is retired, then its keys expire.
 #[test]
