@@ -247,9 +247,8 @@ fn frozen_chunks(frozen: &dyn crate::Frozen) -> Vec<(i64, Vec<u8>)> {
     got
 }
 
-/// A frozen blocked filter, a frozen scalable chain (with a pending upload after it) and a frozen
-/// counting filter give the
-/// chunks a snapshot of the live value stores at the freeze, byte for byte (the sift file with
+/// A frozen blocked filter, a frozen scalable chain (with a pending upload after it), a frozen
+/// counting filter and frozen aging filters (by count and by time) give the chunks a snapshot of the live value stores at the freeze, byte for byte (the sift file with
 /// its CRC), though inserts change the filter before they are read. Small filters and the kinds
 /// without copy-on-write are not frozen.
 #[test]
@@ -265,7 +264,11 @@ fn a_frozen_value_gives_the_snapshot_chunks_of_the_freeze() {
     };
     let scalable = Spec { expansion: 2, ..blocked };
     let counting = Spec { kind: ReserveKind::Counting, capacity: 2_000_000, ..blocked };
-    for (spec, upload) in [(blocked, 0), (scalable, DUMP_PIECE + 10), (counting, 0)] {
+    // Over 4 MiB of rows each: a window of 2 million insertions, and of a minute at 2 million.
+    let aging = Spec { kind: ReserveKind::Aging, capacity: 0, window: Some(2_000_000), ..blocked };
+    let timed = Spec { kind: ReserveKind::Aging, capacity: 2_000_000, ttl_ms: Some(60_000), ..blocked };
+    let specs = [(blocked, 0), (scalable, DUMP_PIECE + 10), (counting, 0), (aging, 0), (timed, 0)];
+    for (spec, upload) in specs {
         let mut v = SiftFilter::new(spec.create().unwrap());
         v.upload = (0..upload).map(|i| i as u8).collect();
         let insert = |v: &mut SiftFilter, from: u32, n: u32| {
