@@ -663,7 +663,7 @@ fn every_write_alone_keeps_the_frozen_file() {
     if !cfg!(target_os = "linux") {
         return; // no huge-page storage, so nothing freezes
     }
-    let ops: [NamedWrite; 6] = [
+    let ops: [NamedWrite; 7] = [
         ("insert", |f| {
             // The first of these new items with room in both buckets.
             let item = (0u32..)
@@ -682,6 +682,17 @@ fn every_write_alone_keeps_the_frozen_file() {
                     let (i1, fp) = f.locate(f.hot.digest(item.as_bytes()));
                     let i2 = f.alt(i1, fp);
                     i1.abs_diff(i2) > 1 && f.matches(i1, 0) > 0 && f.matches(i2, 0) > 0
+                })
+                .unwrap();
+            assert!(f.insert_scalar::<16>(f.hot.digest(item.as_bytes())).unwrap());
+        }),
+        ("scalar insert into the alternate bucket", |f| {
+            let item = (0u32..)
+                .map(|i| format!("second {i}"))
+                .find(|item| {
+                    let (i1, fp) = f.locate(f.hot.digest(item.as_bytes()));
+                    let i2 = f.alt(i1, fp);
+                    i1.abs_diff(i2) > 1 && f.matches(i1, 0) == 0 && f.matches(i2, 0) > 0
                 })
                 .unwrap();
             assert!(f.insert_scalar::<16>(f.hot.digest(item.as_bytes())).unwrap());
