@@ -224,7 +224,8 @@ impl Native {
 
     /// The filter's sift file as it is now, to be written later while the filter keeps changing
     /// (copy-on-write of its large array: [`BlockedBloom::freeze`], [`ScalableBloom::freeze`],
-    /// [`CountingBloom::freeze`], [`sift::AgingBloom::freeze`], [`sift::TimeLimitedBloom::freeze`]);
+    /// [`CountingBloom::freeze`], [`sift::AgingBloom::freeze`], [`sift::TimeLimitedBloom::freeze`],
+    /// [`Cuckoo::freeze`], [`sift::ScalableCuckoo::freeze`]);
     /// `None` for a small filter, and for the kinds without copy-on-write, which the caller
     /// copies whole.
     pub fn freeze(&self) -> Option<sift::format::FrozenFile> {
@@ -234,6 +235,8 @@ impl Native {
             AnyFilter::Counting(f) => f.freeze(),
             AnyFilter::Aging(f) => f.freeze(),
             AnyFilter::TimeLimited(f) => f.freeze(),
+            AnyFilter::Cuckoo(f) => f.freeze(),
+            AnyFilter::ScalableCuckoo(f) => f.freeze(),
             _ => None,
         }
     }

@@ -248,7 +248,8 @@ fn frozen_chunks(frozen: &dyn crate::Frozen) -> Vec<(i64, Vec<u8>)> {
 }
 
 /// A frozen blocked filter, a frozen scalable chain (with a pending upload after it), a frozen
-/// counting filter and frozen aging filters (by count and by time) give the chunks a snapshot of the live value stores at the freeze, byte for byte (the sift file with
+/// counting filter, frozen aging filters (by count and by time) and frozen cuckoo filters
+/// (one table and a chain) give the chunks a snapshot of the live value stores at the freeze, byte for byte (the sift file with
 /// its CRC), though inserts change the filter before they are read. Small filters and the kinds
 /// without copy-on-write are not frozen.
 #[test]
@@ -267,7 +268,18 @@ fn a_frozen_value_gives_the_snapshot_chunks_of_the_freeze() {
     // Over 4 MiB of rows each: a window of 2 million insertions, and of a minute at 2 million.
     let aging = Spec { kind: ReserveKind::Aging, capacity: 0, window: Some(2_000_000), ..blocked };
     let timed = Spec { kind: ReserveKind::Aging, capacity: 2_000_000, ttl_ms: Some(60_000), ..blocked };
-    let specs = [(blocked, 0), (scalable, DUMP_PIECE + 10), (counting, 0), (aging, 0), (timed, 0)];
+    // Tables of 4.9 MB: 3 million items at 12-bit fingerprints.
+    let cuckoo = Spec { kind: ReserveKind::Cuckoo, capacity: 3_000_000, ..blocked };
+    let scalable_cuckoo = Spec { expansion: 2, ..cuckoo };
+    let specs = [
+        (blocked, 0),
+        (scalable, DUMP_PIECE + 10),
+        (counting, 0),
+        (aging, 0),
+        (timed, 0),
+        (cuckoo, 0),
+        (scalable_cuckoo, 0),
+    ];
     for (spec, upload) in specs {
         let mut v = SiftFilter::new(spec.create().unwrap());
         v.upload = (0..upload).map(|i| i as u8).collect();
