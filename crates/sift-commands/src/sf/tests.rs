@@ -311,3 +311,28 @@ fn a_frozen_value_gives_the_snapshot_chunks_of_the_freeze() {
     );
     assert!(crate::Data::freeze(&quotient).is_none(), "no copy-on-write for the quotient filter");
 }
+
+/// A static filter (here an xor filter) is frozen by sharing it, whatever its size: the frozen
+/// chunks are the value's at the freeze after the key's filter is replaced (as `SF.LOAD`
+/// does) and the old one dropped, and the replacement copied nothing (the snapshot holds the
+/// only other reference).
+#[test]
+fn a_static_value_is_shared_with_the_snapshot_not_copied() {
+    use sift::Persist;
+    let items: Vec<[u8; 4]> = (0..10_000u32).map(|i| i.to_le_bytes()).collect();
+    let xor = sift::Xor8::build_with(&items, sift::hash::Hasher::default()).unwrap();
+    let mut v = SiftFilter::new(Native::from_bytes(&xor.to_bytes()).unwrap());
+    assert!(v.filter.as_mut().unwrap().add(b"x", 0).is_err(), "static: refused");
+    let live = live_chunks(&v);
+    let frozen = crate::Data::freeze(&v).expect("a static filter is shared");
+    let shared = v.filter.as_ref().unwrap().share_static().unwrap();
+    assert_eq!(std::sync::Arc::strong_count(&shared), 3, "the value, the snapshot, this test");
+    drop(shared);
+    assert!(v.filter.as_mut().unwrap().add(b"x", 0).is_err(), "refused while shared");
+    let other: Vec<[u8; 4]> = (20_000..21_000u32).map(|i| i.to_le_bytes()).collect();
+    let replacement = sift::Xor8::build_with(&other, sift::hash::Hasher::default()).unwrap();
+    v.filter = Some(Native::from_bytes(&replacement.to_bytes()).unwrap());
+    assert_ne!(live_chunks(&v), live);
+    drop(v);
+    assert!(frozen_chunks(&*frozen) == live, "the frozen chunks are the value's at the freeze");
+}
