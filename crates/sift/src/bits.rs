@@ -195,8 +195,10 @@ impl BitVec {
 /// padding bytes (a snapshot of a [`Storage`] reads its values as bytes: [`Storage::freeze`]).
 pub(crate) unsafe trait Zeroable: Default {}
 
-// SAFETY: zero is a valid `u64` (and `u8`).
+// SAFETY: zero is a valid `u64` (and `u32`, `u8`), and integers have no padding.
 unsafe impl Zeroable for u64 {}
+// SAFETY: as above.
+unsafe impl Zeroable for u32 {}
 // SAFETY: as above.
 unsafe impl Zeroable for u8 {}
 

@@ -1,6 +1,8 @@
 //! The filter a `sift-filt` key holds: any of the library's families behind one enum, with the
 //! operations the commands need, dispatched by kind.
 
+use std::sync::Arc;
+
 use sift::format::{self, FilterKind};
 use sift::hash::{HashKind, Hasher};
 use sift::prelude::*;
@@ -108,7 +110,7 @@ impl Spec {
         let n = usize::try_from(self.capacity).map_err(|_| "capacity too large".to_string())?;
         let p = self.error_rate;
         let e = |e: sift::Error| e.to_string();
-        Ok(Native(match (self.kind, self.expansion) {
+        Ok(Native(Arc::new(match (self.kind, self.expansion) {
             (ReserveKind::Blocked, 0) => AnyFilter::Blocked(BlockedBloom::new(n, p).map_err(e)?),
             (ReserveKind::Blocked, g) => {
                 AnyFilter::Scalable(ScalableBloom::with_options(n, p, f64::from(g), TIGHTENING).map_err(e)?)
@@ -142,7 +144,7 @@ impl Spec {
                 (None, Some(ttl)) => AnyFilter::TimeLimited(TimeLimitedBloom::new(ttl, n, p).map_err(e)?),
                 (None, None) => return Err("KIND aging needs WINDOW or TTL".into()),
             },
-        }))
+        })))
     }
 }
 
@@ -150,7 +152,7 @@ impl Spec {
 /// RedisBloom's two (a RedisBloom file makes a `BF` or `CF` key), with the commands' wording of
 /// refusals and the per-kind details `SF.INFO` reports.
 #[derive(Debug, Clone)]
-pub struct Native(AnyFilter);
+pub struct Native(Arc<AnyFilter>);
 
 /// Bytes `from .. from + len` of a sift file, and whether the file goes on past them.
 #[derive(Debug)]
@@ -213,7 +215,7 @@ impl Native {
             other @ (FilterKind::RedisBloomChain | FilterKind::RedisBloomCuckoo) => {
                 Err(format!("a {other} file is not served by SF keys"))
             }
-            _ => Ok(Native(f)),
+            _ => Ok(Native(Arc::new(f))),
         }
     }
 
@@ -224,16 +226,28 @@ impl Native {
 
     /// The filter's sift file as it is now, to be written later while the filter keeps changing
     /// (copy-on-write of its large array: [`BlockedBloom::freeze`], [`ScalableBloom::freeze`],
-    /// [`CountingBloom::freeze`]);
+    /// [`CountingBloom::freeze`], [`sift::AgingBloom::freeze`], [`sift::TimeLimitedBloom::freeze`],
+    /// [`Cuckoo::freeze`], [`sift::ScalableCuckoo::freeze`]);
     /// `None` for a small filter, and for the kinds without copy-on-write, which the caller
     /// copies whole.
     pub fn freeze(&self) -> Option<sift::format::FrozenFile> {
-        match &self.0 {
+        match &*self.0 {
             AnyFilter::Blocked(f) => f.freeze(),
             AnyFilter::Scalable(f) => f.freeze(),
             AnyFilter::Counting(f) => f.freeze(),
+            AnyFilter::Aging(f) => f.freeze(),
+            AnyFilter::TimeLimited(f) => f.freeze(),
+            AnyFilter::Cuckoo(f) => f.freeze(),
+            AnyFilter::ScalableCuckoo(f) => f.freeze(),
             _ => None,
         }
+    }
+
+    /// A static filter (built once, never written: xor, binary fuse, GCS), shared with a
+    /// snapshot instead of copied: replacing or deleting the key leaves the snapshot's share
+    /// intact, and nothing else can change it. `None` for the kinds that take writes.
+    pub fn share_static(&self) -> Option<Arc<AnyFilter>> {
+        self.0.is_static().then(|| self.0.clone())
     }
 
     /// The kind in the file format.
@@ -249,7 +263,7 @@ impl Native {
         if let Some(other @ (FilterKind::RedisBloomChain | FilterKind::RedisBloomCuckoo)) = kind {
             return Err(format!("a {other} file is not served by SF keys"));
         }
-        AnyFilter::from_bytes(bytes).map(Native).map_err(|e| e.to_string())
+        AnyFilter::from_bytes(bytes).map(|f| Native(Arc::new(f))).map_err(|e| e.to_string())
     }
 
     /// The sift file.
@@ -261,7 +275,7 @@ impl Native {
     /// kind that grows to gigabytes) is read at the offset, in O(`len`): `SF.DUMP` in pieces is
     /// linear in the file, where streaming from the start made each piece O(offset).
     pub fn file_piece(&self, from: usize, len: usize) -> Piece {
-        match &self.0 {
+        match &*self.0 {
             AnyFilter::Blocked(f) => {
                 let (bytes, total) = f.file_range(from as u64, len);
                 Piece { bytes, more: (from as u64).saturating_add(len as u64) < total }
@@ -285,7 +299,7 @@ impl Native {
     /// few requests later (a blocked filter: its one block; the other kinds do nothing).
     #[inline]
     pub fn prefetch(&self, item: &[u8]) {
-        if let AnyFilter::Blocked(f) = &self.0 {
+        if let AnyFilter::Blocked(f) = &*self.0 {
             f.prefetch(item);
         }
     }
@@ -298,7 +312,13 @@ impl Native {
     /// Adds `item` (at time `now`, for a window by time: the time the primary decided, which
     /// starts and retires slices): `Ok(true)` if it was not reported present before.
     pub fn add(&mut self, item: &[u8], now: u64) -> Result<bool, Refusal> {
-        self.0.insert_at(item, now).map_err(|e| match e {
+        // A static filter refuses before it is made unique: a snapshot may share it.
+        let added = if self.0.is_static() {
+            Err(sift::Error::Static { kind: self.0.kind() })
+        } else {
+            Arc::make_mut(&mut self.0).insert_at(item, now)
+        };
+        added.map_err(|e| match e {
             sift::Error::Static { kind } => {
                 format!("ERR a {kind} filter is static: it cannot add items (build a new one and SF.LOAD it)")
             }
@@ -318,7 +338,12 @@ impl Native {
 
     /// Deletes `item`: `Ok(true)` if it was reported present and removed.
     pub fn remove(&mut self, item: &[u8]) -> Result<bool, Refusal> {
-        self.0.remove(item).map_err(|e| match e {
+        let removed = if self.0.can_remove() {
+            Arc::make_mut(&mut self.0).remove(item)
+        } else {
+            Err(sift::Error::CannotRemove { kind: self.0.kind() })
+        };
+        removed.map_err(|e| match e {
             sift::Error::CannotRemove { kind } => {
                 format!("ERR a {kind} filter cannot delete items (KIND counting, cuckoo and quotient can)")
             }
@@ -349,7 +374,7 @@ impl Native {
 
     /// Items the filter was sized for (the sum of the layers of a chain; a static filter's items).
     pub fn capacity(&self) -> u64 {
-        self.0.capacity().unwrap_or_else(|| match &self.0 {
+        self.0.capacity().unwrap_or_else(|| match &*self.0 {
             // Guava's stream keeps no expected insertions: the count its bits and hashes are
             // optimal for (`k = m/n · ln 2`, Guava's own sizing rule).
             AnyFilter::Guava(f) => {
@@ -361,7 +386,7 @@ impl Native {
 
     /// The rate the filter was created for (a static filter's is fixed by its fingerprint).
     pub fn target(&self) -> f64 {
-        self.0.planned_fpr().unwrap_or_else(|| match &self.0 {
+        self.0.planned_fpr().unwrap_or_else(|| match &*self.0 {
             // At the capacity above, Guava's optimal sizing gives 2^-k.
             AnyFilter::Guava(f) => 0.5f64.powi(f.num_hashes() as i32),
             other => other.expected_fpr(),
@@ -379,7 +404,7 @@ impl Native {
 
     /// The window of a window by count (insertions).
     pub fn window(&self) -> Option<u64> {
-        match &self.0 {
+        match &*self.0 {
             AnyFilter::Aging(f) => Some(f.window()),
             _ => None,
         }
@@ -387,7 +412,7 @@ impl Native {
 
     /// The window of a window by time, in seconds.
     pub fn ttl_seconds(&self) -> Option<u64> {
-        match &self.0 {
+        match &*self.0 {
             AnyFilter::TimeLimited(f) => Some(f.ttl() / 1000),
             _ => None,
         }
@@ -396,7 +421,7 @@ impl Native {
     /// The age of the oldest live slice: insertions since it started (window by count), or
     /// milliseconds before `now` (window by time).
     pub fn oldest_slice_age(&self, now: u64) -> Option<u64> {
-        match &self.0 {
+        match &*self.0 {
             AnyFilter::Aging(f) => Some(f.oldest_slice_age()),
             AnyFilter::TimeLimited(f) => Some(f.oldest_slice_age_at(now)),
             _ => None,
@@ -405,7 +430,7 @@ impl Native {
 
     /// The growth factor of a scalable chain.
     pub fn expansion(&self) -> Option<u64> {
-        match &self.0 {
+        match &*self.0 {
             AnyFilter::Scalable(f) => Some(f.growth().round() as u64),
             AnyFilter::ScalableCuckoo(f) => Some(f.growth().round() as u64),
             _ => None,

@@ -108,8 +108,15 @@ impl DataType for SiftFilter {
     /// A blocked, scalable or counting filter with a large array is read by the snapshot later, its
     /// writers copying aside only the pieces they change first ([`Native::freeze`]); the header
     /// and a pending upload are copied now. Other values are dumped at once.
+    ///
+    /// A static filter (xor, binary fuse, GCS) is never written: the snapshot shares it, and
+    /// writes its file when it reaches it.
     fn freeze(&self) -> Option<Box<dyn crate::Frozen>> {
-        let file = self.filter.as_ref()?.freeze()?;
+        let f = self.filter.as_ref()?;
+        let file = match f.share_static() {
+            Some(shared) => FrozenFilter::Static(shared),
+            None => FrozenFilter::File(f.freeze()?),
+        };
         Some(Box::new(FrozenSift { file, upload: self.upload.clone() }))
     }
 
@@ -203,8 +210,17 @@ fn upload_piece(upload: &[u8], cursor: u64) -> Option<(usize, &[u8])> {
 /// snapshot reaches it, as it was at the freeze.
 #[derive(Debug)]
 struct FrozenSift {
-    file: sift::format::FrozenFile,
+    file: FrozenFilter,
     upload: Vec<u8>,
+}
+
+/// The filter of a [`FrozenSift`].
+#[derive(Debug)]
+enum FrozenFilter {
+    /// Its file, with copy-on-write of its large arrays.
+    File(sift::format::FrozenFile),
+    /// A static filter, shared: nothing writes it.
+    Static(std::sync::Arc<sift::AnyFilter>),
 }
 
 impl crate::Frozen for FrozenSift {
@@ -220,9 +236,14 @@ impl crate::Frozen for FrozenSift {
                 Some((0, 1))
             }
             1 => {
-                // Grown once here, not while a piece is read under a guard's lock.
-                out.reserve(usize::try_from(self.file.len()).ok()?);
-                self.file.write_to(&mut *out).ok()?;
+                match &self.file {
+                    FrozenFilter::File(file) => {
+                        // Grown once here, not while a piece is read under a guard's lock.
+                        out.reserve(usize::try_from(file.len()).ok()?);
+                        file.write_to(&mut *out).ok()?;
+                    }
+                    FrozenFilter::Static(f) => f.write_to(&mut *out).ok()?,
+                }
                 Some((1, 2))
             }
             _ => {

@@ -247,9 +247,9 @@ fn frozen_chunks(frozen: &dyn crate::Frozen) -> Vec<(i64, Vec<u8>)> {
     got
 }
 
-/// A frozen blocked filter, a frozen scalable chain (with a pending upload after it) and a frozen
-/// counting filter give the
-/// chunks a snapshot of the live value stores at the freeze, byte for byte (the sift file with
+/// A frozen blocked filter, a frozen scalable chain (with a pending upload after it), a frozen
+/// counting filter, frozen aging filters (by count and by time) and frozen cuckoo filters
+/// (one table and a chain) give the chunks a snapshot of the live value stores at the freeze, byte for byte (the sift file with
 /// its CRC), though inserts change the filter before they are read. Small filters and the kinds
 /// without copy-on-write are not frozen.
 #[test]
@@ -265,7 +265,22 @@ fn a_frozen_value_gives_the_snapshot_chunks_of_the_freeze() {
     };
     let scalable = Spec { expansion: 2, ..blocked };
     let counting = Spec { kind: ReserveKind::Counting, capacity: 2_000_000, ..blocked };
-    for (spec, upload) in [(blocked, 0), (scalable, DUMP_PIECE + 10), (counting, 0)] {
+    // Over 4 MiB of rows each: a window of 2 million insertions, and of a minute at 2 million.
+    let aging = Spec { kind: ReserveKind::Aging, capacity: 0, window: Some(2_000_000), ..blocked };
+    let timed = Spec { kind: ReserveKind::Aging, capacity: 2_000_000, ttl_ms: Some(60_000), ..blocked };
+    // Tables of 4.9 MB: 3 million items at 12-bit fingerprints.
+    let cuckoo = Spec { kind: ReserveKind::Cuckoo, capacity: 3_000_000, ..blocked };
+    let scalable_cuckoo = Spec { expansion: 2, ..cuckoo };
+    let specs = [
+        (blocked, 0),
+        (scalable, DUMP_PIECE + 10),
+        (counting, 0),
+        (aging, 0),
+        (timed, 0),
+        (cuckoo, 0),
+        (scalable_cuckoo, 0),
+    ];
+    for (spec, upload) in specs {
         let mut v = SiftFilter::new(spec.create().unwrap());
         v.upload = (0..upload).map(|i| i as u8).collect();
         let insert = |v: &mut SiftFilter, from: u32, n: u32| {
@@ -295,4 +310,29 @@ fn a_frozen_value_gives_the_snapshot_chunks_of_the_freeze() {
         Spec { kind: ReserveKind::Quotient, capacity: 5_000_000, ..blocked }.create().unwrap(),
     );
     assert!(crate::Data::freeze(&quotient).is_none(), "no copy-on-write for the quotient filter");
+}
+
+/// A static filter (here an xor filter) is frozen by sharing it, whatever its size: the frozen
+/// chunks are the value's at the freeze after the key's filter is replaced (as `SF.LOAD`
+/// does) and the old one dropped, and the replacement copied nothing (the snapshot holds the
+/// only other reference).
+#[test]
+fn a_static_value_is_shared_with_the_snapshot_not_copied() {
+    use sift::Persist;
+    let items: Vec<[u8; 4]> = (0..10_000u32).map(|i| i.to_le_bytes()).collect();
+    let xor = sift::Xor8::build_with(&items, sift::hash::Hasher::default()).unwrap();
+    let mut v = SiftFilter::new(Native::from_bytes(&xor.to_bytes()).unwrap());
+    assert!(v.filter.as_mut().unwrap().add(b"x", 0).is_err(), "static: refused");
+    let live = live_chunks(&v);
+    let frozen = crate::Data::freeze(&v).expect("a static filter is shared");
+    let shared = v.filter.as_ref().unwrap().share_static().unwrap();
+    assert_eq!(std::sync::Arc::strong_count(&shared), 3, "the value, the snapshot, this test");
+    drop(shared);
+    assert!(v.filter.as_mut().unwrap().add(b"x", 0).is_err(), "refused while shared");
+    let other: Vec<[u8; 4]> = (20_000..21_000u32).map(|i| i.to_le_bytes()).collect();
+    let replacement = sift::Xor8::build_with(&other, sift::hash::Hasher::default()).unwrap();
+    v.filter = Some(Native::from_bytes(&replacement.to_bytes()).unwrap());
+    assert_ne!(live_chunks(&v), live);
+    drop(v);
+    assert!(frozen_chunks(&*frozen) == live, "the frozen chunks are the value's at the freeze");
 }

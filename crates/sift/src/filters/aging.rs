@@ -76,7 +76,8 @@
 use crate::bits::{Storage, MAX_BYTES};
 use crate::error::{check_fpr, check_items, Error, FormatError, Result};
 use crate::format::{
-    decode_verified, write_words, Encoder, FilterKind, ParamReader, ParamWriter, StreamEncoder,
+    decode_verified, write_words, Encoder, FilterKind, FrozenFile, FrozenPart, ParamReader, ParamWriter,
+    StreamEncoder,
 };
 use crate::hash::{Digest, HashKind, Hasher, HotHasher};
 use crate::math::{self, AGING_DEFAULT_MAX_SLICES, AGING_MAX_K, AGING_MAX_SLICES};
@@ -306,6 +307,12 @@ impl Ring {
         let y = rows::key(d.h2);
         let n = self.words_per_row();
         let start = rows::row_index(d.h1, self.rows) as usize * n;
+        let guard = self.blocks.cow_guard();
+        let _cow = guard.as_ref().map(|g| {
+            let mut w = g.writer();
+            w.before_write_values(rows::words(&self.blocks), start..start + n);
+            w
+        });
         let Ring { blocks, k, head, live, ages, kernel, epoch, .. } = self;
         let row = &mut rows::words_mut(blocks)[start..start + n];
         let stale = rows::stale(*epoch, row[0]);
@@ -326,6 +333,12 @@ impl Ring {
         let y = rows::key(d.h2);
         let n = self.words_per_row();
         let start = rows::row_index(d.h1, self.rows) as usize * n;
+        let guard = self.blocks.cow_guard();
+        let _cow = guard.as_ref().map(|g| {
+            let mut w = g.writer();
+            w.before_write_values(rows::words(&self.blocks), start..start + n);
+            w
+        });
         let Ring { blocks, ages, kernel, epoch, .. } = self;
         let row = &mut rows::words_mut(blocks)[start..start + n];
         let stale = rows::stale(*epoch, row[0]);
@@ -372,6 +385,14 @@ impl Ring {
         self.epoch = self.epoch.wrapping_add(by);
         if before / SWEEP_EVERY != self.epoch / SWEEP_EVERY {
             let (n, slices, epoch) = (self.words_per_row(), self.slices as u32, self.epoch);
+            // A sweep may re-stamp any row: a frozen ring saves every piece first (once a
+            // billion generations).
+            let guard = self.blocks.cow_guard();
+            let _cow = guard.as_ref().map(|g| {
+                let mut w = g.writer();
+                w.before_write_values(rows::words(&self.blocks), 0..rows::words(&self.blocks).len());
+                w
+            });
             for row in rows::words_mut(&mut self.blocks).chunks_exact_mut(n) {
                 if rows::stale(epoch, row[0]) >= slices {
                     row[0] = epoch.wrapping_sub(32);
@@ -444,6 +465,21 @@ impl Ring {
     /// Bytes of the payload (the rows).
     pub(crate) fn payload_len(&self) -> u64 {
         self.blocks.len() as u64 * 64
+    }
+
+    /// The file [`Ring::encode`] gives now, to be written later while the ring keeps changing:
+    /// the header (shape, records) is copied now, the rows are guarded ([`crate::bits::COW_PIECE`]
+    /// pieces copied aside by the writes that reach them before the file has been written).
+    /// `None` when the rows are small enough to copy (not in their own huge-page allocation) or
+    /// already frozen.
+    pub(crate) fn freeze(
+        &self,
+        kind: FilterKind,
+        hasher: Hasher,
+        params: &ParamWriter,
+    ) -> Option<FrozenFile> {
+        let g = self.blocks.freeze()?;
+        Some(FrozenFile::new(kind, hasher, params.as_bytes(), vec![FrozenPart::Words32(g)]))
     }
 
     /// Encodes a file: `params`, then the rows.
@@ -710,6 +746,15 @@ impl AgingBloom {
     pub fn slice_fill(&self, i: usize) -> f64 {
         assert!(i < self.ring.slices, "slice {i} of {}", self.ring.slices);
         self.ring.slice_fill(i)
+    }
+
+    /// The filter's file as it is now, to be written later while the filter keeps changing:
+    /// the parameters and slice records are copied now, the rows are guarded (pieces of
+    /// [`crate::bits::COW_PIECE`] bytes copied aside by the writes that reach them before the
+    /// file has been written), so that no write waits for a copy of the whole filter. `None` for
+    /// a filter small enough to copy (not in its own huge-page allocation) or already frozen.
+    pub fn freeze(&self) -> Option<FrozenFile> {
+        self.ring.freeze(Self::KIND, self.hasher, &self.params())
     }
 
     /// Forgets everything.
@@ -1226,5 +1271,107 @@ pub(crate) mod tests {
         assert!((full - f.target_fpr()).abs() < 0.05 * f.target_fpr(), "{full} vs {}", f.target_fpr());
         f.clear();
         assert!(f.is_empty() && f.expected_fpr() == 0.0 && f.slice_fill(0) == 0.0);
+    }
+
+    /// A filter of 8 MiB of rows (huge storage on Linux, so it freezes: 32 copy-on-write
+    /// pieces) with 20,000 items over 4 generations of 5,000 (the youngest half full).
+    fn big_aging(scalar: bool) -> AgingBloom {
+        let mut f = AgingBloom::with_params(1 << 16, 31, 8, 5_000, Hasher::default()).unwrap();
+        if scalar {
+            f.force_scalar();
+        }
+        for i in 0..17_500u32 {
+            f.insert(i.to_le_bytes());
+        }
+        f
+    }
+
+    /// A kind of write, by name, for the test that runs each alone.
+    type NamedWrite = (&'static str, fn(&mut AgingBloom));
+
+    /// Each kind of write, alone while the filter is frozen, changes the live filter and leaves
+    /// the frozen file as it was at the freeze (rows and slice records), whether the filter is
+    /// dropped before the file is written or not, on both kernels: an insert, a push, a batch of
+    /// each across a generation shift, a clear, and the epoch sweep that re-stamps every stale
+    /// row. One write at a time, so that a write skipping its guard fails this test.
+    #[test]
+    fn every_write_alone_keeps_the_frozen_file() {
+        assert!(AgingBloom::new(1000, 0.01).unwrap().freeze().is_none(), "small: copied");
+        if !cfg!(target_os = "linux") {
+            return; // no huge-page storage, so nothing freezes
+        }
+        let ops: [NamedWrite; 6] = [
+            ("insert", |f| assert!(f.insert(b"new item"))),
+            ("push", |f| f.push(b"new item")),
+            ("insert batch past a shift", |f| {
+                let items: Vec<[u8; 4]> = (100_000..103_000u32).map(|i| i.to_le_bytes()).collect();
+                let ds: Vec<Digest> = items.iter().map(|i| f.hot.digest(i)).collect();
+                f.insert_digests(&ds);
+            }),
+            ("push batch past a shift", |f| {
+                let items: Vec<[u8; 4]> = (100_000..103_000u32).map(|i| i.to_le_bytes()).collect();
+                f.push_many(&items);
+            }),
+            ("clear", |f| f.clear()),
+            ("epoch sweep", |f| {
+                f.ring.epoch = SWEEP_EVERY - 1;
+                f.ring.shift(0);
+            }),
+        ];
+        for (name, op) in ops {
+            for (scalar, drop_first) in [(false, false), (false, true), (true, false)] {
+                let mut f = big_aging(scalar);
+                let before = f.to_bytes();
+                let frozen = f.freeze().expect("a large filter freezes");
+                assert!(f.freeze().is_none(), "frozen already");
+                op(&mut f);
+                assert_ne!(f.to_bytes(), before, "{name} changed the filter");
+                if drop_first {
+                    drop(f);
+                }
+                assert!(
+                    frozen.to_vec() == before,
+                    "{name} changed the frozen file (drop first: {drop_first}, scalar: {scalar})"
+                );
+            }
+        }
+    }
+
+    /// An insert or a push copies aside only the piece of the row it writes (a row of 128 bytes
+    /// never straddles two pieces), and the sweep every piece.
+    #[test]
+    fn a_write_during_a_freeze_copies_only_the_pieces_it_touches() {
+        if !cfg!(target_os = "linux") {
+            return;
+        }
+        use crate::bits::COW_PIECE;
+        let mut f = big_aging(false);
+        let at_freeze: Vec<u32> = f.ring.words().to_vec();
+        let frozen = f.freeze().unwrap();
+        let g = frozen.guard(0);
+        assert_eq!(g.len() / COW_PIECE, 32);
+        let changed = |f: &AgingBloom| {
+            let mut p: Vec<usize> = (0..at_freeze.len())
+                .filter(|&i| f.ring.words()[i] != at_freeze[i])
+                .map(|i| i * 4 / COW_PIECE)
+                .collect();
+            p.sort_unstable();
+            p.dedup();
+            p.len()
+        };
+        for i in 0..12u32 {
+            let saved = g.saved_pieces();
+            if i % 2 == 0 {
+                f.insert(format!("x{i}"));
+            } else {
+                f.push(format!("x{i}"));
+            }
+            assert!(g.saved_pieces() <= saved + 1, "one row, one piece at most");
+            assert_eq!(g.saved_pieces(), changed(&f), "after write {i}");
+        }
+        assert!(g.saved_pieces() >= 6);
+        f.ring.epoch = SWEEP_EVERY - 1;
+        f.ring.shift(0);
+        assert_eq!(g.saved_pieces(), 32, "the sweep may re-stamp any row");
     }
 }

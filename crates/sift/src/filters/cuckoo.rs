@@ -60,7 +60,7 @@
 
 use crate::bits::{prefetch, Storage, MAX_BYTES};
 use crate::error::{check_fpr, check_items, Error, FormatError, Result};
-use crate::format::{decode_verified, Encoder, FilterKind, ParamWriter};
+use crate::format::{decode_verified, Encoder, FilterKind, FrozenFile, FrozenPart, ParamWriter};
 use crate::hash::{fastrange, Digest, HashKind, Hasher, HotHasher};
 use crate::math;
 use crate::traits::{Filter, Insert, Persist, Remove, BATCH_AHEAD};
@@ -348,11 +348,14 @@ impl Cuckoo {
             let m2 = (second as u64).wrapping_neg();
             let v1 = w1 | ((fp as u64) << sh1) & !m2;
             let v2 = w2 | ((fp as u64) << sh2) & m2;
+            self.before_table_write(at1..at1 + 8);
+            self.before_table_write(at2..at2 + 8);
             self.table[at1..at1 + 8].copy_from_slice(&v1.to_le_bytes());
             self.table[at2..at2 + 8].copy_from_slice(&v2.to_le_bytes());
         } else {
             // The two words overlap (the same or adjacent buckets): one write.
             let (at, w, sh) = if second { (at2, w2, sh2) } else { (at1, w1, sh1) };
+            self.before_table_write(at..at + 8);
             self.table[at..at + 8].copy_from_slice(&(w | (fp as u64) << sh).to_le_bytes());
         }
         self.items += 1;
@@ -389,9 +392,76 @@ impl Cuckoo {
 
     /// Removes every item.
     pub fn clear(&mut self) {
+        self.before_table_write(0..self.table.len());
         self.table.fill(0);
         self.stash.clear();
         self.items = 0;
+    }
+
+    /// Saves the copy-on-write pieces holding `bytes` of the table, if a snapshot is reading
+    /// it ([`Cuckoo::freeze`]); call before changing those bytes. One atomic load when no
+    /// snapshot is running. The write may follow after the guard's lock is released: a saved
+    /// piece is never read live again by the snapshot, so only the first change to a piece
+    /// needs the lock (eviction chains write many buckets and take it once per bucket).
+    #[inline(always)]
+    pub(super) fn before_table_write(&self, bytes: core::ops::Range<usize>) {
+        if let Some(g) = self.table.cow_guard() {
+            g.writer().before_write(&self.table, bytes);
+        }
+    }
+
+    /// The filter's file as it is now, to be written later while the filter keeps changing:
+    /// the parameters and the stash are copied now, the table is guarded (pieces of
+    /// [`crate::bits::COW_PIECE`] bytes copied aside by the writes that reach them before the
+    /// file has been written), so that no write waits for a copy of the whole table. `None` for
+    /// a table small enough to copy (not in its own huge-page allocation) or already frozen.
+    pub fn freeze(&self) -> Option<FrozenFile> {
+        let g = self.table.freeze()?;
+        Some(self.frozen_with(FrozenPart::Prefix(g, Self::table_bytes(self.buckets, self.fp_bits))))
+    }
+
+    /// [`Cuckoo::freeze`] when it can, else a copy: a table of a frozen chain.
+    pub(crate) fn frozen(&self) -> FrozenFile {
+        let table = Self::table_bytes(self.buckets, self.fp_bits) as usize;
+        let payload = match self.table.freeze() {
+            Some(g) => FrozenPart::Prefix(g, table as u64),
+            None => FrozenPart::Bytes(self.table[..table].to_vec()),
+        };
+        self.frozen_with(payload)
+    }
+
+    fn frozen_with(&self, table: FrozenPart) -> FrozenFile {
+        FrozenFile::new(
+            Self::KIND,
+            self.hasher,
+            self.params().as_bytes(),
+            vec![table, FrozenPart::Bytes(self.stash_bytes())],
+        )
+    }
+
+    /// The file's parameter block.
+    fn params(&self) -> ParamWriter {
+        let mut p = ParamWriter::new();
+        p.u64(self.buckets)
+            .u32(self.fp_bits)
+            .u32(BUCKET_SLOTS as u32)
+            .u64(self.items)
+            .u64(self.capacity)
+            .f64(self.target_fpr)
+            .u32(self.stash.len() as u32)
+            .u32(self.layout);
+        p
+    }
+
+    /// The stash as the file's payload ends with it.
+    fn stash_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(16 * self.stash.len());
+        for &(b, fp) in &self.stash {
+            out.extend_from_slice(&b.to_le_bytes());
+            out.extend_from_slice(&(fp as u32).to_le_bytes());
+            out.extend_from_slice(&0u32.to_le_bytes());
+        }
+        out
     }
 
     // ---- hashing -------------------------------------------------------------------------
@@ -531,25 +601,13 @@ impl Persist for Cuckoo {
     /// `x & 7` of byte `x >> 3`; 0 is an empty slot. Then each stash entry as bucket `u64` (one of
     /// the fingerprint's two buckets), fingerprint `u32`, reserved `u32` (0).
     fn to_bytes(&self) -> Vec<u8> {
-        let mut p = ParamWriter::new();
-        p.u64(self.buckets)
-            .u32(self.fp_bits)
-            .u32(BUCKET_SLOTS as u32)
-            .u64(self.items)
-            .u64(self.capacity)
-            .f64(self.target_fpr)
-            .u32(self.stash.len() as u32)
-            .u32(self.layout);
+        let p = self.params();
         let table = Self::table_bytes(self.buckets, self.fp_bits);
         let len = table + 16 * self.stash.len() as u64;
         let mut e = Encoder::new(Self::KIND, self.hasher, p.as_bytes(), len);
         let out = e.payload();
         out.extend_from_slice(&self.table[..table as usize]);
-        for &(b, fp) in &self.stash {
-            out.extend_from_slice(&b.to_le_bytes());
-            out.extend_from_slice(&(fp as u32).to_le_bytes());
-            out.extend_from_slice(&0u32.to_le_bytes());
-        }
+        out.extend_from_slice(&self.stash_bytes());
         e.finish()
     }
 

@@ -40,7 +40,9 @@
 use crate::error::{check_fpr, check_items, Error, FormatError, Result};
 use crate::filters::cuckoo::{fp_bits_for, Cuckoo};
 use crate::filters::scalable_bloom::{check_growth, check_tightening, layer_schedule, Schedule};
-use crate::format::{decode_verified, encode_chain, split_chain, FilterKind, ParamWriter};
+use crate::format::{
+    decode_verified, encode_chain, split_chain, FilterKind, FrozenFile, FrozenPart, ParamWriter,
+};
 use crate::hash::{Digest, HashKind, Hasher, HotHasher};
 use crate::math;
 use crate::traits::{Filter, Insert, Persist, Remove};
@@ -173,6 +175,31 @@ impl ScalableCuckoo {
     pub fn count<T: AsRef<[u8]>>(&self, item: T) -> usize {
         let d = self.hot.digest(item.as_ref());
         self.tables.iter().map(|t| t.count_digest(d)).sum()
+    }
+
+    /// The filter's file as it is now, to be written later while the filter keeps changing:
+    /// each table large enough is guarded ([`Cuckoo::freeze`]), the others and every header
+    /// are copied now. `None` when no table is large enough (the caller copies the filter).
+    pub fn freeze(&self) -> Option<FrozenFile> {
+        let tables: Vec<FrozenFile> = self.tables.iter().map(Cuckoo::frozen).collect();
+        if !tables.iter().any(FrozenFile::is_guarded) {
+            return None;
+        }
+        let members = tables.into_iter().map(FrozenPart::Member).collect();
+        Some(FrozenFile::new(Self::KIND, self.hasher, self.params().as_bytes(), members))
+    }
+
+    /// The file's parameter block.
+    fn params(&self) -> ParamWriter {
+        let mut p = ParamWriter::new();
+        p.f64(self.growth)
+            .f64(self.tightening)
+            .f64(self.target_fpr)
+            .u64(self.initial_capacity)
+            .u64(self.len() as u64)
+            .u32(self.tables.len() as u32)
+            .u32(0);
+        p
     }
 
     /// Inserts `item`: `Ok(true)` if it was not reported present before, `Ok(false)` if another
@@ -319,14 +346,7 @@ impl Persist for ScalableCuckoo {
     /// decoding, every table must have the file's hasher and the capacity and target FPR of its
     /// place in the schedule (`⌈n0·g^i⌉`, `p·(1 - r)·r^i`), and the item counts must add up.
     fn to_bytes(&self) -> Vec<u8> {
-        let mut p = ParamWriter::new();
-        p.f64(self.growth)
-            .f64(self.tightening)
-            .f64(self.target_fpr)
-            .u64(self.initial_capacity)
-            .u64(self.len() as u64)
-            .u32(self.tables.len() as u32)
-            .u32(0);
+        let p = self.params();
         let encoded: Vec<Vec<u8>> = self.tables.iter().map(Persist::to_bytes).collect();
         encode_chain(Self::KIND, self.hasher, p.as_bytes(), &encoded)
     }

@@ -85,7 +85,7 @@
 
 use crate::error::{check_fpr, check_items, Error, FormatError, Result};
 use crate::filters::aging::{check_shape, rows_for, Ring, SliceMeta, LAYOUT};
-use crate::format::{decode_verified, FilterKind, ParamWriter};
+use crate::format::{decode_verified, FilterKind, FrozenFile, ParamWriter};
 use crate::hash::{Digest, HashKind, Hasher, HotHasher};
 use crate::math::{self, AGING_DEFAULT_MAX_SLICES};
 use crate::traits::{Filter, Persist, Timed};
@@ -338,6 +338,15 @@ impl TimeLimitedBloom {
     pub fn slice_fill(&self, i: usize) -> f64 {
         assert!(i < self.ring.slices(), "slice {i} of {}", self.ring.slices());
         self.ring.slice_fill(i)
+    }
+
+    /// The filter's file as it is now, to be written later while the filter keeps changing:
+    /// the parameters, clock and slice records are copied now, the rows are guarded (pieces of
+    /// [`crate::bits::COW_PIECE`] bytes copied aside by the writes that reach them before the
+    /// file has been written), so that no write waits for a copy of the whole filter. `None` for
+    /// a filter small enough to copy (not in its own huge-page allocation) or already frozen.
+    pub fn freeze(&self) -> Option<FrozenFile> {
+        self.ring.freeze(Self::KIND, self.hasher, &self.params())
     }
 
     /// Forgets everything (the clock stays).
@@ -1061,6 +1070,58 @@ mod tests {
                 "case {i}: {:?}",
                 TimeLimitedBloom::from_bytes(c)
             );
+        }
+    }
+
+    /// A filter of 8 MiB of rows (huge storage on Linux, so it freezes) with 17,500 items
+    /// inserted one per clock unit (generations of 5,000 over a span of 5,000, TTL 15,000).
+    fn big_time_limited() -> TimeLimitedBloom {
+        let mut f =
+            TimeLimitedBloom::with_params(1 << 16, 31, 8, 5_000, 15_000, 5_000, Hasher::default()).unwrap();
+        for i in 0..17_500u64 {
+            f.insert_at(i.to_le_bytes(), i);
+        }
+        f
+    }
+
+    /// A kind of write, by name, for the test that runs each alone.
+    type NamedWrite = (&'static str, fn(&mut TimeLimitedBloom));
+
+    /// Each kind of write, alone while the filter is frozen, changes the live filter and leaves
+    /// the frozen file as it was at the freeze (rows, clock and slice records), whether the
+    /// filter is dropped before the file is written or not: an insert, a push, a batch of pushes
+    /// across a shift, time moving on (retiring slices), a clear.
+    #[test]
+    fn every_write_alone_keeps_the_frozen_file() {
+        assert!(TimeLimitedBloom::new(1000, 1000, 0.01).unwrap().freeze().is_none(), "small: copied");
+        if !cfg!(target_os = "linux") {
+            return; // no huge-page storage, so nothing freezes
+        }
+        let ops: [NamedWrite; 5] = [
+            ("insert", |f| assert!(f.insert_at(b"new item", 17_500))),
+            ("push", |f| f.push_at(b"new item", 17_500)),
+            ("push batch past a shift", |f| {
+                let items: Vec<[u8; 8]> = (100_000..103_000u64).map(|i| i.to_le_bytes()).collect();
+                f.push_many_at(&items, 20_001);
+            }),
+            ("advance", |f| f.advance(40_000)),
+            ("clear", |f| f.clear()),
+        ];
+        for (name, op) in ops {
+            for drop_first in [false, true] {
+                let mut f = big_time_limited();
+                let before = f.to_bytes();
+                let frozen = f.freeze().expect("a large filter freezes");
+                op(&mut f);
+                assert_ne!(f.to_bytes(), before, "{name} changed the filter");
+                if drop_first {
+                    drop(f);
+                }
+                assert!(
+                    frozen.to_vec() == before,
+                    "{name} changed the frozen file (drop first: {drop_first})"
+                );
+            }
         }
     }
 }

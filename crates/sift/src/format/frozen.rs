@@ -14,7 +14,7 @@ use crate::hash::Hasher;
 const READ_BUF: usize = 1 << 20;
 
 /// A sift file frozen at one moment ([`crate::BlockedBloom::freeze`],
-/// [`crate::ScalableBloom::freeze`]): [`FrozenFile::write_to`] writes the bytes
+/// [`crate::ScalableBloom::freeze`], [`crate::AgingBloom::freeze`], ...): [`FrozenFile::write_to`] writes the bytes
 /// [`crate::Persist::to_bytes`] gave at the freeze, however the filter changed since. Dropping
 /// it ends the copy-on-write.
 #[derive(Debug)]
@@ -31,6 +31,11 @@ pub(crate) enum Part {
     /// An array of 64-bit words in memory order, guarded while the snapshot reads it; written
     /// little-endian.
     Words(CowHandle),
+    /// An array of 32-bit words in memory order (the rows of the aging filters), guarded while
+    /// the snapshot reads it; written little-endian.
+    Words32(CowHandle),
+    /// The first `len` bytes of a guarded byte array (a cuckoo table without its guard bytes).
+    Prefix(CowHandle, u64),
     /// Payload bytes copied at the freeze.
     Bytes(Vec<u8>),
     /// A member file of a chain, preceded by its length as a `u64`.
@@ -40,7 +45,8 @@ pub(crate) enum Part {
 impl Part {
     fn len(&self) -> u64 {
         match self {
-            Part::Words(g) => g.len() as u64,
+            Part::Words(g) | Part::Words32(g) => g.len() as u64,
+            Part::Prefix(g, len) => (*len).min(g.len() as u64),
             Part::Bytes(b) => b.len() as u64,
             Part::Member(f) => 8 + f.len(),
         }
@@ -81,7 +87,7 @@ impl FrozenFile {
     /// is only a copy).
     pub(crate) fn is_guarded(&self) -> bool {
         self.parts.iter().any(|p| match p {
-            Part::Words(_) => true,
+            Part::Words(_) | Part::Words32(_) | Part::Prefix(..) => true,
             Part::Bytes(_) => false,
             Part::Member(f) => f.is_guarded(),
         })
@@ -93,7 +99,7 @@ impl FrozenFile {
         fn all<'a>(f: &'a FrozenFile, out: &mut Vec<&'a crate::bits::CowGuard>) {
             for p in &f.parts {
                 match p {
-                    Part::Words(g) => out.push(g),
+                    Part::Words(g) | Part::Words32(g) | Part::Prefix(g, _) => out.push(g),
                     Part::Bytes(_) => {}
                     Part::Member(m) => all(m, out),
                 }
@@ -135,15 +141,22 @@ impl FrozenFile {
                     enc.payload(&f.len().to_le_bytes())?;
                     f.write_dyn(&mut Payload(&mut enc))?;
                 }
-                Part::Words(g) => {
-                    buf.reserve(READ_BUF.min(g.len()));
+                Part::Words(g) | Part::Words32(g) | Part::Prefix(g, _) => {
+                    // Bytes of a word to put in little-endian order (1: bytes as they are).
+                    let word = match part {
+                        Part::Words(_) => 8,
+                        Part::Words32(_) => 4,
+                        _ => 1,
+                    };
+                    let len = part.len() as usize;
+                    buf.reserve(READ_BUF.min(len));
                     let mut at = 0;
-                    while at < g.len() {
-                        let n = READ_BUF.min(g.len() - at);
+                    while at < len {
+                        let n = READ_BUF.min(len - at);
                         buf.clear();
                         g.read(at, n, &mut buf);
-                        if cfg!(target_endian = "big") {
-                            for w in buf.chunks_exact_mut(8) {
+                        if cfg!(target_endian = "big") && word > 1 {
+                            for w in buf.chunks_exact_mut(word) {
                                 w.reverse();
                             }
                         }

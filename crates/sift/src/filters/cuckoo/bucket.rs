@@ -171,6 +171,7 @@ impl Cuckoo {
     pub(super) fn set_bucket_word<const F: u32>(&mut self, i: u64, v: u64) {
         debug_assert!(i < self.buckets);
         let at = i as usize * (BUCKET_SLOTS * F as usize / 8);
+        self.before_table_write(at..at + 8);
         // SAFETY: as in `bucket_word`: the 8 bytes at `at` are in the table, which `&mut self`
         // borrows exclusively. Unaligned write of plain bytes.
         unsafe { self.table.as_mut_ptr().add(at).cast::<u64>().write_unaligned(v.to_le()) }
@@ -209,6 +210,7 @@ impl Cuckoo {
     pub(super) fn put_at(&mut self, i: u64, bb: u64, v: u64) {
         let at = (i * (bb / 8)) as usize;
         let mask = u64::MAX >> (64 - bb);
+        self.before_table_write(at..at + 8);
         let word: &mut [u8; 8] = (&mut self.table[at..at + 8]).try_into().expect("8 bytes");
         let old = u64::from_le_bytes(*word);
         *word = ((old & !mask) | v).to_le_bytes();

@@ -623,3 +623,163 @@ proptest! {
         prop_assert_eq!(g, f);
     }
 }
+
+/// A table of 4 MiB (huge storage on Linux, so it freezes: 16 copy-on-write pieces) at 93%
+/// load, where most inserts evict.
+fn big_cuckoo() -> Cuckoo {
+    let mut f = Cuckoo::with_params(1 << 19, 16, Hasher::default()).unwrap();
+    for i in 0..1_950_000u32 {
+        f.try_insert(i.to_le_bytes()).unwrap();
+    }
+    f
+}
+
+/// An item whose two buckets' 8-byte words overlap (adjacent or equal buckets): its insert
+/// takes the scalar path's single write even when its buckets have room.
+fn overlapping_item(f: &Cuckoo) -> Vec<u8> {
+    let step = BUCKET_SLOTS as u64 * f.fp_bits as u64 / 8;
+    (0u64..)
+        .map(|i| format!("overlap {i}").into_bytes())
+        .find(|item| {
+            let (i1, fp) = f.locate(f.hot.digest(item));
+            let i2 = f.alt(i1, fp);
+            (i1 * step).abs_diff(i2 * step) < 8 && f.matches(i1, 0) + f.matches(i2, 0) > 0
+        })
+        .expect("some item")
+}
+
+/// A kind of write, by name, for the test that runs each alone.
+type NamedWrite = (&'static str, fn(&mut Cuckoo));
+
+/// Each kind of write, alone while the table is frozen, changes the live filter and leaves the
+/// frozen file as it was at the freeze (table, stash and counts), whether the filter is dropped
+/// before the file is written or not: an insert with room in both buckets (on x86-64 and in
+/// the scalar code every other target runs), inserts that evict,
+/// an insert whose buckets overlap, a remove, a clear. One write at a time, so that a write
+/// skipping its guard fails this test.
+#[test]
+fn every_write_alone_keeps_the_frozen_file() {
+    assert!(Cuckoo::new(1000, 0.01).unwrap().freeze().is_none(), "small: copied");
+    if !cfg!(target_os = "linux") {
+        return; // no huge-page storage, so nothing freezes
+    }
+    let ops: [NamedWrite; 7] = [
+        ("insert", |f| {
+            // The first of these new items with room in both buckets.
+            let item = (0u32..)
+                .map(|i| format!("roomy {i}"))
+                .find(|item| {
+                    let (i1, fp) = f.locate(f.hot.digest(item.as_bytes()));
+                    f.matches(i1, 0) > 0 && f.matches(f.alt(i1, fp), 0) > 0
+                })
+                .unwrap();
+            assert!(f.try_insert(item).unwrap());
+        }),
+        ("scalar insert (every insert off x86-64)", |f| {
+            let item = (0u32..)
+                .map(|i| format!("roomy {i}"))
+                .find(|item| {
+                    let (i1, fp) = f.locate(f.hot.digest(item.as_bytes()));
+                    let i2 = f.alt(i1, fp);
+                    i1.abs_diff(i2) > 1 && f.matches(i1, 0) > 0 && f.matches(i2, 0) > 0
+                })
+                .unwrap();
+            assert!(f.insert_scalar::<16>(f.hot.digest(item.as_bytes())).unwrap());
+        }),
+        ("scalar insert into the alternate bucket", |f| {
+            let item = (0u32..)
+                .map(|i| format!("second {i}"))
+                .find(|item| {
+                    let (i1, fp) = f.locate(f.hot.digest(item.as_bytes()));
+                    let i2 = f.alt(i1, fp);
+                    i1.abs_diff(i2) > 1 && f.matches(i1, 0) == 0 && f.matches(i2, 0) > 0
+                })
+                .unwrap();
+            assert!(f.insert_scalar::<16>(f.hot.digest(item.as_bytes())).unwrap());
+        }),
+        ("inserts that evict", |f| {
+            for i in 0..2_000u32 {
+                let _ = f.try_insert(format!("more {i}"));
+            }
+        }),
+        ("insert with overlapping buckets", |f| {
+            let item = overlapping_item(f);
+            assert!(f.try_insert(item).unwrap());
+        }),
+        ("remove", |f| assert!(f.remove(7u32.to_le_bytes()))),
+        ("clear", |f| f.clear()),
+    ];
+    let big = big_cuckoo();
+    for (name, op) in ops {
+        for drop_first in [false, true] {
+            let mut f = big.clone();
+            let before = f.to_bytes();
+            let frozen = f.freeze().expect("a large table freezes");
+            assert!(f.freeze().is_none(), "frozen already");
+            op(&mut f);
+            assert_ne!(f.to_bytes(), before, "{name} changed the filter");
+            if drop_first {
+                drop(f);
+            }
+            assert!(frozen.to_vec() == before, "{name} changed the frozen file (drop first: {drop_first})");
+        }
+    }
+}
+
+/// An insert with room copies aside only the pieces of its two buckets: at most 2, and every
+/// piece it changes.
+#[test]
+fn an_insert_during_a_freeze_copies_only_the_pieces_it_touches() {
+    if !cfg!(target_os = "linux") {
+        return;
+    }
+    use crate::bits::COW_PIECE;
+    let mut f = Cuckoo::with_params(1 << 19, 16, Hasher::default()).unwrap();
+    for i in 0..100_000u32 {
+        f.try_insert(i.to_le_bytes()).unwrap();
+    }
+    let at_freeze: Vec<u8> = f.table.to_vec();
+    let frozen = f.freeze().unwrap();
+    let g = frozen.guard(0);
+    assert_eq!(g.len().div_ceil(COW_PIECE), 17, "16 pieces and the guard bytes'");
+    let changed = |f: &Cuckoo| {
+        let mut p: Vec<usize> =
+            (0..at_freeze.len()).filter(|&i| f.table[i] != at_freeze[i]).map(|i| i / COW_PIECE).collect();
+        p.dedup();
+        p.len()
+    };
+    for i in 0..5u32 {
+        let saved = g.saved_pieces();
+        f.try_insert(format!("x{i}")).unwrap();
+        assert!(g.saved_pieces() <= saved + 2, "two buckets, two pieces at most");
+        // Both buckets' words are stored, the unchosen one unchanged: a piece may be saved
+        // that did not change, never one changed without being saved.
+        assert!(changed(&f) <= g.saved_pieces(), "after insert {i}");
+    }
+    assert!(g.saved_pieces() >= 5);
+}
+
+/// A frozen chain whose first table is large: the file of the freeze after inserts into the
+/// first table, into a new one, and removes from both.
+#[test]
+fn a_frozen_scalable_cuckoo_keeps_its_file() {
+    use crate::ScalableCuckoo;
+    assert!(ScalableCuckoo::new(1000, 0.01).unwrap().freeze().is_none(), "small: copied");
+    if !cfg!(target_os = "linux") {
+        return;
+    }
+    // A first table of 4.9 MB (3 million items at 12-bit fingerprints).
+    let mut f = ScalableCuckoo::new(3_000_000, 0.01).unwrap();
+    for i in 0..100_000u32 {
+        f.insert(i.to_le_bytes());
+    }
+    let before = f.to_bytes();
+    let frozen = f.freeze().expect("a large first table freezes");
+    for i in 100_000..3_200_000u32 {
+        f.insert(i.to_le_bytes());
+    }
+    assert!(f.num_tables() > 1, "a second table");
+    assert!(f.remove(3u32.to_le_bytes()) && f.remove(3_100_000u32.to_le_bytes()));
+    assert_ne!(f.to_bytes(), before);
+    assert!(frozen.to_vec() == before, "the frozen chain is the chain at the freeze");
+}
