@@ -6,12 +6,17 @@
 //! (`maxmemory`): an absurd `CMS.INITBYDIM` is refused with RedisBloom's out-of-memory reply
 //! before anything is allocated.
 
-use sift::compat::redisbloom::rdb;
+use std::borrow::Cow;
+use std::ops::Range;
+
+use sift::compat::redisbloom::rdb::{self, FieldReader, ModuleFieldReader, RdbCursor};
+use sift::compat::redisbloom::MAX_CHUNK;
 use sift::compat::redisbloom::{CmsCreateError, CmsMergeError, CmsSource, CountMinSketch, CMS_COUNTER_MAX};
 
 use crate::sketch::{double, int};
 use crate::{
-    err, wrongtype, Command, Env, Family, Flags, Frame, Held, KeyFlags, KeySpec, Lookup, Store, KEY1,
+    err, wrongtype, Chunk, Command, Env, Family, Flags, Frame, Held, KeyFlags, KeySpec, LoadContext, Lookup,
+    Store, KEY1,
 };
 
 /// The destination exists already (any type).
@@ -296,14 +301,48 @@ impl Family for Cms {
 }
 
 // `CMSk-TYPE`: RedisBloom's type name and RDB encoding (encver 0, spec §10.3), memory callback
-// `32 + 4·width·depth` (§10.7); in snapshots, tag 5 and one chunk, the RDB fields.
+// `32 + 4·width·depth` (§10.7); in snapshots, tag 5 and the chunks of `counter_chunk`.
 crate::sketch::sketch_data_type!(
-    CountMinSketch,
+    chunks: CountMinSketch,
     rdb::CMS_TYPE_NAME,
     5,
     rdb::save_cms,
     rdb::load_cms,
-    "Count-Min Sketch",
+    {
+        /// The header (`save_cms_header`: width, depth, count), then the counters in pieces of
+        /// at most [`MAX_CHUNK`] bytes, each with the position after it (as the cuckoo filter's
+        /// slots): a snapshot never builds a buffer of the whole sketch, nor a recovery reads one
+        /// beside the sketch it fills.
+        fn dump_chunk(&self, cursor: u64) -> Option<(Chunk<'_>, u64)> {
+            if cursor == 0 {
+                let header = crate::sketch::fields(self, |c, w| rdb::save_cms_header(c, w));
+                return Some((Chunk { pos: 0, data: Cow::Owned(header) }, 1));
+            }
+            let (piece, next) = counter_chunk(self.cells_le().len(), cursor)?;
+            Some((Chunk { pos: i64::try_from(next).ok()?, data: Cow::Borrowed(&self.cells_le()[piece]) }, next))
+        }
+
+        /// The header of the chunked dump, whose counters `load_chunk` fills in; or, from
+        /// snapshots written when a sketch's dump was one chunk, all its RDB fields.
+        fn restore(header: &[u8], cx: &LoadContext) -> Result<Self, String> {
+            if is_chunked_header(header) {
+                crate::sketch::restore(header, cx, Self::ENCVER, |r, e, l| rdb::load_cms_header(r, e, l))
+            } else {
+                crate::sketch::restore(header, cx, Self::ENCVER, |r, e, l| rdb::load_cms(r, e, l))
+            }
+        }
+
+        fn load_chunk(&mut self, pos: i64, data: &[u8]) -> Result<(), String> {
+            let at = u64::try_from(pos)
+                .ok()
+                .and_then(|p| p.checked_sub(1))
+                .and_then(|end| end.checked_sub(data.len() as u64));
+            let Some(at) = at else {
+                return Err(format!("a chunk of {} bytes cannot end at {pos}", data.len()));
+            };
+            self.load_cells(at, data).map_err(|e| e.to_string())
+        }
+    },
     {
         /// A large sketch's counters are read by the snapshot later, its writers copying aside
         /// only the pieces they change first ([`CountMinSketch::freeze`]); a small one is dumped
@@ -314,17 +353,41 @@ crate::sketch::sketch_data_type!(
     }
 );
 
+/// The counters' byte range of the dump chunk at `cursor` ≥ 1 (byte `cursor - 1` on, at most
+/// [`MAX_CHUNK`] bytes) and the cursor after it, which is also the chunk's `pos`; `None` past
+/// the last.
+fn counter_chunk(cells: usize, cursor: u64) -> Option<(Range<usize>, u64)> {
+    let at = usize::try_from(cursor.checked_sub(1)?).ok()?;
+    if at >= cells {
+        return None;
+    }
+    let end = cells.min(at + MAX_CHUNK);
+    Some((at..end, cursor + (end - at) as u64))
+}
+
+/// Is `header` the chunked dump's header, exactly three unsigned fields? The one-chunk dump
+/// has the counters' string after them.
+fn is_chunked_header(header: &[u8]) -> bool {
+    let mut cur = RdbCursor::new(header);
+    let mut r = ModuleFieldReader { cur: &mut cur, max_string: 0 };
+    let fields = (0..3).try_for_each(|_| r.load_unsigned().map(drop));
+    fields.is_ok() && cur.remaining() == 0
+}
+
 impl crate::Frozen for sift::compat::redisbloom::FrozenCms {
     fn chunk_count(&self) -> u64 {
-        1
+        1 + self.cells_len().div_ceil(MAX_CHUNK) as u64
     }
 
-    /// The one chunk of the sketch's dump: its RDB fields.
+    /// The chunks of the sketch's dump at the freeze: the header, then the counters.
     fn dump_chunk(&self, cursor: u64, out: &mut Vec<u8>) -> Option<(i64, u64)> {
-        (cursor == 0).then(|| {
-            self.write(out);
-            (0, 1)
-        })
+        if cursor == 0 {
+            out.extend_from_slice(self.header());
+            return Some((0, 1));
+        }
+        let (piece, next) = counter_chunk(self.cells_len(), cursor)?;
+        self.read_cells(piece.start, piece.len(), out);
+        Some((i64::try_from(next).ok()?, next))
     }
 }
 
@@ -332,31 +395,116 @@ impl crate::Frozen for sift::compat::redisbloom::FrozenCms {
 mod tests {
     use super::*;
 
-    /// A frozen large sketch gives the one chunk a snapshot of the live sketch stores at the
-    /// freeze, byte for byte, though increments change the sketch before it is read; a small
-    /// sketch is dumped at once.
+    /// A frozen large sketch gives the chunks a snapshot of the live sketch stores at the
+    /// freeze, byte for byte (the header, then three pieces of counters), though increments
+    /// change the sketch before they are read; a small sketch is dumped at once.
     #[test]
-    fn a_frozen_sketch_gives_the_snapshot_chunk_of_the_freeze() {
-        let chunks = |c: &CountMinSketch| -> Vec<(i64, Vec<u8>)> {
-            (c as &dyn crate::Data).chunks().map(|c| (c.pos, c.data.into_owned())).collect()
-        };
-        let mut c = CountMinSketch::init_by_dim(1 << 20, 2, u64::MAX).unwrap();
-        c.incr_by(b"a", 5);
-        let live = chunks(&c);
+    fn a_frozen_sketch_gives_the_snapshot_chunks_of_the_freeze() {
+        let mut c = forty_mb();
+        let live = chunks_of(&c);
+        assert_eq!(live.len(), 4);
         let Some(frozen) = crate::Data::freeze(&c) else {
             if cfg!(target_os = "linux") {
                 panic!("a large sketch is frozen on Linux");
             }
             return;
         };
-        for i in 0..100u32 {
-            c.incr_by(&i.to_le_bytes(), 1);
+        for i in 0..100_000u32 {
+            c.incr_by(&i.to_be_bytes(), 1);
         }
-        assert_ne!(chunks(&c), live);
-        assert_eq!(frozen.chunk_count(), 1);
-        let mut buf = Vec::new();
-        assert_eq!(frozen.dump_chunk(0, &mut buf), Some((0, 1)));
-        assert!(vec![(0, buf)] == live, "the frozen chunk is the live chunk at the freeze");
+        assert_ne!(chunks_of(&c), live);
+        assert_eq!(frozen.chunk_count(), 4);
+        let mut got = Vec::new();
+        let mut cursor = 0;
+        loop {
+            let mut buf = Vec::new();
+            let Some((pos, next)) = frozen.dump_chunk(cursor, &mut buf) else { break };
+            got.push((pos, buf));
+            cursor = next;
+        }
+        assert!(got == live, "the frozen chunks are the live chunks at the freeze");
         assert!(crate::Data::freeze(&CountMinSketch::init_by_dim(100, 5, u64::MAX).unwrap()).is_none());
+    }
+
+    /// The dump chunks of `c`, owned.
+    fn chunks_of(c: &CountMinSketch) -> Vec<(i64, Vec<u8>)> {
+        (c as &dyn crate::Data).chunks().map(|c| (c.pos, c.data.into_owned())).collect()
+    }
+
+    /// A sketch of 2 rows of 5 M counters (40 MB: three pieces of counters) with some counts.
+    fn forty_mb() -> CountMinSketch {
+        let mut c = CountMinSketch::init_by_dim(5_000_000, 2, u64::MAX).unwrap();
+        for i in 0..1000u32 {
+            c.incr_by(&i.to_le_bytes(), u64::from(i % 7) + 1);
+        }
+        c
+    }
+
+    fn load(chunks: &[(i64, Vec<u8>)], cx: &LoadContext) -> Result<CountMinSketch, String> {
+        let ty = crate::TypeInfo::of::<CountMinSketch>();
+        let v = ty.load_chunks(chunks.iter().map(|(p, d)| (*p, &d[..])), cx)?;
+        Ok(*v.into_any().downcast::<CountMinSketch>().unwrap())
+    }
+
+    /// A 40 MB sketch dumps as a small header and its counters in pieces of at most
+    /// `MAX_CHUNK` bytes, and loads back equal from them. Its RDB fields are still RedisBloom's
+    /// (the header's three fields, then the counters as one string).
+    #[test]
+    fn a_large_sketch_dumps_in_pieces_and_loads_back() {
+        let c = forty_mb();
+        let chunks = chunks_of(&c);
+        assert_eq!(chunks.len(), 1 + 40_000_000usize.div_ceil(MAX_CHUNK));
+        let header = crate::sketch::fields(&c, |c, w| rdb::save_cms_header(c, w));
+        assert_eq!(chunks[0], (0, header.clone()));
+        assert!(header.len() < 32, "{} header bytes", header.len());
+        let mut at = 0usize;
+        for (pos, data) in &chunks[1..] {
+            assert!(!data.is_empty() && data.len() <= MAX_CHUNK, "{} bytes", data.len());
+            assert_eq!(&c.cells_le()[at..at + data.len()], &data[..]);
+            at += data.len();
+            assert_eq!(*pos, at as i64 + 1, "the position after the piece");
+        }
+        assert_eq!(at, c.cells_le().len());
+        assert_eq!(load(&chunks, &LoadContext::default()), Ok(c.clone()));
+        let fields = crate::sketch::fields(&c, |c, w| rdb::save_cms(c, w));
+        assert!(fields.starts_with(&header), "the RDB fields begin with the header");
+        // The header alone is checked as the RDB fields are: within the load limits.
+        let mut tight = LoadContext::default();
+        tight.limits.max_bytes = 40_000_000 - 1;
+        assert!(load(&chunks[..1], &tight).is_err());
+    }
+
+    /// A snapshot written when a sketch's dump was one chunk (all its RDB fields) still loads.
+    #[test]
+    fn a_one_chunk_dump_of_earlier_snapshots_loads() {
+        let c = forty_mb();
+        let old = vec![(0, crate::sketch::fields(&c, |c, w| rdb::save_cms(c, w)))];
+        assert_eq!(load(&old, &LoadContext::default()), Ok(c.clone()));
+        let small = {
+            let mut s = CountMinSketch::init_by_dim(7, 3, u64::MAX).unwrap();
+            s.incr_by(b"x", 3);
+            s
+        };
+        // Width 7, depth 3, count 3, then a string of the 84 counter bytes (its length in the
+        // 14-bit form): `save_cms`, RedisBloom's fields.
+        let mut fixed = vec![2u8, 7, 2, 3, 2, 3, 5, 0x40, 84];
+        fixed.extend_from_slice(small.cells_le());
+        assert_eq!(fixed, crate::sketch::fields(&small, |c, w| rdb::save_cms(c, w)));
+        assert_eq!(load(&[(0, fixed)], &LoadContext::default()), Ok(small));
+    }
+
+    /// A piece outside the counters is refused, naming it, and a truncated header too.
+    #[test]
+    fn pieces_outside_the_counters_are_refused() {
+        let c = CountMinSketch::init_by_dim(10, 2, u64::MAX).unwrap();
+        let header = chunks_of(&c).remove(0).1;
+        let bad: [(i64, &[u8]); 4] = [(0, b"ab"), (1, b"ab"), (82, b"ab"), (i64::MIN, b"")];
+        for (pos, data) in bad {
+            let chunks = vec![(0, header.clone()), (pos, data.to_vec())];
+            assert!(load(&chunks, &LoadContext::default()).is_err(), "{pos} {data:?}");
+        }
+        let good = vec![(0, header.clone()), (81, vec![9; 80])];
+        assert_eq!(load(&good, &LoadContext::default()).unwrap().cell(1, 9), 0x0909_0909);
+        assert!(load(&[(0, header[..header.len() - 1].to_vec())], &LoadContext::default()).is_err());
     }
 }

@@ -66,25 +66,16 @@ pub(crate) fn restore_command<T: ?Sized>(
 }
 
 /// `impl DataType` for a sketch: RedisBloom's type name, encver 0, a snapshot tag, RedisBloom's
-/// memory callback (`memory_usage`), and its RDB fields (`save` / `load`) as the RDB encoding, the
-/// one-chunk dump and the `RESTORE` of the AOF rewrite.
+/// memory callback (`memory_usage`), and its RDB fields (`save` / `load`) as the RDB encoding and
+/// the `RESTORE` of the AOF rewrite. The dump is one chunk, the RDB fields, unless the `chunks:`
+/// form gives `dump_chunk`, `restore` and `load_chunk` (a sketch that can be large).
 macro_rules! sketch_data_type {
     ($ty:ty, $name:expr, $tag:expr, $save:path, $load:path, $what:literal) => {
         $crate::sketch::sketch_data_type!($ty, $name, $tag, $save, $load, $what, {});
     };
     // `$extra`: further items of the impl (the t-digest's `before_save`).
     ($ty:ty, $name:expr, $tag:expr, $save:path, $load:path, $what:literal, { $($extra:tt)* }) => {
-        impl $crate::DataType for $ty {
-            $($extra)*
-
-            const NAME: &'static str = $name;
-            const ENCVER: u32 = sift::compat::redisbloom::rdb::SKETCH_ENCVER;
-            const TAG: u8 = $tag;
-
-            fn mem_usage(&self) -> usize {
-                self.memory_usage() as usize
-            }
-
+        $crate::sketch::sketch_data_type!(chunks: $ty, $name, $tag, $save, $load, {
             fn dump_chunk(&self, cursor: u64) -> Option<($crate::Chunk<'_>, u64)> {
                 $crate::sketch::dump_chunk(self, cursor, |v, w| $save(v, w))
             }
@@ -95,6 +86,22 @@ macro_rules! sketch_data_type {
 
             fn load_chunk(&mut self, pos: i64, _data: &[u8]) -> Result<(), String> {
                 Err(format!(concat!("a ", $what, " dump has one chunk (found one at {})"), pos))
+            }
+        }, { $($extra)* });
+    };
+    // `$dump`: the type's own `dump_chunk`, `restore` and `load_chunk`.
+    (chunks: $ty:ty, $name:expr, $tag:expr, $save:path, $load:path, { $($dump:tt)* }, { $($extra:tt)* }) => {
+        impl $crate::DataType for $ty {
+            $($dump)*
+
+            $($extra)*
+
+            const NAME: &'static str = $name;
+            const ENCVER: u32 = sift::compat::redisbloom::rdb::SKETCH_ENCVER;
+            const TAG: u8 = $tag;
+
+            fn mem_usage(&self) -> usize {
+                self.memory_usage() as usize
             }
 
             fn rdb_save(&self, w: &mut dyn sift::compat::redisbloom::rdb::FieldWriter) {

@@ -118,6 +118,18 @@ pub enum CmsSource<'a> {
     Sketch(&'a CountMinSketch),
 }
 
+/// A piece of counters that does not lie within the sketch's ([`CountMinSketch::load_cells`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{len} bytes of counters at {at}: the sketch has {cells}")]
+pub struct CmsCellsError {
+    /// Where the piece starts, in bytes.
+    pub at: u64,
+    /// Its length.
+    pub len: u64,
+    /// Bytes of the sketch's counters.
+    pub cells: u64,
+}
+
 /// A Count-Min Sketch with RedisBloom's layout and arithmetic (§5).
 #[derive(Clone, PartialEq, Eq)]
 pub struct CountMinSketch {
@@ -229,6 +241,39 @@ impl CountMinSketch {
         Some(CountMinSketch { width, depth, count, cells: Storage::adopt(cells).ok()? })
     }
 
+    /// A sketch whose counters are all 0, to be filled by [`CountMinSketch::load_cells`]
+    /// (`load_cms_header`'s, after its checks). `None` for a zero dimension, a product that
+    /// overflows, or an allocation that fails.
+    pub(crate) fn zeroed_for_load(width: u64, depth: u64, count: u64) -> Option<Self> {
+        if width == 0 || depth == 0 {
+            return None;
+        }
+        let len = usize::try_from(width.checked_mul(depth)?.checked_mul(4)?).ok()?;
+        Some(CountMinSketch { width, depth, count, cells: Storage::zeroed(len).ok()? })
+    }
+
+    /// Sets the counters' bytes `at..at + data.len()` (of [`CountMinSketch::cells_le`]) to
+    /// `data`: a piece of the chunked dump, after `load_cms_header`. A piece that does not lie
+    /// within the counters is refused, and nothing changes.
+    pub fn load_cells(&mut self, at: u64, data: &[u8]) -> Result<(), CmsCellsError> {
+        let len = self.cells.len() as u64;
+        let end = at.checked_add(data.len() as u64).filter(|&e| e <= len);
+        let Some(end) = end else {
+            return Err(CmsCellsError { at, len: data.len() as u64, cells: len });
+        };
+        let (at, end) = (at as usize, end as usize);
+        // A snapshot may be reading the counters (a load into a live sketch): the pieces are
+        // saved for it first, as every other write does.
+        let guard = self.cells.cow_guard();
+        let mut w = guard.as_ref().map(|g| g.writer());
+        if let Some(w) = w.as_mut() {
+            w.before_write(&self.cells, at..end);
+        }
+        self.cells[at..end].copy_from_slice(data);
+        drop(w);
+        Ok(())
+    }
+
     /// Counters per row.
     pub fn width(&self) -> u64 {
         self.width
@@ -286,18 +331,16 @@ impl CountMinSketch {
     /// [`COW_PIECE`](crate::bits::COW_PIECE)-sized pieces they change before the snapshot has
     /// read them. `None` for a sketch small enough to copy.
     pub fn freeze(&self) -> Option<FrozenCms> {
-        use super::rdb::{write_length, FieldWriter, ModuleFieldWriter, OPCODE_STRING};
+        use super::rdb::{save_cms_header, write_length, ModuleFieldWriter, OPCODE_STRING};
         let cells = self.cells.freeze()?;
-        let mut head = Vec::new();
-        let mut w = ModuleFieldWriter { out: &mut head };
-        w.save_unsigned(self.width);
-        w.save_unsigned(self.depth);
-        w.save_unsigned(self.count);
+        let mut header = Vec::new();
+        save_cms_header(self, &mut ModuleFieldWriter { out: &mut header });
         // `save_string` of a large string: its length, then its bytes (the integer forms are
         // for strings of at most a dozen bytes).
-        write_length(&mut head, OPCODE_STRING);
-        write_length(&mut head, self.cells.len() as u64);
-        Some(FrozenCms { head, cells })
+        let mut string_head = Vec::new();
+        write_length(&mut string_head, OPCODE_STRING);
+        write_length(&mut string_head, self.cells.len() as u64);
+        Some(FrozenCms { header, string_head, cells })
     }
 
     /// Column of `item` in `row`: `MurmurHash2(item, row) mod width` (§5.3).
@@ -398,20 +441,43 @@ impl CountMinSketch {
 /// copy-on-write.
 #[derive(Debug)]
 pub struct FrozenCms {
-    /// The fields before the counters' bytes: width, depth, count, the string's opcode and
-    /// length.
-    head: Vec<u8>,
+    /// The fields before the counters: width, depth, count (`save_cms_header`).
+    header: Vec<u8>,
+    /// The cells string's opcode and length, between the header and the counters in the RDB
+    /// fields.
+    string_head: Vec<u8>,
     cells: CowHandle,
 }
 
 impl FrozenCms {
     /// Appends the RDB fields `save_cms` gave at the freeze. The counters are read once: call
-    /// it once.
+    /// it once, and not with [`FrozenCms::read_cells`].
     pub fn write(&self, out: &mut Vec<u8>) {
         // Grown here, not while a piece is read under the guard's lock.
-        out.reserve(self.head.len() + self.cells.len());
-        out.extend_from_slice(&self.head);
+        out.reserve(self.header.len() + self.string_head.len() + self.cells.len());
+        out.extend_from_slice(&self.header);
+        out.extend_from_slice(&self.string_head);
         self.cells.read(0, self.cells.len(), out);
+    }
+
+    /// The fields `save_cms_header` gave at the freeze (width, depth, count).
+    pub fn header(&self) -> &[u8] {
+        &self.header
+    }
+
+    /// Bytes of the counters.
+    pub fn cells_len(&self) -> usize {
+        self.cells.len()
+    }
+
+    /// Appends the counters' bytes `from..from + n` as they were at the freeze (clipped to
+    /// [`FrozenCms::cells_len`]). Each byte is read once: read them front to back, in any
+    /// pieces, and not with [`FrozenCms::write`].
+    pub fn read_cells(&self, from: usize, n: usize, out: &mut Vec<u8>) {
+        let n = n.min(self.cells.len().saturating_sub(from));
+        // Grown here, not while a piece is read under the guard's lock.
+        out.reserve(n);
+        self.cells.read(from, n, out);
     }
 }
 

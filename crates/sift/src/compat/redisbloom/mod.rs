@@ -73,8 +73,8 @@ pub use bloom::{
     BloomLink, FrozenChain,
 };
 pub use cms::{
-    cms_dims_for_error, CmsCreateError, CmsMergeError, CmsSource, CountMinSketch, FrozenCms, CMS_COUNTER_MAX,
-    CMS_MAX_CELLS,
+    cms_dims_for_error, CmsCellsError, CmsCreateError, CmsMergeError, CmsSource, CountMinSketch, FrozenCms,
+    CMS_COUNTER_MAX, CMS_MAX_CELLS,
 };
 pub use cuckoo::{
     CuckooChunkError, CuckooCreateError, CuckooFilter, CuckooHash, CuckooHeaderError, CuckooInfo,

@@ -608,6 +608,18 @@ pub fn load_cms(
     encver: u32,
     limits: &LoadLimits,
 ) -> Result<CountMinSketch, RdbError> {
+    let (width, depth, count, expected) = load_cms_shape(r, encver, limits)?;
+    let cells = load_exact(r, expected, "CMS cells")?;
+    Ok(CountMinSketch::from_parts(width, depth, count, cells).expect("shape checked above"))
+}
+
+/// The fields of `load_cms` before the cells, checked: width, depth, count and the cells'
+/// length in bytes.
+fn load_cms_shape(
+    r: &mut (impl FieldReader + ?Sized),
+    encver: u32,
+    limits: &LoadLimits,
+) -> Result<(u64, u64, u64, u64), RdbError> {
     check_encver_max(CMS_TYPE_NAME, encver, SKETCH_ENCVER)?;
     let width = r.load_unsigned()?;
     let depth = r.load_unsigned()?;
@@ -622,8 +634,32 @@ pub fn load_cms(
     if expected > limits.max_bytes {
         return Err(RdbError::TooLarge { field: "CMS cells", len: expected, max: limits.max_bytes });
     }
-    let cells = load_exact(r, expected, "CMS cells")?;
-    Ok(CountMinSketch::from_parts(width, depth, count, cells).expect("shape checked above"))
+    Ok((width, depth, count, expected))
+}
+
+/// The fields [`save_cms`] writes before the cells (width, depth, count): the header of a
+/// sketch's chunked dump, whose counters follow in pieces (sift's snapshots), so that no
+/// buffer of the whole sketch is built to save it.
+pub fn save_cms_header(c: &CountMinSketch, w: &mut (impl FieldWriter + ?Sized)) {
+    w.save_unsigned(c.width());
+    w.save_unsigned(c.depth());
+    w.save_unsigned(c.count());
+}
+
+/// The inverse of [`save_cms_header`], checked as [`load_cms`]: a sketch of that shape and
+/// count whose counters are all 0 until [`CountMinSketch::load_cells`] fills them, allocated
+/// only within `limits.max_bytes`.
+pub fn load_cms_header(
+    r: &mut (impl FieldReader + ?Sized),
+    encver: u32,
+    limits: &LoadLimits,
+) -> Result<CountMinSketch, RdbError> {
+    let (width, depth, count, expected) = load_cms_shape(r, encver, limits)?;
+    CountMinSketch::zeroed_for_load(width, depth, count).ok_or(RdbError::TooLarge {
+        field: "CMS cells (allocation failed)",
+        len: expected,
+        max: limits.max_bytes,
+    })
 }
 
 /// Loads a string that must be exactly `len` bytes (refused before allocating when longer).
