@@ -566,6 +566,42 @@ fn bgsave_under_writes(
     writer.join().unwrap()
 }
 
+/// The check after a restart from a snapshot taken under adds of `item0, item1, …` to `big`
+/// (`add`, `card` and `dump` are the type's add, count and piecewise dump commands): `big`
+/// counts some but not all of the `written` adds, and a `ref` made by `reserve` and fed the same
+/// items until it counts as many dumps byte for byte as `big`. Returns `big`'s dump pieces.
+fn assert_state_between_two_adds(
+    c: &mut Raw,
+    [add, card, dump]: [&str; 3],
+    written: u64,
+    reserve: impl Fn(&mut Raw, &str),
+) -> Vec<Vec<u8>> {
+    let card = int(&c.cmd(&[card, "big"]));
+    assert!(
+        card > 0 && (card as u64) < written,
+        "{card} counted of {written} written: the epoch fell among the writes"
+    );
+    reserve(c, "ref");
+    let (mut fed, mut counted) = (0u64, 0i64);
+    while counted < card {
+        // Each add counts at most once, so this many cannot overshoot.
+        let batch = (card - counted) as u64;
+        for i in fed..fed + batch {
+            c.send_cmd(&[add, "ref", &format!("item{i}")]);
+        }
+        for _ in 0..batch {
+            counted += int(&c.reply());
+        }
+        fed += batch;
+    }
+    let (restored, reference) = (scandump(c, dump, "big"), scandump(c, dump, "ref"));
+    assert_eq!(restored.len(), reference.len());
+    for (i, (a, b)) in restored.iter().zip(&reference).enumerate() {
+        assert!(a == b, "dump piece {i} differs from the state after {fed} adds");
+    }
+    restored
+}
+
 /// A background snapshot taken while one client keeps adding to a 48 MB filter (three dump
 /// chunks) holds the filter exactly as it was at one moment between two of those adds: restarted
 /// from that snapshot alone (`--appendonly no`), the filter is byte for byte a fresh filter fed
@@ -582,30 +618,9 @@ fn a_snapshot_taken_under_writes_is_the_state_at_its_epoch() {
 
     let p = Proc::start(&dir, &["--appendonly", "no"]).unwrap();
     let mut c = Raw::connect(p.addr);
-    let card = int(&c.cmd(&["BF.CARD", "big"]));
-    assert!(
-        card > 0 && (card as u64) < written,
-        "{card} counted of {written} written: the epoch fell among the writes"
-    );
-    assert_eq!(c.cmd_text(&["BF.RESERVE", "ref", "0.01", "40000000"]), "+OK\r\n");
-    let (mut fed, mut counted) = (0u64, 0i64);
-    while counted < card {
-        // Each add counts at most once, so this many cannot overshoot.
-        let batch = (card - counted) as u64;
-        for i in fed..fed + batch {
-            c.send_cmd(&["BF.ADD", "ref", &format!("item{i}")]);
-        }
-        for _ in 0..batch {
-            counted += int(&c.reply());
-        }
-        fed += batch;
-    }
-    let (restored, reference) =
-        (scandump(&mut c, "BF.SCANDUMP", "big"), scandump(&mut c, "BF.SCANDUMP", "ref"));
-    assert_eq!(restored.len(), reference.len());
-    for (i, (a, b)) in restored.iter().zip(&reference).enumerate() {
-        assert!(a == b, "dump chunk {i} differs from the state after {fed} adds");
-    }
+    assert_state_between_two_adds(&mut c, ["BF.ADD", "BF.CARD", "BF.SCANDUMP"], written, |c, key| {
+        assert_eq!(c.cmd_text(&["BF.RESERVE", key, "0.01", "40000000"]), "+OK\r\n");
+    });
     drop(p);
     let _ = fs::remove_dir_all(&dir);
 }
@@ -629,27 +644,8 @@ fn a_sift_blocked_snapshot_taken_under_writes_is_the_state_at_its_epoch() {
 
     let p = Proc::start(&dir, &["--appendonly", "no"]).unwrap();
     let mut c = Raw::connect(p.addr);
-    let card = int(&c.cmd(&["SF.CARD", "big"]));
-    assert!(card > 0 && (card as u64) < written, "{card} counted of {written} written");
-    reserve(&mut c, "ref");
-    let (mut fed, mut counted) = (0u64, 0i64);
-    while counted < card {
-        // Each add counts at most once, so this many cannot overshoot.
-        let batch = (card - counted) as u64;
-        for i in fed..fed + batch {
-            c.send_cmd(&["SF.ADD", "ref", &format!("item{i}")]);
-        }
-        for _ in 0..batch {
-            counted += int(&c.reply());
-        }
-        fed += batch;
-    }
-    let (restored, reference) = (scandump(&mut c, "SF.DUMP", "big"), scandump(&mut c, "SF.DUMP", "ref"));
+    let restored = assert_state_between_two_adds(&mut c, ["SF.ADD", "SF.CARD", "SF.DUMP"], written, reserve);
     assert!(restored.iter().map(Vec::len).sum::<usize>() > 8 << 20, "the whole file, large enough to freeze");
-    assert_eq!(restored.len(), reference.len());
-    for (i, (a, b)) in restored.iter().zip(&reference).enumerate() {
-        assert!(a == b, "dump piece {i} differs from the state after {fed} adds");
-    }
     drop(p);
     let _ = fs::remove_dir_all(&dir);
 }
