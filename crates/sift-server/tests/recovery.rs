@@ -566,6 +566,64 @@ fn bgsave_under_writes(
     writer.join().unwrap()
 }
 
+/// The four snapshot-under-writes tests' start: a server on a new directory `name` without the
+/// log, `big` made by `make`, a background snapshot while one client sends `op` after `op`
+/// ([`bgsave_under_writes`], each reply passed to `check`), then kill -9 and a restart from that
+/// snapshot alone. Returns the restarted server, a client of it, the operations sent, and the
+/// directory.
+fn restart_from_a_snapshot_under_writes(
+    name: &str,
+    make: &dyn Fn(&mut Raw, &str),
+    op: fn(u64) -> (&'static str, String),
+    check: fn(&[u8]),
+) -> (Proc, Raw, u64, common::TempDir) {
+    let dir = temp_dir(name);
+    let p = Proc::start(&dir, &["--appendonly", "no"]).unwrap();
+    let mut c = Raw::connect(p.addr);
+    make(&mut c, "big");
+    let written = bgsave_under_writes(&mut c, p.addr, op, check);
+    p.kill9();
+    let p = Proc::start(&dir, &["--appendonly", "no"]).unwrap();
+    let c = Raw::connect(p.addr);
+    (p, c, written, dir)
+}
+
+/// The check after a restart from a snapshot taken under adds of `item0, item1, …` to `big`
+/// (`add`, `card` and `dump` are the type's add, count and piecewise dump commands): `big`
+/// counts some but not all of the `written` adds, and a `ref` made by `reserve` and fed the same
+/// items until it counts as many dumps byte for byte as `big`. Returns `big`'s dump pieces.
+fn assert_state_between_two_adds(
+    c: &mut Raw,
+    [add, card, dump]: [&str; 3],
+    written: u64,
+    reserve: impl Fn(&mut Raw, &str),
+) -> Vec<Vec<u8>> {
+    let card = int(&c.cmd(&[card, "big"]));
+    assert!(
+        card > 0 && (card as u64) < written,
+        "{card} counted of {written} written: the epoch fell among the writes"
+    );
+    reserve(c, "ref");
+    let (mut fed, mut counted) = (0u64, 0i64);
+    while counted < card {
+        // Each add counts at most once, so this many cannot overshoot.
+        let batch = (card - counted) as u64;
+        for i in fed..fed + batch {
+            c.send_cmd(&[add, "ref", &format!("item{i}")]);
+        }
+        for _ in 0..batch {
+            counted += int(&c.reply());
+        }
+        fed += batch;
+    }
+    let (restored, reference) = (scandump(c, dump, "big"), scandump(c, dump, "ref"));
+    assert_eq!(restored.len(), reference.len());
+    for (i, (a, b)) in restored.iter().zip(&reference).enumerate() {
+        assert!(a == b, "dump piece {i} differs from the state after {fed} adds");
+    }
+    restored
+}
+
 /// A background snapshot taken while one client keeps adding to a 48 MB filter (three dump
 /// chunks) holds the filter exactly as it was at one moment between two of those adds: restarted
 /// from that snapshot alone (`--appendonly no`), the filter is byte for byte a fresh filter fed
@@ -573,39 +631,12 @@ fn bgsave_under_writes(
 /// the filter from before a write and some from after would differ.
 #[test]
 fn a_snapshot_taken_under_writes_is_the_state_at_its_epoch() {
-    let dir = temp_dir("epoch");
-    let p = Proc::start(&dir, &["--appendonly", "no"]).unwrap();
-    let mut c = Raw::connect(p.addr);
-    assert_eq!(c.cmd_text(&["BF.RESERVE", "big", "0.01", "40000000"]), "+OK\r\n");
-    let written = bgsave_under_writes(&mut c, p.addr, |i| ("BF.ADD", format!("item{i}")), |_| {});
-    p.kill9();
-
-    let p = Proc::start(&dir, &["--appendonly", "no"]).unwrap();
-    let mut c = Raw::connect(p.addr);
-    let card = int(&c.cmd(&["BF.CARD", "big"]));
-    assert!(
-        card > 0 && (card as u64) < written,
-        "{card} counted of {written} written: the epoch fell among the writes"
-    );
-    assert_eq!(c.cmd_text(&["BF.RESERVE", "ref", "0.01", "40000000"]), "+OK\r\n");
-    let (mut fed, mut counted) = (0u64, 0i64);
-    while counted < card {
-        // Each add counts at most once, so this many cannot overshoot.
-        let batch = (card - counted) as u64;
-        for i in fed..fed + batch {
-            c.send_cmd(&["BF.ADD", "ref", &format!("item{i}")]);
-        }
-        for _ in 0..batch {
-            counted += int(&c.reply());
-        }
-        fed += batch;
-    }
-    let (restored, reference) =
-        (scandump(&mut c, "BF.SCANDUMP", "big"), scandump(&mut c, "BF.SCANDUMP", "ref"));
-    assert_eq!(restored.len(), reference.len());
-    for (i, (a, b)) in restored.iter().zip(&reference).enumerate() {
-        assert!(a == b, "dump chunk {i} differs from the state after {fed} adds");
-    }
+    let reserve = |c: &mut Raw, key: &str| {
+        assert_eq!(c.cmd_text(&["BF.RESERVE", key, "0.01", "40000000"]), "+OK\r\n");
+    };
+    let (p, mut c, written, dir) =
+        restart_from_a_snapshot_under_writes("epoch", &reserve, |i| ("BF.ADD", format!("item{i}")), |_| {});
+    assert_state_between_two_adds(&mut c, ["BF.ADD", "BF.CARD", "BF.SCANDUMP"], written, reserve);
     drop(p);
     let _ = fs::remove_dir_all(&dir);
 }
@@ -617,39 +648,17 @@ fn a_snapshot_taken_under_writes_is_the_state_at_its_epoch() {
 /// sift file is byte for byte a fresh filter's fed the same items until it counts as many.
 #[test]
 fn a_sift_blocked_snapshot_taken_under_writes_is_the_state_at_its_epoch() {
-    let dir = temp_dir("sf-epoch");
-    let p = Proc::start(&dir, &["--appendonly", "no"]).unwrap();
-    let mut c = Raw::connect(p.addr);
     let reserve = |c: &mut Raw, key: &str| {
         assert_eq!(c.cmd_text(&["SF.RESERVE", key, "0.01", "12000000", "KIND", "blocked"]), "+OK\r\n");
     };
-    reserve(&mut c, "big");
-    let written = bgsave_under_writes(&mut c, p.addr, |i| ("SF.ADD", format!("item{i}")), |_| {});
-    p.kill9();
-
-    let p = Proc::start(&dir, &["--appendonly", "no"]).unwrap();
-    let mut c = Raw::connect(p.addr);
-    let card = int(&c.cmd(&["SF.CARD", "big"]));
-    assert!(card > 0 && (card as u64) < written, "{card} counted of {written} written");
-    reserve(&mut c, "ref");
-    let (mut fed, mut counted) = (0u64, 0i64);
-    while counted < card {
-        // Each add counts at most once, so this many cannot overshoot.
-        let batch = (card - counted) as u64;
-        for i in fed..fed + batch {
-            c.send_cmd(&["SF.ADD", "ref", &format!("item{i}")]);
-        }
-        for _ in 0..batch {
-            counted += int(&c.reply());
-        }
-        fed += batch;
-    }
-    let (restored, reference) = (scandump(&mut c, "SF.DUMP", "big"), scandump(&mut c, "SF.DUMP", "ref"));
+    let (p, mut c, written, dir) = restart_from_a_snapshot_under_writes(
+        "sf-epoch",
+        &reserve,
+        |i| ("SF.ADD", format!("item{i}")),
+        |_| {},
+    );
+    let restored = assert_state_between_two_adds(&mut c, ["SF.ADD", "SF.CARD", "SF.DUMP"], written, reserve);
     assert!(restored.iter().map(Vec::len).sum::<usize>() > 8 << 20, "the whole file, large enough to freeze");
-    assert_eq!(restored.len(), reference.len());
-    for (i, (a, b)) in restored.iter().zip(&reference).enumerate() {
-        assert!(a == b, "dump piece {i} differs from the state after {fed} adds");
-    }
     drop(p);
     let _ = fs::remove_dir_all(&dir);
 }
@@ -660,19 +669,15 @@ fn a_sift_blocked_snapshot_taken_under_writes_is_the_state_at_its_epoch() {
 /// fresh sketch's given the same increments up to the same count.
 #[test]
 fn a_cms_snapshot_taken_under_writes_is_the_state_at_its_epoch() {
-    let dir = temp_dir("cms-epoch");
-    let p = Proc::start(&dir, &["--appendonly", "no"]).unwrap();
-    let mut c = Raw::connect(p.addr);
     let init = |c: &mut Raw, key: &str| {
         assert_eq!(c.cmd_text(&["CMS.INITBYDIM", key, "1048576", "4"]), "+OK\r\n");
     };
-    init(&mut c, "big");
-    let written =
-        bgsave_under_writes(&mut c, p.addr, |i| ("CMS.INCRBY", format!("item{}", i % 100_000)), |_| {});
-    p.kill9();
-
-    let p = Proc::start(&dir, &["--appendonly", "no"]).unwrap();
-    let mut c = Raw::connect(p.addr);
+    let (p, mut c, written, dir) = restart_from_a_snapshot_under_writes(
+        "cms-epoch",
+        &init,
+        |i| ("CMS.INCRBY", format!("item{}", i % 100_000)),
+        |_| {},
+    );
     let info = c.cmd_text(&["CMS.INFO", "big"]);
     let at = info.find("count\r\n:").unwrap_or_else(|| panic!("count in {info:?}"));
     let k: u64 = info[at + 8..].split('\r').next().unwrap().parse().unwrap();
@@ -718,18 +723,11 @@ fn cf_op(j: u64) -> (&'static str, String) {
 /// operations up to the same counts of adds and deletes.
 #[test]
 fn a_cuckoo_snapshot_taken_under_writes_is_the_state_at_its_epoch() {
-    let dir = temp_dir("cf-epoch");
-    let p = Proc::start(&dir, &["--appendonly", "no"]).unwrap();
-    let mut c = Raw::connect(p.addr);
     let reserve = |c: &mut Raw, key: &str| {
         assert_eq!(c.cmd_text(&["CF.RESERVE", key, "67108864", "BUCKETSIZE", "2"]), "+OK\r\n");
     };
-    reserve(&mut c, "big");
-    let written = bgsave_under_writes(&mut c, p.addr, cf_op, |r| assert_eq!(r, b":1\r\n"));
-    p.kill9();
-
-    let p = Proc::start(&dir, &["--appendonly", "no"]).unwrap();
-    let mut c = Raw::connect(p.addr);
+    let (p, mut c, written, dir) =
+        restart_from_a_snapshot_under_writes("cf-epoch", &reserve, cf_op, |r| assert_eq!(r, b":1\r\n"));
     let (items, deleted) = (
         cf_info(&mut c, "big", "Number of items inserted"),
         cf_info(&mut c, "big", "Number of items deleted"),

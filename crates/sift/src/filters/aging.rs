@@ -954,6 +954,7 @@ impl Persist for AgingBloom {
 pub(crate) mod tests {
     use super::*;
     use crate::filters::blocked_bloom::tests::{splitmix, upper_bound};
+    use crate::format::{assert_each_write_keeps_frozen, NamedWrite};
 
     fn digest(st: &mut u64) -> Digest {
         Digest { h1: splitmix(st), h2: splitmix(st) }
@@ -1286,9 +1287,6 @@ pub(crate) mod tests {
         f
     }
 
-    /// A kind of write, by name, for the test that runs each alone.
-    type NamedWrite = (&'static str, fn(&mut AgingBloom));
-
     /// Each kind of write, alone while the filter is frozen, changes the live filter and leaves
     /// the frozen file as it was at the freeze (rows and slice records), whether the filter is
     /// dropped before the file is written or not, on both kernels: an insert, a push, a batch of
@@ -1300,40 +1298,35 @@ pub(crate) mod tests {
         if !cfg!(target_os = "linux") {
             return; // no huge-page storage, so nothing freezes
         }
-        let ops: [NamedWrite; 6] = [
-            ("insert", |f| assert!(f.insert(b"new item"))),
-            ("push", |f| f.push(b"new item")),
-            ("insert batch past a shift", |f| {
-                let items: Vec<[u8; 4]> = (100_000..103_000u32).map(|i| i.to_le_bytes()).collect();
-                let ds: Vec<Digest> = items.iter().map(|i| f.hot.digest(i)).collect();
-                f.insert_digests(&ds);
-            }),
-            ("push batch past a shift", |f| {
-                let items: Vec<[u8; 4]> = (100_000..103_000u32).map(|i| i.to_le_bytes()).collect();
-                f.push_many(&items);
-            }),
-            ("clear", |f| f.clear()),
-            ("epoch sweep", |f| {
-                f.ring.epoch = SWEEP_EVERY - 1;
-                f.ring.shift(0);
-            }),
+        let ops: [NamedWrite<'_, AgingBloom>; 6] = [
+            ("insert", Box::new(|f| assert!(f.insert(b"new item")))),
+            ("push", Box::new(|f| f.push(b"new item"))),
+            (
+                "insert batch past a shift",
+                Box::new(|f| {
+                    let items: Vec<[u8; 4]> = (100_000..103_000u32).map(|i| i.to_le_bytes()).collect();
+                    let ds: Vec<Digest> = items.iter().map(|i| f.hot.digest(i)).collect();
+                    f.insert_digests(&ds);
+                }),
+            ),
+            (
+                "push batch past a shift",
+                Box::new(|f| {
+                    let items: Vec<[u8; 4]> = (100_000..103_000u32).map(|i| i.to_le_bytes()).collect();
+                    f.push_many(&items);
+                }),
+            ),
+            ("clear", Box::new(|f| f.clear())),
+            (
+                "epoch sweep",
+                Box::new(|f| {
+                    f.ring.epoch = SWEEP_EVERY - 1;
+                    f.ring.shift(0);
+                }),
+            ),
         ];
-        for (name, op) in ops {
-            for (scalar, drop_first) in [(false, false), (false, true), (true, false)] {
-                let mut f = big_aging(scalar);
-                let before = f.to_bytes();
-                let frozen = f.freeze().expect("a large filter freezes");
-                assert!(f.freeze().is_none(), "frozen already");
-                op(&mut f);
-                assert_ne!(f.to_bytes(), before, "{name} changed the filter");
-                if drop_first {
-                    drop(f);
-                }
-                assert!(
-                    frozen.to_vec() == before,
-                    "{name} changed the frozen file (drop first: {drop_first}, scalar: {scalar})"
-                );
-            }
+        for scalar in [false, true] {
+            assert_each_write_keeps_frozen(&|| big_aging(scalar), |f| f.to_bytes(), AgingBloom::freeze, &ops);
         }
     }
 

@@ -826,6 +826,7 @@ impl BlockedBloom {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::format::{assert_each_write_keeps_frozen, NamedWrite};
 
     /// SplitMix64: deterministic test streams.
     pub(crate) fn splitmix(state: &mut u64) -> u64 {
@@ -1307,9 +1308,6 @@ pub(crate) mod tests {
         f
     }
 
-    /// A kind of write, by name, for the tests that run each alone.
-    type NamedWrite<'a, T> = (&'static str, Box<dyn Fn(&mut T) + 'a>);
-
     /// Each kind of write, alone while the filter is frozen, changes the live filter and leaves
     /// the frozen file as it was at the freeze, whether the filter is dropped before the file is
     /// written or not: one insert, a batch insert (the SIMD kernel where the CPU has one), a
@@ -1340,23 +1338,7 @@ pub(crate) mod tests {
                 }),
             ),
         ];
-        for (name, op) in &ops {
-            for drop_first in [false, true] {
-                let mut f = big_filter();
-                let before = f.to_bytes();
-                let frozen = f.freeze().expect("a large filter freezes");
-                assert!(f.freeze().is_none(), "frozen already");
-                op(&mut f);
-                assert_ne!(f.to_bytes(), before, "{name} changed the filter");
-                if drop_first {
-                    drop(f);
-                }
-                assert!(
-                    frozen.to_vec() == before,
-                    "{name} changed the frozen file (drop first: {drop_first})"
-                );
-            }
-        }
+        assert_each_write_keeps_frozen(&big_filter, |f| f.to_bytes(), BlockedBloom::freeze, &ops);
         // Once written, the frozen file lets go: the filter freezes again.
         let f = big_filter();
         drop(f.freeze());

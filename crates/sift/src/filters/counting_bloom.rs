@@ -470,6 +470,7 @@ impl Persist for CountingBloom {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::{assert_each_write_keeps_frozen, NamedWrite};
     use crate::Bloom;
 
     /// A filter of 8 MiB of counters (huge storage on Linux, so it freezes: 32 copy-on-write
@@ -482,9 +483,6 @@ mod tests {
         f
     }
 
-    /// A kind of write, by name, for the test that runs each alone.
-    type NamedWrite = (&'static str, fn(&mut CountingBloom));
-
     /// Each kind of write, alone while the filter is frozen, changes the live filter and leaves
     /// the frozen file as it was at the freeze, whether the filter is dropped before the file is
     /// written or not: an insert, a remove, a clear. One write at a time, so that a write
@@ -495,29 +493,17 @@ mod tests {
         if !cfg!(target_os = "linux") {
             return; // no huge-page storage, so nothing freezes
         }
-        let ops: [NamedWrite; 3] = [
-            ("insert", |f| {
-                f.insert(b"new item");
-            }),
-            ("remove", |f| assert!(f.remove(5u32.to_le_bytes()))),
-            ("clear", |f| f.clear()),
+        let ops: [NamedWrite<'_, CountingBloom>; 3] = [
+            (
+                "insert",
+                Box::new(|f| {
+                    f.insert(b"new item");
+                }),
+            ),
+            ("remove", Box::new(|f| assert!(f.remove(5u32.to_le_bytes())))),
+            ("clear", Box::new(|f| f.clear())),
         ];
-        for (name, op) in ops {
-            for drop_first in [false, true] {
-                let mut f = big_counting();
-                let before = f.to_bytes();
-                let frozen = f.freeze().expect("a large filter freezes");
-                op(&mut f);
-                assert_ne!(f.to_bytes(), before, "{name} changed the filter");
-                if drop_first {
-                    drop(f);
-                }
-                assert!(
-                    frozen.to_vec() == before,
-                    "{name} changed the frozen file (drop first: {drop_first})"
-                );
-            }
-        }
+        assert_each_write_keeps_frozen(&big_counting, |f| f.to_bytes(), CountingBloom::freeze, &ops);
     }
 
     /// An insert copies aside only the pieces of the counters it changes: at most `k`.

@@ -636,6 +636,7 @@ impl Persist for TimeLimitedBloom {
 mod tests {
     use super::*;
     use crate::filters::blocked_bloom::tests::{splitmix, upper_bound};
+    use crate::format::{assert_each_write_keeps_frozen, NamedWrite};
 
     fn digest(st: &mut u64) -> Digest {
         Digest { h1: splitmix(st), h2: splitmix(st) }
@@ -1084,9 +1085,6 @@ mod tests {
         f
     }
 
-    /// A kind of write, by name, for the test that runs each alone.
-    type NamedWrite = (&'static str, fn(&mut TimeLimitedBloom));
-
     /// Each kind of write, alone while the filter is frozen, changes the live filter and leaves
     /// the frozen file as it was at the freeze (rows, clock and slice records), whether the
     /// filter is dropped before the file is written or not: an insert, a push, a batch of pushes
@@ -1097,31 +1095,19 @@ mod tests {
         if !cfg!(target_os = "linux") {
             return; // no huge-page storage, so nothing freezes
         }
-        let ops: [NamedWrite; 5] = [
-            ("insert", |f| assert!(f.insert_at(b"new item", 17_500))),
-            ("push", |f| f.push_at(b"new item", 17_500)),
-            ("push batch past a shift", |f| {
-                let items: Vec<[u8; 8]> = (100_000..103_000u64).map(|i| i.to_le_bytes()).collect();
-                f.push_many_at(&items, 20_001);
-            }),
-            ("advance", |f| f.advance(40_000)),
-            ("clear", |f| f.clear()),
+        let ops: [NamedWrite<'_, TimeLimitedBloom>; 5] = [
+            ("insert", Box::new(|f| assert!(f.insert_at(b"new item", 17_500)))),
+            ("push", Box::new(|f| f.push_at(b"new item", 17_500))),
+            (
+                "push batch past a shift",
+                Box::new(|f| {
+                    let items: Vec<[u8; 8]> = (100_000..103_000u64).map(|i| i.to_le_bytes()).collect();
+                    f.push_many_at(&items, 20_001);
+                }),
+            ),
+            ("advance", Box::new(|f| f.advance(40_000))),
+            ("clear", Box::new(|f| f.clear())),
         ];
-        for (name, op) in ops {
-            for drop_first in [false, true] {
-                let mut f = big_time_limited();
-                let before = f.to_bytes();
-                let frozen = f.freeze().expect("a large filter freezes");
-                op(&mut f);
-                assert_ne!(f.to_bytes(), before, "{name} changed the filter");
-                if drop_first {
-                    drop(f);
-                }
-                assert!(
-                    frozen.to_vec() == before,
-                    "{name} changed the frozen file (drop first: {drop_first})"
-                );
-            }
-        }
+        assert_each_write_keeps_frozen(&big_time_limited, |f| f.to_bytes(), TimeLimitedBloom::freeze, &ops);
     }
 }

@@ -170,3 +170,34 @@ impl FrozenFile {
         Ok(())
     }
 }
+
+/// A kind of write, by name, for [`assert_each_write_keeps_frozen`].
+#[cfg(test)]
+pub(crate) type NamedWrite<'a, F> = (&'static str, Box<dyn Fn(&mut F) + 'a>);
+
+/// The filters' copy-on-write test: each write, alone on a fresh large filter from `make` frozen
+/// just before it, must change the live filter and leave the frozen file as it was at the
+/// freeze, whether the filter is dropped before the file is written or not. One write at a
+/// time, so that a write skipping its guard changes pieces no other write saved, and fails.
+#[cfg(test)]
+pub(crate) fn assert_each_write_keeps_frozen<F>(
+    make: &dyn Fn() -> F,
+    to_bytes: fn(&F) -> Vec<u8>,
+    freeze: fn(&F) -> Option<FrozenFile>,
+    ops: &[NamedWrite<'_, F>],
+) {
+    for (name, op) in ops {
+        for drop_first in [false, true] {
+            let mut f = make();
+            let before = to_bytes(&f);
+            let frozen = freeze(&f).expect("a large filter freezes");
+            assert!(freeze(&f).is_none(), "frozen already");
+            op(&mut f);
+            assert_ne!(to_bytes(&f), before, "{name} changed the filter");
+            if drop_first {
+                drop(f);
+            }
+            assert!(frozen.to_vec() == before, "{name} changed the frozen file (drop first: {drop_first})");
+        }
+    }
+}
