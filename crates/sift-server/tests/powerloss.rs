@@ -98,7 +98,14 @@ struct LazyFs {
 impl LazyFs {
     fn new(bin: PathBuf) -> LazyFs {
         // Kept after a failure (for its logs): `Drop` removes it only when the test passed.
-        let work = temp_dir("lazyfs").keep();
+        // LazyFS takes `--config-path P` only when P does not contain "-o" in any case (it reads
+        // such a P as a FUSE option and falls back to config/default.toml), so a directory whose
+        // random name starts with an o is drawn again.
+        let work = (0..100)
+            .map(|_| temp_dir("lazyfs"))
+            .find(|d| !d.path().to_string_lossy().to_ascii_lowercase().contains("-o"))
+            .expect("a temp directory whose path LazyFS takes (no \"-o\" in TMPDIR)")
+            .keep();
         let (mnt, root) = (work.join("mnt"), work.join("root"));
         fs::create_dir_all(&mnt).unwrap();
         fs::create_dir_all(&root).unwrap();
