@@ -679,13 +679,7 @@ mod tests {
             (&f as &dyn crate::Data).chunks().map(|c| (c.pos, c.data.into_owned())).collect();
         assert_ne!(changed, live);
         assert_eq!(frozen.chunk_count(), live.len() as u64);
-        let (mut got, mut cursor) = (Vec::new(), 0);
-        loop {
-            let mut buf = Vec::new();
-            let Some((pos, next)) = frozen.dump_chunk(cursor, &mut buf) else { break };
-            got.push((pos, buf));
-            cursor = next;
-        }
+        let got = crate::registry::frozen_chunks(&*frozen);
         assert!(got == live, "the frozen chunks are the live chunks at the freeze");
         // A small filter is not frozen: the snapshot encodes it at once.
         let small = CuckooFilter::new(1000, 2, 20, 1).unwrap();

@@ -414,14 +414,7 @@ mod tests {
         }
         assert_ne!(chunks_of(&c), live);
         assert_eq!(frozen.chunk_count(), 4);
-        let mut got = Vec::new();
-        let mut cursor = 0;
-        loop {
-            let mut buf = Vec::new();
-            let Some((pos, next)) = frozen.dump_chunk(cursor, &mut buf) else { break };
-            got.push((pos, buf));
-            cursor = next;
-        }
+        let got = crate::registry::frozen_chunks(&*frozen);
         assert!(got == live, "the frozen chunks are the live chunks at the freeze");
         assert!(crate::Data::freeze(&CountMinSketch::init_by_dim(100, 5, u64::MAX).unwrap()).is_none());
     }

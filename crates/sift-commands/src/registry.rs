@@ -447,6 +447,26 @@ pub fn registry() -> &'static Registry {
     &REGISTRY
 }
 
+/// Every chunk of a value's dump, with its position (the tests of frozen values compare these).
+#[cfg(test)]
+pub(crate) fn live_chunks(v: &dyn Data) -> Vec<(i64, Vec<u8>)> {
+    v.chunks().map(|c| (c.pos, c.data.into_owned())).collect()
+}
+
+/// Every chunk a frozen value gives, with its position; as many as it announced.
+#[cfg(test)]
+pub(crate) fn frozen_chunks(frozen: &dyn Frozen) -> Vec<(i64, Vec<u8>)> {
+    let (mut got, mut cursor) = (Vec::new(), 0);
+    loop {
+        let mut buf = Vec::new();
+        let Some((pos, next)) = frozen.dump_chunk(cursor, &mut buf) else { break };
+        got.push((pos, buf));
+        cursor = next;
+    }
+    assert_eq!(got.len() as u64, frozen.chunk_count());
+    got
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -232,20 +232,10 @@ fn memory_usage_counts_what_the_value_allocates() {
 
 /// Every chunk of a value's dump, with its position.
 fn live_chunks(v: &SiftFilter) -> Vec<(i64, Vec<u8>)> {
-    (v as &dyn crate::Data).chunks().map(|c| (c.pos, c.data.into_owned())).collect()
+    crate::registry::live_chunks(v)
 }
 
-fn frozen_chunks(frozen: &dyn crate::Frozen) -> Vec<(i64, Vec<u8>)> {
-    let (mut got, mut cursor) = (Vec::new(), 0);
-    loop {
-        let mut buf = Vec::new();
-        let Some((pos, next)) = frozen.dump_chunk(cursor, &mut buf) else { break };
-        got.push((pos, buf));
-        cursor = next;
-    }
-    assert_eq!(got.len() as u64, frozen.chunk_count());
-    got
-}
+use crate::registry::frozen_chunks;
 
 /// A frozen blocked filter, a frozen scalable chain (with a pending upload after it), a frozen
 /// counting filter, frozen aging filters (by count and by time) and frozen cuckoo filters
