@@ -473,13 +473,7 @@ fn recovering_a_large_sketch_does_not_hold_its_dump_in_memory() {
     }
     // A merge writes every counter: the whole sketch is resident, before and after the restart.
     assert_eq!(c.cmd_text(&["CMS.MERGE", "big", "1", "big"]), "+OK\r\n");
-    assert!(c.cmd_text(&["BGSAVE"]).starts_with("+Background saving started"));
-    let t = Instant::now();
-    while c.cmd_text(&["INFO", "persistence"]).contains("rdb_bgsave_in_progress:1") {
-        assert!(t.elapsed() < Duration::from_secs(120), "the snapshot never ended");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(c.cmd_text(&["INFO", "persistence"]).contains("rdb_last_bgsave_status:ok"));
+    bgsave_and_wait(&mut c);
     let before = c.cmd(&["DUMP", "big"]);
     assert!(before.len() > 96_000_000, "{} bytes", before.len());
     p.kill9();
@@ -523,6 +517,17 @@ fn int(reply: &[u8]) -> i64 {
 /// Starts a client sending `op(0)`, `op(1)`, … to key `big` in pipelined batches of 200 (each
 /// reply passed to `check`), asks `BGSAVE` on `c` 300 ms later, waits for the snapshot to end
 /// and succeed, lets the writer go on 200 ms more, stops it and returns how many operations it
+/// Starts a background snapshot and waits (at most 2 minutes) until it has ended well.
+fn bgsave_and_wait(c: &mut Raw) {
+    assert!(c.cmd_text(&["BGSAVE"]).starts_with("+Background saving started"));
+    let t = Instant::now();
+    while c.cmd_text(&["INFO", "persistence"]).contains("rdb_bgsave_in_progress:1") {
+        assert!(t.elapsed() < Duration::from_secs(120), "the snapshot never ended");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(c.cmd_text(&["INFO", "persistence"]).contains("rdb_last_bgsave_status:ok"));
+}
+
 /// sent.
 fn bgsave_under_writes(
     c: &mut Raw,
@@ -554,13 +559,7 @@ fn bgsave_under_writes(
         n
     });
     std::thread::sleep(Duration::from_millis(300));
-    assert!(c.cmd_text(&["BGSAVE"]).starts_with("+Background saving started"));
-    let t = Instant::now();
-    while c.cmd_text(&["INFO", "persistence"]).contains("rdb_bgsave_in_progress:1") {
-        assert!(t.elapsed() < Duration::from_secs(120), "the snapshot never ended");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(c.cmd_text(&["INFO", "persistence"]).contains("rdb_last_bgsave_status:ok"));
+    bgsave_and_wait(c);
     std::thread::sleep(Duration::from_millis(200));
     stop.store(true, Ordering::Relaxed);
     writer.join().unwrap()
