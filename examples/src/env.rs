@@ -113,10 +113,14 @@ fn pg_account() -> Result<Option<PgAccount>> {
 /// under (when root) can reach and write it there, else under the account's home or `/tmp`.
 fn pg_dir(account: Option<&PgAccount>) -> Result<TempDir> {
     let Some(account) = account else { return temp_dir("pg") };
-    let mut parents = vec![std::env::temp_dir()];
-    parents.extend(account.home.clone());
-    parents.push(PathBuf::from("/tmp"));
-    parents.dedup();
+    let mut parents: Vec<PathBuf> = Vec::new();
+    for p in
+        [Some(std::env::temp_dir()), account.home.clone(), Some(PathBuf::from("/tmp"))].into_iter().flatten()
+    {
+        if !parents.contains(&p) {
+            parents.push(p);
+        }
+    }
     for parent in &parents {
         let Ok(dir) = temp_dir_in(parent, "pg") else { continue };
         std::os::unix::fs::chown(dir.path(), Some(account.uid), Some(account.gid))
