@@ -2,9 +2,18 @@
 //! instance made with `initdb` and started with `pg_ctl`, `redis-server` (with or without the
 //! sift module) and `sift-server`, each on a free port in a private directory, stopped on drop.
 //!
+//! The demo binaries (`guard-demo`, `jobs-demo`, `feed-demo`) start these at run time, so they
+//! live here and not in the workspace's dev-only `sift-testkit`, whose process helpers are alike
+//! (a free port, a directory removed on drop, a redis-server ready once it answers PING): a user
+//! running a demo does not build test support. The examples' tests use these same helpers, so
+//! the code the demos run is the code the tests check.
+//!
 //! PostgreSQL refuses to run as root. When this process is root, the instance's directory is
 //! given to an unprivileged account (`$SIFT_PG_USER`, else `postgres`, the account Debian's
-//! `postgresql` package creates) and `initdb`, `pg_ctl` and the server run under its uid.
+//! `postgresql` package creates) and `initdb`, `pg_ctl` and the server run under its uid. That
+//! account must be able to reach the directory: when the temp dir is private to root (a `TMPDIR`
+//! of mode 0700, as `mktemp -d` makes), the instance goes under the account's home directory
+//! or `/tmp` instead, and is removed from there on drop like any other.
 //!
 //! A missing program is an error saying what to install (`scripts/test.sh` installs them all):
 //! nothing here skips.
@@ -18,16 +27,20 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use tempfile::TempDir;
 
-/// A fresh directory under the system's temp dir, unique to this process and call, removed by
-/// its owner's `Drop`.
-pub fn temp_dir(tag: &str) -> Result<PathBuf> {
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("sift-examples-{tag}-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
-    Ok(dir)
+/// A fresh, private directory under the system's temp dir (`$TMPDIR`, else `/tmp`), its name
+/// starting with `sift-examples-{tag}-`; removed with everything in it when the returned value is
+/// dropped (also when the program stops on an error or a test panics).
+pub fn temp_dir(tag: &str) -> Result<TempDir> {
+    temp_dir_in(&std::env::temp_dir(), tag)
+}
+
+fn temp_dir_in(parent: &Path, tag: &str) -> Result<TempDir> {
+    tempfile::Builder::new()
+        .prefix(&format!("sift-examples-{tag}-"))
+        .tempdir_in(parent)
+        .with_context(|| format!("create a directory under {}", parent.display()))
 }
 
 /// A port that was free a moment ago (the servers retry on a collision).
@@ -65,23 +78,69 @@ fn pg_bin() -> Result<PathBuf> {
     )
 }
 
-/// The uid and gid to run PostgreSQL under when this process is root.
-fn pg_account() -> Result<Option<(u32, u32, String)>> {
+/// The unprivileged account PostgreSQL runs under when this process is root.
+struct PgAccount {
+    uid: u32,
+    gid: u32,
+    name: String,
+    home: Option<PathBuf>,
+}
+
+/// The account to run PostgreSQL under when this process is root (`None` when it is not).
+fn pg_account() -> Result<Option<PgAccount>> {
     if !is_root() {
         return Ok(None);
     }
-    let user = std::env::var("SIFT_PG_USER").unwrap_or_else(|_| "postgres".into());
-    let id = |flag: &str| -> Result<u32> {
-        let out = Command::new("id").args([flag, &user]).output().context("run id")?;
-        if !out.status.success() {
-            bail!(
-                "running as root, PostgreSQL needs an unprivileged account and `{user}` does not \
-                 exist: install the postgresql package (it creates `postgres`) or set SIFT_PG_USER"
-            );
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).trim().parse()?)
+    let name = std::env::var("SIFT_PG_USER").unwrap_or_else(|_| "postgres".into());
+    // `getent passwd` gives uid, gid and home in one line: NAME:x:UID:GID:GECOS:HOME:SHELL.
+    let out = Command::new("getent").args(["passwd", &name]).output().context("run getent passwd")?;
+    let line = String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or_default().to_string();
+    let fields: Vec<&str> = line.split(':').collect();
+    if !out.status.success() || fields.len() < 7 {
+        bail!(
+            "running as root, PostgreSQL needs an unprivileged account and `{name}` does not \
+             exist: install the postgresql package (it creates `postgres`) or set SIFT_PG_USER"
+        );
+    }
+    let number = |i: usize, what: &str| -> Result<u32> {
+        fields[i].parse().with_context(|| format!("the {what} of `{name}` in {line:?}"))
     };
-    Ok(Some((id("-u")?, id("-g")?, user)))
+    let home = Some(PathBuf::from(fields[5])).filter(|h| h.is_absolute() && h.is_dir());
+    Ok(Some(PgAccount { uid: number(2, "uid")?, gid: number(3, "gid")?, name, home }))
+}
+
+/// A directory of its own for a PostgreSQL instance: under the temp dir when the account it runs
+/// under (when root) can reach and write it there, else under the account's home or `/tmp`.
+fn pg_dir(account: Option<&PgAccount>) -> Result<TempDir> {
+    let Some(account) = account else { return temp_dir("pg") };
+    let mut parents: Vec<PathBuf> = Vec::new();
+    for p in
+        [Some(std::env::temp_dir()), account.home.clone(), Some(PathBuf::from("/tmp"))].into_iter().flatten()
+    {
+        if !parents.contains(&p) {
+            parents.push(p);
+        }
+    }
+    for parent in &parents {
+        let Ok(dir) = temp_dir_in(parent, "pg") else { continue };
+        std::os::unix::fs::chown(dir.path(), Some(account.uid), Some(account.gid))
+            .with_context(|| format!("chown {} to {}", dir.path().display(), account.name))?;
+        // Every directory above it must let the account through: ask the account itself.
+        let reachable = Command::new("test")
+            .arg("-w")
+            .arg(dir.path())
+            .uid(account.uid)
+            .gid(account.gid)
+            .status()
+            .context("run test -w as the PostgreSQL account")?;
+        if reachable.success() {
+            return Ok(dir);
+        }
+    }
+    bail!(
+        "the account `{}` that runs PostgreSQL cannot reach a directory made under any of {parents:?}",
+        account.name
+    )
 }
 
 fn is_root() -> bool {
@@ -98,9 +157,9 @@ fn is_root() -> bool {
 /// superuser `sift` and a database `sift` (trust authentication: it listens only locally and
 /// lives as long as this value). `pg_ctl stop -m fast` on drop.
 pub struct Postgres {
-    dir: PathBuf,
+    dir: TempDir,
     bin: PathBuf,
-    account: Option<(u32, u32, String)>,
+    account: Option<PgAccount>,
     port: u16,
     running: bool,
 }
@@ -120,11 +179,8 @@ impl Postgres {
     pub fn start(opts: &PgOptions) -> Result<Postgres> {
         let bin = pg_bin()?;
         let account = pg_account()?;
-        let dir = temp_dir("pg")?;
-        let data = dir.join("data");
-        if let Some((uid, gid, _)) = &account {
-            std::os::unix::fs::chown(&dir, Some(*uid), Some(*gid)).context("chown the instance directory")?;
-        }
+        let dir = pg_dir(account.as_ref())?;
+        let data = dir.path().join("data");
         let mut pg = Postgres { dir, bin, account, port: 0, running: false };
         let out = pg
             .command("initdb")
@@ -142,7 +198,7 @@ impl Postgres {
         }
         let mut settings: Vec<(String, String)> = vec![
             ("listen_addresses".into(), "127.0.0.1".into()),
-            ("unix_socket_directories".into(), pg.dir.display().to_string()),
+            ("unix_socket_directories".into(), pg.dir.path().display().to_string()),
             ("shared_preload_libraries".into(), "pg_stat_statements".into()),
             ("pg_stat_statements.track".into(), "all".into()),
             ("max_connections".into(), "200".into()),
@@ -160,7 +216,7 @@ impl Postgres {
             for (k, v) in &settings {
                 o.push_str(&format!(" -c {k}={v}"));
             }
-            let log = pg.dir.join("server.log");
+            let log = pg.dir.path().join("server.log");
             let out = pg
                 .command("pg_ctl")
                 .arg("-D")
@@ -189,11 +245,11 @@ impl Postgres {
     fn command(&self, program: &str) -> Command {
         let mut c = Command::new(self.bin.join(program));
         c.stdin(Stdio::null());
-        if let Some((uid, gid, _)) = &self.account {
-            c.uid(*uid).gid(*gid);
+        if let Some(account) = &self.account {
+            c.uid(account.uid).gid(account.gid);
             // The account's own home, not root's (initdb and psql read ~ for nothing we need,
             // but an unreadable HOME makes some of them warn).
-            c.env("HOME", &self.dir);
+            c.env("HOME", self.dir.path());
         }
         c
     }
@@ -227,7 +283,7 @@ impl Postgres {
 
     /// The server's log.
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
     }
 }
 
@@ -237,38 +293,41 @@ impl Drop for Postgres {
             let _ = self
                 .command("pg_ctl")
                 .arg("-D")
-                .arg(self.dir.join("data"))
+                .arg(self.dir.path().join("data"))
                 .args(["-m", "fast", "-w", "-t", "30", "stop"])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .status();
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        // `dir` is removed as the fields drop, after the server has stopped.
     }
 }
 
-/// A server process (redis-server or sift-server), killed on drop.
+/// A server process (redis-server or sift-server), killed on drop, its directory removed after.
 pub struct Server {
     child: Option<Child>,
     addr: SocketAddr,
-    dir: PathBuf,
-    log: PathBuf,
+    /// redis-server's log file (sift-server's log goes nowhere).
+    log: Option<PathBuf>,
+    // Declared last: removed after `Drop` has killed the process.
+    _dir: TempDir,
 }
 
 impl Server {
     /// redis-server on a free port, no snapshots, no AOF, `extra` settings appended (e.g.
-    /// `["--loadmodule", path]`).
+    /// `["--loadmodule", path]`). Up to five ports are tried (another process may take one
+    /// between the check and the bind).
     pub fn redis(extra: &[OsString]) -> Result<Server> {
         let bin = std::env::var_os("SIFT_REDIS_SERVER").unwrap_or_else(|| "redis-server".into());
         let dir = temp_dir("redis")?;
         let mut last = String::new();
         for _ in 0..5 {
             let port = free_port()?;
-            let log = dir.join(format!("redis-{port}.log"));
-            let child = Command::new(&bin)
+            let log = dir.path().join(format!("redis-{port}.log"));
+            let mut child = Command::new(&bin)
                 .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--save", "", "--appendonly", "no"])
                 .arg("--dir")
-                .arg(&dir)
+                .arg(dir.path())
                 .arg("--logfile")
                 .arg(&log)
                 .args(extra)
@@ -279,17 +338,13 @@ impl Server {
                 .with_context(|| {
                     format!("spawn {bin:?}: install it with `apt-get install -y redis-server` (scripts/test.sh does)")
                 })?;
-            let mut s = Server {
-                child: Some(child),
-                addr: SocketAddr::from(([127, 0, 0, 1], port)),
-                dir: dir.clone(),
-                log,
-            };
-            if s.wait_ready() {
-                return Ok(s);
+            let addr = SocketAddr::from(([127, 0, 0, 1], port));
+            if wait_ready(&mut child, addr) {
+                return Ok(Server { child: Some(child), addr, log: Some(log), _dir: dir });
             }
-            last = s.log();
-            s.kill();
+            let _ = child.kill();
+            let _ = child.wait();
+            last = std::fs::read_to_string(&log).unwrap_or_default();
         }
         bail!("redis-server did not start; its log:\n{last}")
     }
@@ -306,7 +361,7 @@ impl Server {
         let dir = temp_dir("sift")?;
         let mut child = Command::new(sift_server_bin()?)
             .args(["--port", "0", "--appendfsync", "everysec", "--dir"])
-            .arg(&dir)
+            .arg(dir.path())
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -314,42 +369,14 @@ impl Server {
             .spawn()
             .context("spawn sift-server")?;
         let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("piped"))
-            .read_line(&mut line)
-            .context("read sift-server's address")?;
-        let addr = line
-            .trim()
-            .rsplit(' ')
-            .next()
-            .unwrap_or_default()
-            .parse()
-            .with_context(|| format!("sift-server said {line:?}"))?;
-        let log = dir.join("none.log");
-        Ok(Server { child: Some(child), addr, dir, log })
-    }
-
-    fn wait_ready(&mut self) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Some(c) = self.child.as_mut() {
-                if let Ok(Some(_)) = c.try_wait() {
-                    return false;
-                }
-            }
-            if let Ok(mut s) = TcpStream::connect(self.addr) {
-                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-                if s.write_all(b"PING\r\n").is_ok() {
-                    let mut buf = [0u8; 64];
-                    if let Ok(n) = s.read(&mut buf) {
-                        if buf[..n].starts_with(b"+PONG") {
-                            return true;
-                        }
-                    }
-                }
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        false
+        let read = BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line);
+        let addr = read.ok().and_then(|_| line.trim().rsplit(' ').next()?.parse().ok());
+        let Some(addr) = addr else {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("sift-server did not say where it listens (its first line was {line:?})");
+        };
+        Ok(Server { child: Some(child), addr, log: None, _dir: dir })
     }
 
     /// `redis://127.0.0.1:port/`.
@@ -369,10 +396,12 @@ impl Server {
 
     /// The server's log (redis-server only).
     pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.log.as_ref().and_then(|l| std::fs::read_to_string(l).ok()).unwrap_or_default()
     }
+}
 
-    fn kill(&mut self) {
+impl Drop for Server {
+    fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
@@ -380,11 +409,26 @@ impl Server {
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
+/// Waits up to 20 s for the server at `addr` to answer PING with PONG; `false` when `child`
+/// exits first or the time runs out.
+fn wait_ready(child: &mut Child, addr: SocketAddr) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return false;
+        }
+        if let Ok(mut s) = TcpStream::connect(addr) {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            let mut buf = [0u8; 64];
+            if s.write_all(b"PING\r\n").is_ok()
+                && matches!(s.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG"))
+            {
+                return true;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
+    false
 }
 
 /// The target directory holding this executable (`target/<profile>`, or its parent when this is

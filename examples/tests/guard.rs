@@ -126,7 +126,7 @@ async fn rebuild_while_writing_loses_no_row() {
     bootstrap::create_schema(&db).await.unwrap();
     bootstrap::seed_items(&db, ROWS).await.unwrap();
     let sift = sift_cli_bin().unwrap();
-    let dir = sift_examples::env::temp_dir("rebuild").unwrap();
+    let dir = sift_testkit::temp_dir("rebuild");
 
     for (kind, family) in [
         (GuardKind::Local, "blocked-bloom"),

@@ -449,7 +449,7 @@ impl Collector for ServerCollector {
         single(
             &mut e,
             "sift_persistence_bgsave_in_progress",
-            "1 while a background snapshot runs.",
+            "1 while a BGSAVE (or save rule) snapshot runs, as INFO rdb_bgsave_in_progress; not a log rewrite.",
             &ConstGauge::new(p.bgsave_in_progress() as i64),
         )?;
 

@@ -436,8 +436,12 @@ mod tests {
         fn save(&self, _keys: &mut Locked<'_>) -> Result<(), PersistError> {
             Ok(())
         }
-        fn bgsave(&self, _keys: &mut Locked<'_>) -> Result<(), PersistError> {
-            Ok(())
+        fn bgsave(
+            &self,
+            _keys: &mut Locked<'_>,
+            _when: crate::persist::BgsaveWhen,
+        ) -> Result<crate::persist::BgsaveStart, PersistError> {
+            Ok(crate::persist::BgsaveStart::Started)
         }
         fn bgsave_in_progress(&self) -> bool {
             false

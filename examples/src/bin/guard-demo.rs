@@ -139,7 +139,9 @@ async fn run(cli: Cli) -> Result<()> {
     eprintln!("{} rows inserted in {:.1} s", cli.rows, t.elapsed().as_secs_f64());
 
     let mut file_args = Vec::new();
-    let dir = sift_examples::env::temp_dir("guard-demo")?;
+    // Removed on drop, also when the demo stops on an error.
+    let temp = sift_examples::env::temp_dir("guard-demo")?;
+    let dir = temp.path();
     if cli.from_file {
         let keys = dir.join("keys.txt");
         let (mut c2, conn) = tokio_postgres::connect(&pg.url(), tokio_postgres::NoTls).await?;
@@ -259,7 +261,7 @@ async fn run(cli: Cli) -> Result<()> {
             rows.push((s, svc.start_ms));
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(temp);
 
     println!("| guard | start ms ({}) | ops/s | legit cache hits p50 / p99 ms | attack p50 ms | attack reaching the DB | bound at p={} | DB lookups (service / pg_stat_statements) | wrong answers |", if cli.from_file { "file" } else { "stream" }, cli.fpr);
     println!("|---|---|---|---|---|---|---|---|---|");

@@ -17,7 +17,8 @@ use sift_server::frame::split_args;
 use sift_server::persist::disk::{Disk, DiskOptions};
 use sift_server::server::Server;
 
-/// A Redis-protocol server with RedisBloom-compatible BF.* and CF.* commands.
+/// A Redis-protocol server with RedisBloom's commands (BF.*, CF.*, CMS.*, TOPK.*, TDIGEST.*), sift's
+/// own filters (SF.*) and durable local storage.
 ///
 /// Settings come from the optional config file (redis.conf syntax: `name value` per line),
 /// then from these flags, which win.

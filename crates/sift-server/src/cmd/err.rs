@@ -49,6 +49,10 @@ pub const WATCH_IN_MULTI: &str = "ERR WATCH inside MULTI is not allowed";
 pub const INVALID_CURSOR: &str = "ERR invalid cursor";
 /// BGSAVE while one runs.
 pub const BGSAVE_IN_PROGRESS: &str = "ERR Background save already in progress";
+/// BGSAVE without SCHEDULE while a log rewrite runs (Redis 7's words).
+pub const BGSAVE_REWRITE_RUNNING: &str =
+    "ERR Another child process is active (AOF?): can't BGSAVE right now. \
+     Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.";
 /// BGREWRITEAOF while a rewrite is asked for or running (Redis's words).
 pub const REWRITE_IN_PROGRESS: &str = "ERR Background append only file rewriting already in progress";
 /// SHUTDOWN could not save.

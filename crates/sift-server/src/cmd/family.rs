@@ -194,8 +194,12 @@ mod tests {
         fn save(&self, _: &mut Locked<'_>) -> Result<(), crate::persist::PersistError> {
             Ok(())
         }
-        fn bgsave(&self, _: &mut Locked<'_>) -> Result<(), crate::persist::PersistError> {
-            Ok(())
+        fn bgsave(
+            &self,
+            _: &mut Locked<'_>,
+            _: crate::persist::BgsaveWhen,
+        ) -> Result<crate::persist::BgsaveStart, crate::persist::PersistError> {
+            Ok(crate::persist::BgsaveStart::Started)
         }
         fn bgsave_in_progress(&self) -> bool {
             false

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use super::parse::{eq_ignore_case, parse_i64};
 use super::{err, table, After, Ctx};
 use crate::frame::Frame;
-use crate::persist::RewriteStart;
+use crate::persist::{BgsaveStart, BgsaveWhen, RewriteStart};
 use crate::shared::{ClientInfo, Shared};
 use crate::version::REDIS_VERSION;
 
@@ -734,8 +734,13 @@ fn mark_saved(ctx: &mut Ctx<'_, '_>) {
     ctx.server.dirty_at_save.store(dirty, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// SAVE: a durable snapshot, under every shard's lock.
+/// SAVE: a durable snapshot, under every shard's lock. Refused while a BGSAVE runs, as in
+/// Redis 7; during a log rewrite it runs (and its snapshot restarts the log, which is what the
+/// rewrite was for).
 pub fn save(ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
+    if ctx.server.persistence.bgsave_in_progress() {
+        return Frame::error(err::BGSAVE_IN_PROGRESS);
+    }
     match ctx.server.persistence.save(ctx.keys) {
         Ok(()) => {
             mark_saved(ctx);
@@ -748,28 +753,42 @@ pub fn save(ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
     }
 }
 
-/// `BGSAVE [SCHEDULE]`.
+/// `BGSAVE [SCHEDULE]`, with Redis 7's replies: refused while a BGSAVE runs; while a log
+/// rewrite runs, refused without SCHEDULE and scheduled with it; inside `MULTI`/`EXEC`
+/// always scheduled (Redis starts no child there).
 pub fn bgsave(ctx: &mut Ctx<'_, '_>, argv: &[Bytes]) -> Frame {
     if argv.len() > 2 || (argv.len() == 2 && !eq_ignore_case(&argv[1], "schedule")) {
         return Frame::error(err::SYNTAX);
     }
-    if ctx.server.persistence.bgsave_in_progress() {
-        return Frame::error(err::BGSAVE_IN_PROGRESS);
-    }
-    match ctx.server.persistence.bgsave(ctx.keys) {
-        Ok(()) => {
+    let when = if in_exec(ctx) {
+        BgsaveWhen::Scheduled
+    } else if argv.len() == 2 {
+        BgsaveWhen::NowOrScheduled
+    } else {
+        BgsaveWhen::Now
+    };
+    match ctx.server.persistence.bgsave(ctx.keys, when) {
+        Ok(BgsaveStart::Started) => {
             mark_saved(ctx);
             Frame::Simple("Background saving started".into())
         }
+        Ok(BgsaveStart::Scheduled) => Frame::Simple("Background saving scheduled".into()),
+        Ok(BgsaveStart::AlreadyRunning) => Frame::error(err::BGSAVE_IN_PROGRESS),
+        Ok(BgsaveStart::OtherJobRunning) => Frame::error(err::BGSAVE_REWRITE_RUNNING),
         Err(e) => Frame::error(format!("ERR {e}")),
     }
 }
 
-/// `BGREWRITEAOF`, with Redis 7's replies. Every snapshot restarts the log (see
-/// `persist::disk`), so the rewrite is a background snapshot: the log then holds only what was
-/// written after its start.
+/// Inside `EXEC` (the transaction's records are being collected).
+fn in_exec(ctx: &Ctx<'_, '_>) -> bool {
+    ctx.session.tx_log.is_some()
+}
+
+/// `BGREWRITEAOF`, with Redis 7's replies (scheduled while a BGSAVE runs, and inside
+/// `MULTI`/`EXEC`). Every snapshot restarts the log (see `persist::disk`), so the rewrite is a
+/// background snapshot: the log then holds only what was written after its start.
 pub fn bgrewriteaof(ctx: &mut Ctx<'_, '_>, _argv: &[Bytes]) -> Frame {
-    match ctx.server.persistence.bgrewriteaof() {
+    match ctx.server.persistence.bgrewriteaof(in_exec(ctx)) {
         RewriteStart::Started => Frame::Simple("Background append only file rewriting started".into()),
         RewriteStart::Scheduled => Frame::Simple("Background append only file rewriting scheduled".into()),
         RewriteStart::AlreadyRunning => Frame::error(err::REWRITE_IN_PROGRESS),

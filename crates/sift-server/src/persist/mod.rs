@@ -103,6 +103,31 @@ pub enum RewriteStart {
     AlreadyRunning,
 }
 
+/// When [`Persistence::bgsave`] may start the snapshot (Redis's `BGSAVE` forms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BgsaveWhen {
+    /// `BGSAVE`: now, or refused while a log rewrite runs.
+    Now,
+    /// `BGSAVE SCHEDULE`: now, or once the running log rewrite has ended.
+    NowOrScheduled,
+    /// `BGSAVE` inside `MULTI`/`EXEC`: Redis 7 never starts a child there, it schedules one.
+    Scheduled,
+}
+
+/// How [`Persistence::bgsave`] took a request (Redis 7's replies to `BGSAVE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BgsaveStart {
+    /// "Background saving started" (`rdb_bgsave_in_progress:1` from here on).
+    Started,
+    /// Starts once the running job has ended: "Background saving scheduled".
+    Scheduled,
+    /// A snapshot asked as such runs: "ERR Background save already in progress".
+    AlreadyRunning,
+    /// A log rewrite runs and the request did not say SCHEDULE: "ERR Another child process is
+    /// active (AOF?): can't BGSAVE right now. …".
+    OtherJobRunning,
+}
+
 /// The future [`Persistence::commit_async`] returns.
 pub type CommitFuture<'a> = Pin<Box<dyn Future<Output = Result<(), PersistError>> + Send + 'a>>;
 
@@ -165,14 +190,17 @@ pub trait Persistence: Send + Sync + 'static {
     }
     /// Writes a snapshot of the keyspace durably (`keys` holds every shard).
     fn save(&self, keys: &mut Locked<'_>) -> Result<(), PersistError>;
-    /// Starts a snapshot that completes in the background.
-    fn bgsave(&self, keys: &mut Locked<'_>) -> Result<(), PersistError>;
-    /// Is a background snapshot running?
+    /// Starts a snapshot that completes in the background, or schedules it (see
+    /// [`BgsaveWhen`]).
+    fn bgsave(&self, keys: &mut Locked<'_>, when: BgsaveWhen) -> Result<BgsaveStart, PersistError>;
+    /// Is a background snapshot running (or answered "started")? Not a log rewrite: Redis's
+    /// `rdb_bgsave_in_progress`.
     fn bgsave_in_progress(&self) -> bool;
     /// `BGREWRITEAOF`: starts a background rewrite of the log (a store without a log, as
-    /// Redis 7 without AOF, rewrites all the same: here its snapshot). The default, for stores
-    /// with nothing on disk, has nothing to rewrite.
-    fn bgrewriteaof(&self) -> RewriteStart {
+    /// Redis 7 without AOF, rewrites all the same: here its snapshot), or schedules it when
+    /// `scheduled` (inside `MULTI`/`EXEC`, where Redis 7 never starts a child). The default,
+    /// for stores with nothing on disk, has nothing to rewrite.
+    fn bgrewriteaof(&self, _scheduled: bool) -> RewriteStart {
         RewriteStart::Started
     }
     /// Unix time (seconds) of the last successful snapshot (start-up time if none).
@@ -212,8 +240,8 @@ impl Persistence for Recorder {
     fn save(&self, _keys: &mut Locked<'_>) -> Result<(), PersistError> {
         Ok(())
     }
-    fn bgsave(&self, _keys: &mut Locked<'_>) -> Result<(), PersistError> {
-        Ok(())
+    fn bgsave(&self, _keys: &mut Locked<'_>, _when: BgsaveWhen) -> Result<BgsaveStart, PersistError> {
+        Ok(BgsaveStart::Started)
     }
     fn bgsave_in_progress(&self) -> bool {
         false
@@ -256,8 +284,8 @@ impl Persistence for MemoryOnly {
         self.last_save.store(crate::db::now_ms() / 1000, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
-    fn bgsave(&self, keys: &mut Locked<'_>) -> Result<(), PersistError> {
-        self.save(keys)
+    fn bgsave(&self, keys: &mut Locked<'_>, _when: BgsaveWhen) -> Result<BgsaveStart, PersistError> {
+        self.save(keys).map(|()| BgsaveStart::Started)
     }
     fn bgsave_in_progress(&self) -> bool {
         false

@@ -91,7 +91,7 @@ use super::aof::{self, SegmentRead, SEGMENT_HEADER_LEN};
 use super::lock::DirLock;
 use super::manifest::{self, sync_dir, Manifest, MANIFEST};
 use super::snapshot;
-use super::{CommitFuture, PersistError, PersistMetrics, Persistence, RewriteStart};
+use super::{BgsaveStart, BgsaveWhen, CommitFuture, PersistError, PersistMetrics, Persistence, RewriteStart};
 use crate::config::{parse_memory, Params};
 use crate::db::{now_ms, BeforeWrite, Locked, Shard, SHARDS};
 use crate::shared::Shared;
@@ -286,12 +286,52 @@ struct State {
     manifest: Manifest,
     next_id: u64,
     job: Option<Arc<SnapJob>>,
-    /// BGSAVE asked; the worker starts it.
+    /// BGSAVE asked; the worker starts it (once the running job, if any, has ended).
     requested: bool,
     /// BGREWRITEAOF asked; the worker starts it (once the running job, if any, has ended).
     rewrite_requested: bool,
+    /// The request, of the two above, that was answered "started" (where Redis has forked its
+    /// child at once) and that the worker has not started yet: it counts as running. The other
+    /// one, if asked, was answered "scheduled".
+    started: Option<JobKind>,
     /// Bumped by every synchronous save: a rewrite prepared before it is void.
     generation: u64,
+}
+
+/// What a background job is to clients: Redis 7 runs one child at a time, an RDB snapshot
+/// (`BGSAVE`, a `save` rule) or an AOF rewrite (`BGREWRITEAOF`, the log's size), and answers
+/// `BGSAVE`, `BGREWRITEAOF`, `SAVE` and `INFO persistence` by which one runs. Here both are the
+/// same snapshot (every snapshot restarts the log); the kind is what it was asked as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JobKind {
+    Snapshot,
+    Rewrite,
+}
+
+impl State {
+    /// The job Redis would have a child for: the running one, else the one answered "started".
+    fn active(&self) -> Option<JobKind> {
+        match &self.job {
+            Some(job) if job.rewrite => Some(JobKind::Rewrite),
+            Some(_) => Some(JobKind::Snapshot),
+            None => self.started,
+        }
+    }
+
+    /// What the worker starts next, once no job runs: the request answered "started", else a
+    /// scheduled rewrite before a scheduled snapshot (Redis's `serverCron` order).
+    fn next_request(&self) -> Option<JobKind> {
+        if self.job.is_some() {
+            return None;
+        }
+        self.started.or(if self.rewrite_requested {
+            Some(JobKind::Rewrite)
+        } else if self.requested {
+            Some(JobKind::Snapshot)
+        } else {
+            None
+        })
+    }
 }
 
 #[derive(Debug)]
@@ -313,7 +353,6 @@ struct Inner {
     opened: AtomicBool,
     loading: AtomicBool,
     last_save: AtomicU64,
-    bg_active: AtomicBool,
     last_bgsave_ok: AtomicBool,
     /// Bytes in the log segments the manifest names.
     aof_size: AtomicU64,
@@ -367,7 +406,6 @@ impl Disk {
                 opened: AtomicBool::new(false),
                 loading: AtomicBool::new(false),
                 last_save: AtomicU64::new(now_ms() / 1000),
-                bg_active: AtomicBool::new(false),
                 last_bgsave_ok: AtomicBool::new(true),
                 aof_size: AtomicU64::new(0),
                 base_size: AtomicU64::new(0),
@@ -590,35 +628,55 @@ impl Persistence for Disk {
     }
 
     fn save(&self, keys: &mut Locked<'_>) -> Result<(), PersistError> {
-        self.inner.save(keys)
-    }
-
-    fn bgsave(&self, _keys: &mut Locked<'_>) -> Result<(), PersistError> {
-        let mut st = self.inner.state.lock();
-        if st.job.is_some() || st.requested {
-            return Err(PersistError::Corrupt("Background save already in progress".into()));
+        // A BGSAVE scheduled behind a rewrite still runs after this save, as in Redis (the
+        // synchronous save takes the place of the rewrite, not of the scheduled snapshot).
+        let scheduled = {
+            let st = self.inner.state.lock();
+            st.requested && st.active() != Some(JobKind::Snapshot)
+        };
+        self.inner.save(keys)?;
+        if scheduled {
+            self.inner.state.lock().requested = true;
         }
-        st.requested = true;
-        self.inner.bg_active.store(true, Ordering::Release);
         Ok(())
     }
 
+    fn bgsave(&self, _keys: &mut Locked<'_>, when: BgsaveWhen) -> Result<BgsaveStart, PersistError> {
+        let mut st = self.inner.state.lock();
+        Ok(match st.active() {
+            Some(JobKind::Snapshot) => BgsaveStart::AlreadyRunning,
+            Some(JobKind::Rewrite) if when == BgsaveWhen::Now => BgsaveStart::OtherJobRunning,
+            None if when != BgsaveWhen::Scheduled => {
+                st.requested = true;
+                st.started = Some(JobKind::Snapshot);
+                BgsaveStart::Started
+            }
+            _ => {
+                st.requested = true;
+                BgsaveStart::Scheduled
+            }
+        })
+    }
+
     fn bgsave_in_progress(&self) -> bool {
-        self.inner.bg_active.load(Ordering::Acquire)
+        self.inner.state.lock().active() == Some(JobKind::Snapshot)
     }
 
     /// Every snapshot restarts the log, so a rewrite is a background snapshot started as one;
     /// the worker starts it at its next tick (`aof_rewrite_in_progress` is 1 from here on).
-    fn bgrewriteaof(&self) -> RewriteStart {
+    fn bgrewriteaof(&self, scheduled: bool) -> RewriteStart {
         let mut st = self.inner.state.lock();
-        if st.rewrite_requested || st.job.as_ref().is_some_and(|j| j.rewrite) {
-            return RewriteStart::AlreadyRunning;
-        }
-        st.rewrite_requested = true;
-        if st.job.is_some() {
-            RewriteStart::Scheduled
-        } else {
-            RewriteStart::Started
+        match st.active() {
+            Some(JobKind::Rewrite) => RewriteStart::AlreadyRunning,
+            None if !scheduled => {
+                st.rewrite_requested = true;
+                st.started = Some(JobKind::Rewrite);
+                RewriteStart::Started
+            }
+            _ => {
+                st.rewrite_requested = true;
+                RewriteStart::Scheduled
+            }
         }
     }
 
@@ -672,13 +730,13 @@ impl Persistence for Disk {
 
     fn info_fields(&self) -> Vec<(&'static str, String)> {
         let i = &self.inner;
-        // A rewrite is in progress from its request on (the worker starts it at its next
-        // tick), so a client that polls this after BGREWRITEAOF never sees 0 before it ran.
-        // Every snapshot restarts the log: a BGSAVE is a rewrite too.
+        // A rewrite is in progress from its "started" reply on (the worker starts it at its
+        // next tick), so a client that polls this after BGREWRITEAOF never sees 0 before it
+        // ran. As in Redis, a BGSAVE is not a rewrite here, though its snapshot restarts the log.
         let (running, scheduled) = {
             let st = i.state.lock();
-            let waiting = st.rewrite_requested && st.job.is_some();
-            (st.job.is_some() || st.requested || st.rewrite_requested, waiting)
+            let rewriting = st.active() == Some(JobKind::Rewrite);
+            (rewriting, st.rewrite_requested && !rewriting)
         };
         let ok = |b: bool| if b { "ok".to_string() } else { "err".to_string() };
         vec![

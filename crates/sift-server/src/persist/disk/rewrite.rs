@@ -112,9 +112,11 @@ impl Inner {
     }
 
     pub(super) fn cancel_job(&self, st: &mut State, keys: &mut Locked<'_>) {
-        st.requested = false;
+        if st.active() == Some(JobKind::Snapshot) {
+            st.requested = false; // the synchronous save is that snapshot
+        }
         st.rewrite_requested = false; // the synchronous save restarts the log
-        self.bg_active.store(false, Ordering::Release);
+        st.started = None;
         if let Some(job) = st.job.take() {
             job.cancelled.store(true, Ordering::Release);
             keys.for_each_shard(|_, s| drop(s.take_before_write()));
@@ -185,7 +187,7 @@ impl Inner {
                         tracing::error!("background snapshot not started: {e}");
                         st.requested = false;
                         st.rewrite_requested = false;
-                        self.bg_active.store(false, Ordering::Release);
+                        st.started = None;
                         self.last_bgsave_ok.store(false, Ordering::Relaxed);
                         return;
                     }
@@ -207,7 +209,7 @@ impl Inner {
             seg_id: seg.as_ref().map(|s| s.id),
             dirty,
             log: Arc::downgrade(self),
-            rewrite: rewrite || st.rewrite_requested,
+            rewrite,
             cancelled: AtomicBool::new(false),
             slots: (0..SHARDS).map(|_| Mutex::new(None)).collect(),
         });
@@ -218,9 +220,13 @@ impl Inner {
         let hook: Arc<dyn BeforeWrite> = job.clone();
         keys.for_each_shard(|_, s| s.set_before_write(Some(hook.clone())));
         st.job = Some(job.clone());
-        st.requested = false;
-        st.rewrite_requested = false;
-        self.bg_active.store(true, Ordering::Release);
+        // Only the request this job answers: the other kind, scheduled, runs after it.
+        if rewrite {
+            st.rewrite_requested = false;
+        } else {
+            st.requested = false;
+        }
+        st.started = None;
         drop(st);
         drop(keys);
         tracing::info!("background snapshot started ({why})");
@@ -263,7 +269,6 @@ impl Inner {
         }
         job.cancelled.store(true, Ordering::Release); // stale hooks become no-ops
         st.job = None;
-        self.bg_active.store(false, Ordering::Release);
         let size = match result {
             Ok(Some(size)) => size,
             Ok(None) => return,
@@ -348,9 +353,9 @@ impl Inner {
                 self.preallocate_locked();
             }
             let Some(shared) = self.shared() else { continue };
-            let (requested, rewrite_requested, running) = {
+            let (next, running) = {
                 let st = self.state.lock();
-                (st.requested, st.rewrite_requested, st.job.is_some())
+                (st.next_request(), st.job.is_some())
             };
             if running {
                 continue;
@@ -359,12 +364,10 @@ impl Inner {
             if rules {
                 last_rules = Instant::now();
             }
-            let why = if rewrite_requested {
-                Some("BGREWRITEAOF")
-            } else if requested {
-                Some("BGSAVE")
-            } else {
-                self.rewrite_due(&shared, rules)
+            let why = match next {
+                Some(JobKind::Rewrite) => Some("BGREWRITEAOF"),
+                Some(JobKind::Snapshot) => Some("BGSAVE"),
+                None => self.rewrite_due(&shared, rules),
             };
             if let Some(why) = why {
                 self.start_rewrite(&shared, why, matches!(why, "BGREWRITEAOF" | "log size"));
