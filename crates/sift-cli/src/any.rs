@@ -372,14 +372,7 @@ impl AnyFilterExt for AnyFilter {
                     ("generation_span", json!(dur(span))),
                     ("clock", json!(when(clock))),
                     ("read_at", json!(when(read_at))),
-                    (
-                        "forgets",
-                        json!(format!(
-                            "items inserted at or after {} are members; items inserted before {} are forgotten (answer like keys never inserted); between the two they fade as their slices retire",
-                            when(read_at.saturating_sub(ttl)),
-                            when(read_at.saturating_sub(ttl).saturating_sub(span)),
-                        )),
-                    ),
+                    ("forgets", json!(forgets_by_time(read_at, ttl, span, &when))),
                     ("generation_size", json!(f.generation_size())),
                     ("current_generation_items", json!(f.current_generation())),
                     ("slices", json!(f.num_slices())),
@@ -400,6 +393,28 @@ impl AnyFilterExt for AnyFilter {
             }
         }
     }
+}
+
+/// What a window by time read at `at` remembers: items inserted at or after `at - ttl` are
+/// members, before `at - ttl - span` forgotten, fading in between (as their slices retire).
+fn forgets_by_time(at: u64, ttl: u64, span: u64, when: &dyn Fn(u64) -> String) -> String {
+    if at < ttl {
+        return format!(
+            "every item inserted so far is a member (the time read at is within the first TTL); an item inserted at t is forgotten after t + {ttl} + {span}"
+        );
+    }
+    let from = at - ttl;
+    if from < span {
+        return format!(
+            "items inserted at or after {} are members; older ones fade as their slices retire",
+            when(from)
+        );
+    }
+    format!(
+        "items inserted at or after {} are members; items inserted before {} are forgotten (answer like keys never inserted); between the two they fade as their slices retire",
+        when(from),
+        when(from - span)
+    )
 }
 
 /// An estimate of the distinct items from the bits set: a number, or what an infinite one means.

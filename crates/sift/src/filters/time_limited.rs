@@ -742,7 +742,8 @@ mod tests {
     #[test]
     fn struct_sizes_stay() {
         use core::mem::size_of;
-        let sizes = (size_of::<TimeLimitedBloom>(), size_of::<crate::AgingBloom>(), size_of::<crate::AnyFilter>());
+        let sizes =
+            (size_of::<TimeLimitedBloom>(), size_of::<crate::AgingBloom>(), size_of::<crate::AnyFilter>());
         assert_eq!(sizes, (520, 488, 520), "measured before the due time was cached");
     }
 
