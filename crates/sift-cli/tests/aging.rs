@@ -239,8 +239,9 @@ fn library_windows() {
     assert_eq!(info["window"], 500);
     assert_eq!(info["live_slices"], count.live_slices());
 
-    // A clock in seconds.
-    let mut timed = TimeLimitedBloom::new(3_600, 1_000, 0.01).unwrap();
+    // A clock in seconds, one insertion a second (within the planned rate, so slices retire on
+    // time: read 2000 s later, the first 3000 items are gone).
+    let mut timed = TimeLimitedBloom::new(3_600, 4_000, 0.01).unwrap();
     for (i, k) in keys.iter().enumerate() {
         timed.insert_at(k, 1_700_000_000 + i as u64);
     }
@@ -258,6 +259,8 @@ fn library_windows() {
     assert_eq!(count_of(&cli[5_000 - 3_600..5_000]), 3_600);
     let cli = answers(&file, &all, &["--at", &(at + 2_000).to_string()]);
     assert!(cli == all.iter().map(|k| timed.contains_at(k, at + 2_000)).collect::<Vec<_>>());
+    let p = timed.expected_fpr_at(at + 2_000);
+    assert_rate("forgotten 2000 s later", &cli[..3_000], p);
     let (code, _, err) = run(sift().args(["query", "--at", "yesterday"]).arg(&file).arg("x"));
     assert_eq!(code, 2);
     assert!(err.contains("`now`, `clock` or a time"), "{err}");
