@@ -411,7 +411,7 @@ fn forgets_by_time(at: u64, ttl: u64, span: u64, when: &dyn Fn(u64) -> String) -
         );
     }
     format!(
-        "items inserted at or after {} are members; items inserted before {} are forgotten (answer like keys never inserted); between the two they fade as their slices retire",
+        "items inserted at or after {} are members; items inserted before {} are forgotten (answer like keys never inserted; when the filter took more than 1.25x its planned rate, later); between the two they fade as their slices retire",
         when(from),
         when(from - span)
     )

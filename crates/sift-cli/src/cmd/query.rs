@@ -32,7 +32,8 @@ RedisBloom and Guava filters converted with `sift convert`, and the sliding wind
 A time-limited-bloom file (SF.RESERVE ... KIND aging TTL s, saved with SF.DUMP) is read at a
 time: by default now, this machine's clock in Unix milliseconds (sift-server's unit). An item
 inserted at t is a member at every time up to t + TTL and forgotten (answers like a key never
-inserted) after t + TTL plus one generation; the file is not changed. A file whose clock is not
+inserted) after t + TTL plus one generation (up to 1.25x the planned rate of inserts; above
+it the filter forgets later, never sooner); the file is not changed. A file whose clock is not
 Unix milliseconds (a library filter with a clock of its own) needs --at clock or --at T.")]
 pub struct Args {
     /// The sift file.
