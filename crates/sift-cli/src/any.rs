@@ -3,22 +3,29 @@
 //! present (with the hints of a full filter), and what `inspect` prints.
 
 use anyhow::{anyhow, bail, Context, Result};
-use sift::format::{self, FilterKind};
+use sift::format;
 use sift::hash::Digest;
 use sift::prelude::*;
 pub use sift::AnyFilter;
 
 /// What the command line does with a filter of any kind, beyond the library's own methods.
 pub trait AnyFilterExt: Sized {
-    /// Decodes a `sift` file of any kind the command line serves (header first, then the
-    /// family's own verified decoder); the windows by count or by time are not among them.
+    /// Decodes a `sift` file of any kind (header first, then the family's own verified
+    /// decoder).
     fn decode(bytes: &[u8]) -> Result<Self>;
 
     /// Loads a `sift` file.
     fn load(path: &std::path::Path) -> Result<Self>;
 
-    /// Whether the key with this digest (from [`AnyFilter::hasher`]) may be present.
-    fn digest_present(&self, d: Digest) -> bool;
+    /// Whether the key with this digest (from [`AnyFilter::hasher`]) may be present, at time
+    /// `now` for a window by time (the other kinds do not depend on it).
+    fn digest_present(&self, d: Digest, now: u64) -> bool;
+
+    /// Whether the key may be present, at time `now` for a window by time.
+    fn present_at(&self, key: &[u8], now: u64) -> bool;
+
+    /// The filter's own clock (the time of its last insertion) for a window by time.
+    fn timed_clock(&self) -> Option<u64>;
 
     /// Inserts the key unless the filter already reports it: `Ok(true)` if it was new. A full
     /// fixed-size filter is an error.
@@ -29,6 +36,10 @@ pub trait AnyFilterExt: Sized {
     /// is matched once per chunk, not once per key).
     fn insert_new_chunk(&mut self, c: &crate::input::Chunk, out: &mut Vec<bool>) -> Result<()>;
 
+    /// Moves a window by time's clock to `now` (slices retire, generations start), so that
+    /// the insertions that follow are at `now`; the other kinds do not depend on time.
+    fn advance_to(&mut self, now: u64);
+
     /// What [`AnyFilter::current_fpr`] is computed from, for `inspect`.
     fn fpr_basis(&self) -> &'static str;
 
@@ -37,16 +48,13 @@ pub trait AnyFilterExt: Sized {
     /// and count each item (and refuse inserts when full) or grow.
     fn estimated_distinct(&self) -> Option<f64>;
 
-    /// Kind-specific parameters and state, as `(name, value)` pairs for `inspect`.
-    fn details(&self) -> Vec<(&'static str, serde_json::Value)>;
+    /// Kind-specific parameters and state, as `(name, value)` pairs for `inspect`; a window by
+    /// time is described as of time `now`.
+    fn details(&self, now: u64) -> Vec<(&'static str, serde_json::Value)>;
 }
 
 impl AnyFilterExt for AnyFilter {
     fn decode(bytes: &[u8]) -> Result<AnyFilter> {
-        let kind = format::decode(bytes)?.kind();
-        if let Some(other @ (FilterKind::AgingBloom | FilterKind::TimeLimitedBloom)) = kind {
-            bail!("this build of sift cannot load {other} filters");
-        }
         Ok(AnyFilter::from_bytes(bytes)?)
     }
 
@@ -61,8 +69,25 @@ impl AnyFilterExt for AnyFilter {
         AnyFilter::decode(&bytes).with_context(|| format!("{p}: not a valid sift file"))
     }
 
-    fn digest_present(&self, d: Digest) -> bool {
-        self.contains_digest(d).expect("digests only for native filters")
+    fn digest_present(&self, d: Digest, now: u64) -> bool {
+        match self {
+            AnyFilter::TimeLimited(f) => f.contains_digest_at(d, now),
+            other => other.contains_digest(d).expect("digests only for native filters"),
+        }
+    }
+
+    fn present_at(&self, key: &[u8], now: u64) -> bool {
+        match self {
+            AnyFilter::TimeLimited(f) => f.contains_at(key, now),
+            other => other.contains(key),
+        }
+    }
+
+    fn timed_clock(&self) -> Option<u64> {
+        match self {
+            AnyFilter::TimeLimited(f) => Some(f.clock()),
+            _ => None,
+        }
     }
 
     fn insert_new(&mut self, key: &[u8], digest: Option<Digest>) -> Result<bool> {
@@ -124,8 +149,14 @@ impl AnyFilterExt for AnyFilter {
             AnyFilter::Xor8(_) | AnyFilter::Fuse8(_) | AnyFilter::Fuse16(_) | AnyFilter::Gcs(_) => {
                 bail!("{} filters are static: they are built once from the whole set", self.kind())
             }
-            // Not loaded by this command line (`decode`); the library's insert if ever built.
-            AnyFilter::Aging(_) | AnyFilter::TimeLimited(_) => self.insert(key)?,
+            // Written into the k youngest slices even when present: a repeat is recent again.
+            AnyFilter::Aging(f) => f.insert_digest(d.expect("native")),
+            // At the filter's clock, which the caller moved to the time of the insertions
+            // (`Timed::advance`).
+            AnyFilter::TimeLimited(f) => {
+                let now = f.clock();
+                f.insert_digest_at(d.expect("native"), now)
+            }
         })
     }
 
@@ -147,6 +178,12 @@ impl AnyFilterExt for AnyFilter {
             }
         }
         Ok(())
+    }
+
+    fn advance_to(&mut self, now: u64) {
+        if let AnyFilter::TimeLimited(f) = self {
+            f.advance(now);
+        }
     }
 
     fn fpr_basis(&self) -> &'static str {
@@ -188,7 +225,7 @@ impl AnyFilterExt for AnyFilter {
         })
     }
 
-    fn details(&self) -> Vec<(&'static str, serde_json::Value)> {
+    fn details(&self, now: u64) -> Vec<(&'static str, serde_json::Value)> {
         use serde_json::json;
         match self {
             AnyFilter::Bloom(f) => vec![
@@ -298,9 +335,86 @@ impl AnyFilterExt for AnyFilter {
                 ("bit_count", json!(f.bit_count())),
                 ("fill_ratio", json!(f.bit_count() as f64 / f.bit_size() as f64)),
             ],
-            AnyFilter::Aging(_) | AnyFilter::TimeLimited(_) => vec![],
+            AnyFilter::Aging(f) => {
+                let (n, g) = (f.window(), f.generation_size());
+                // An item keeps its run of k slices for l = slices - k shifts after its own
+                // generation and loses it at the next one.
+                let l = u64::from(f.num_slices() - f.num_hashes());
+                vec![
+                    ("window", json!(n)),
+                    (
+                        "forgets",
+                        json!(format!(
+                            "the last {} insertions are always members (at least the window of {n}); an insertion is forgotten at most {} insertions after it, then answers like a key never inserted (repeats of a member do not count: they do not move the window)",
+                            l.saturating_mul(g),
+                            (l + 1).saturating_mul(g)
+                        )),
+                    ),
+                    ("generation_size", json!(g)),
+                    ("current_generation_items", json!(f.current_generation())),
+                    ("slices", json!(f.num_slices())),
+                    ("live_slices", json!(f.live_slices())),
+                    ("hashes", json!(f.num_hashes())),
+                    ("rows", json!(f.num_rows())),
+                    ("remembers_back_insertions", json!(f.oldest_slice_age())),
+                ]
+            }
+            AnyFilter::TimeLimited(f) => {
+                let (ttl, span, clock) = (f.ttl(), f.generation_span(), f.clock());
+                let read_at = now.max(clock);
+                let ms = crate::clock::is_unix_ms(clock) || (clock == 0 && crate::clock::is_unix_ms(read_at));
+                let when =
+                    |t: u64| if ms { format!("{t} ({})", crate::clock::utc(t)) } else { t.to_string() };
+                let dur =
+                    |t: u64| if ms { format!("{t} ({})", crate::clock::span(t)) } else { t.to_string() };
+                let mut v = vec![
+                    ("ttl", json!(dur(ttl))),
+                    ("generation_span", json!(dur(span))),
+                    ("clock", json!(when(clock))),
+                    ("read_at", json!(when(read_at))),
+                    ("forgets", json!(forgets_by_time(read_at, ttl, span, &when))),
+                    ("generation_size", json!(f.generation_size())),
+                    ("current_generation_items", json!(f.current_generation())),
+                    ("slices", json!(f.num_slices())),
+                    ("live_slices_at_clock", json!(f.live_slices())),
+                    ("hashes", json!(f.num_hashes())),
+                    ("rows", json!(f.num_rows())),
+                    ("remembers_back", json!(dur(f.oldest_slice_age_at(read_at)))),
+                ];
+                if now < clock {
+                    v.push((
+                        "note",
+                        json!(format!(
+                            "the time asked ({now}) is before the filter's clock: it is read at its clock (it never remembers again what it forgot)"
+                        )),
+                    ));
+                }
+                v
+            }
         }
     }
+}
+
+/// What a window by time read at `at` remembers: items inserted at or after `at - ttl` are
+/// members, before `at - ttl - span` forgotten, fading in between (as their slices retire).
+fn forgets_by_time(at: u64, ttl: u64, span: u64, when: &dyn Fn(u64) -> String) -> String {
+    if at < ttl {
+        return format!(
+            "every item inserted so far is a member (the time read at is within the first TTL); an item inserted at t is forgotten after t + {ttl} + {span}"
+        );
+    }
+    let from = at - ttl;
+    if from < span {
+        return format!(
+            "items inserted at or after {} are members; older ones fade as their slices retire",
+            when(from)
+        );
+    }
+    format!(
+        "items inserted at or after {} are members; items inserted before {} are forgotten (answer like keys never inserted; when the filter took more than 1.25x its planned rate, later); between the two they fade as their slices retire",
+        when(from),
+        when(from - span)
+    )
 }
 
 /// An estimate of the distinct items from the bits set: a number, or what an infinite one means.

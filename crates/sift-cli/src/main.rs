@@ -5,6 +5,7 @@
 //! like grep), 2 any error. A closed pipe on stdout (`sift dedup | head -1`) is a normal exit.
 
 mod any;
+mod clock;
 mod cmd;
 mod input;
 mod outfile;

@@ -112,6 +112,10 @@ pub fn run(a: Args) -> Result<ExitCode> {
             }
             s.to_parquet_bytes()
         }
+        (_, f @ (AnyFilter::Aging(_) | AnyFilter::TimeLimited(_))) => bail!(
+            "{name}: a {} filter (a sliding window) has no RedisBloom, Guava or Parquet form; keep it a sift file (sift-server loads it with SF.LOADCHUNK)",
+            f.kind()
+        ),
         (to, f) => bail!(
             "{name}: a {} filter cannot be written as {}: its bits are laid out for sift's own hashing; rebuild it from the keys with `sift build --family {}`",
             f.kind(),

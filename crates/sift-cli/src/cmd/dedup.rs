@@ -11,6 +11,7 @@ use anyhow::{bail, Context, Result};
 use super::build::OVERFILL_LIMIT;
 use super::FamilyArg;
 use crate::any::{AnyFilter, AnyFilterExt};
+use crate::clock::{self, At};
 use crate::input::{self, Source, Split};
 use crate::outfile::OutFile;
 use crate::output::{self, pct};
@@ -31,7 +32,13 @@ A false positive drops a line that was never seen (with probability about the FP
 line is never passed twice. The report on stderr gives the expected number of false drops. With
 --state the filter is loaded if the file exists (its own family and sizing win) and saved
 atomically at the end; it is not saved when the run fails or its output is closed early, so a
-rerun sees those lines again.")]
+rerun sees those lines again.
+
+A sliding window as --state passes a line unless it was seen recently: an aging-bloom file (a
+window by count) drops the lines among its last N insertions, a time-limited-bloom file (a window
+by time, such as SF.DUMP of KIND aging TTL) those inserted within its TTL; each passed or dropped
+line is inserted again, so a repeat counts as recent. A window by time inserts at this machine's
+clock in Unix milliseconds (sift-server's unit), read before each chunk of input.")]
 pub struct Args {
     /// Input files (`-` or none: stdin).
     files: Vec<PathBuf>,
@@ -81,6 +88,10 @@ pub fn run(a: Args) -> Result<ExitCode> {
             if f.is_static() {
                 bail!("{}: a {} filter is static and cannot record new lines", p.display(), f.kind());
             }
+            if let Some(c) = f.timed_clock() {
+                // Refuses a clock that is not Unix milliseconds before any line is read.
+                clock::resolve(At::Now, c, &p.display().to_string())?;
+            }
             if !a.quiet && (a.fpr.is_some() || a.items.is_some() || a.family.is_some()) {
                 eprintln!(
                     "sift: note: {} exists: its own family, size and rate are used; -p, -n and --family apply only to a new state",
@@ -118,6 +129,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         while let Some(c) = pipe.next()? {
             // The FPR at the start of the chunk: each new line of the chunk is falsely dropped
             // with about this probability.
+            filter.advance_to(clock::now_ms());
             let p = filter.expected_fpr();
             new.clear();
             filter.insert_new_chunk(&c, &mut new)?;

@@ -11,6 +11,7 @@ use sift::format;
 use sift::SplitBlockBloom;
 
 use crate::any::{AnyFilter, AnyFilterExt};
+use crate::clock::{self, At};
 use crate::input;
 use crate::output::{self, pct};
 use crate::rdbfile;
@@ -62,11 +63,17 @@ pub fn detect(bytes: &[u8], given: Option<Format>, flag: &str) -> Result<Format>
   sift inspect --format parquet column.sbbf     # a Parquet split-block Bloom filter bitset
   sift inspect --format guava filter.bin        # Guava BloomFilter.writeTo bytes
   sift inspect dump.rdb                         # a Redis RDB file: its RedisBloom keys, one a line
+  sift inspect seen.sift                        # a window by time (SF.DUMP of KIND aging TTL), read now
+  sift inspect --at clock seen.sift             # … as of its last insertion
 
 The verdict compares the FPR estimated now (from the bits set for the Bloom families, from the
 items stored for cuckoo and quotient filters) with the FPR the filter
 was planned for: past --threshold times the plan it says REBUILD (seed 002: monitor the FPR and
-rebuild past a threshold). Exit status: 0 intact, 2 unreadable or corrupted (checksum mismatch).")]
+rebuild past a threshold). The sliding windows show what they remember: aging-bloom (a window by
+count) the insertions it always holds and when one is forgotten, time-limited-bloom (a window by
+time) its TTL, clock and which insertion times are members, forgotten, or fading, as of the time
+--at gives (default now, Unix milliseconds: sift-server's unit); their items and FPR are those
+of the slices live then. Exit status: 0 intact, 2 unreadable or corrupted (checksum mismatch).")]
 pub struct Args {
     /// The file.
     file: PathBuf,
@@ -79,6 +86,8 @@ pub struct Args {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    #[arg(long, value_parser = clock::parse_at, default_value = "now", help = clock::AT_HELP)]
+    at: At,
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
@@ -160,15 +169,24 @@ pub fn run(a: Args) -> Result<ExitCode> {
     if fmt != Format::Sift {
         fields.push(("kind", json!(filter.kind().name())));
     }
-    fields.push(("items", json!(filter.len())));
+    // A window by time answers as of a time (the other kinds ignore it).
+    let at = match filter.timed_clock() {
+        Some(c) => clock::resolve(a.at, c, &name)?,
+        None => 0,
+    };
+    fields.push(("items", json!(filter.len_at(at))));
     if let Some(c) = filter.capacity() {
         fields.push(("capacity", json!(c)));
     }
     fields.push(("memory_bytes", json!(filter.size_in_bytes())));
-    fields.extend(filter.details());
+    fields.extend(filter.details(at));
     // Measured from the contents (bits set, items stored), so an overfilled filter shows the
-    // rate it answers with, not the formula at its count of keys that set a new bit.
-    let now = filter.current_fpr();
+    // rate it answers with, not the formula at its count of keys that set a new bit; a window
+    // by time from the generations still live at the time read.
+    let now = match &filter {
+        AnyFilter::TimeLimited(f) => f.expected_fpr_at(at),
+        other => other.current_fpr(),
+    };
     fields.push(("fpr_estimated_now", json!(now)));
     fields.push(("fpr_estimated_from", json!(filter.fpr_basis())));
     match filter.planned_fpr() {

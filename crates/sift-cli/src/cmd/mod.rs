@@ -14,7 +14,8 @@ use anyhow::{bail, Context, Result};
 use sift::compat::guava::GuavaBloom;
 use sift::compat::redisbloom::{BloomChain, CuckooFilter, BF_MAX_CAPACITY, CF_MAX_CAPACITY};
 use sift::{
-    BlockedBloom, Bloom, CountingBloom, Cuckoo, Quotient, ScalableBloom, ScalableCuckoo, SplitBlockBloom,
+    AgingBloom, BlockedBloom, Bloom, CountingBloom, Cuckoo, Quotient, ScalableBloom, ScalableCuckoo,
+    SplitBlockBloom,
 };
 
 use crate::any::AnyFilter;
@@ -38,6 +39,9 @@ pub enum FamilyArg {
     ScalableCuckoo,
     /// Quotient filter.
     Quotient,
+    /// Aging Bloom filter, a sliding window by count: remembers the last -n insertions, forgets
+    /// older ones (sift-server's SF KIND aging WINDOW n).
+    AgingBloom,
     /// Xor filter, 8-bit fingerprints (static: p = 1/256).
     Xor8,
     /// Binary fuse filter, 8-bit (static: p = 1/256).
@@ -170,6 +174,7 @@ fn make_dynamic(family: FamilyArg, items: Option<u64>, fpr: f64) -> Result<AnyFi
             AnyFilter::ScalableCuckoo(ScalableCuckoo::new(usize::try_from(n).unwrap_or(usize::MAX), fpr)?)
         }
         FamilyArg::Quotient => AnyFilter::Quotient(Quotient::new(need()?, fpr)?),
+        FamilyArg::AgingBloom => AnyFilter::Aging(AgingBloom::new(need()?, fpr)?),
         FamilyArg::RedisbloomBf => {
             let n = need()? as u64;
             if n > BF_MAX_CAPACITY {

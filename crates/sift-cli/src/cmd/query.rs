@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 use crate::any::{AnyFilter, AnyFilterExt};
+use crate::clock::{self, At};
 use crate::input::{self, Source, Split};
 use crate::output;
 
@@ -21,7 +22,19 @@ use crate::output;
 
 Exit status: 0 if every key may be present (also for no keys), 1 if any key is certainly absent,
 2 on error (unreadable or corrupted filter file). Works with every kind of sift file, including
-RedisBloom and Guava filters converted with `sift convert`.")]
+RedisBloom and Guava filters converted with `sift convert`, and the sliding windows:
+
+  sift query window.sift KEY                    # aging-bloom (by count): among the last N insertions?
+  sift query seen.sift KEY                      # time-limited-bloom: inserted within the TTL before now?
+  sift query --at clock seen.sift KEY           # … as of the filter's last insertion
+  sift query --at 1764270000000 seen.sift KEY   # … as of that time (Unix ms, sift-server's unit)
+
+A time-limited-bloom file (SF.RESERVE ... KIND aging TTL s, saved with SF.DUMP) is read at a
+time: by default now, this machine's clock in Unix milliseconds (sift-server's unit). An item
+inserted at t is a member at every time up to t + TTL and forgotten (answers like a key never
+inserted) after t + TTL plus one generation (up to 1.25x the planned rate of inserts; above
+it the filter forgets later, never sooner); the file is not changed. A file whose clock is not
+Unix milliseconds (a library filter with a clock of its own) needs --at clock or --at T.")]
 pub struct Args {
     /// The sift file.
     file: PathBuf,
@@ -42,6 +55,8 @@ pub struct Args {
     /// Longest key accepted on stdin, in bytes.
     #[arg(long, default_value_t = input::DEFAULT_MAX_LINE)]
     max_line: usize,
+    #[arg(long, value_parser = clock::parse_at, default_value = "now", help = clock::AT_HELP)]
+    at: At,
 }
 
 struct Tally<'a, W: Write> {
@@ -68,12 +83,17 @@ impl<W: Write> Tally<'_, W> {
 
 pub fn run(a: Args) -> Result<ExitCode> {
     let filter = AnyFilter::load(&a.file)?;
+    // The time a window by time is read at (the other kinds ignore it).
+    let now = match filter.timed_clock() {
+        Some(c) => clock::resolve(a.at, c, &a.file.display().to_string())?,
+        None => 0,
+    };
     let mut out = output::stdout();
     let mut t = Tally { out: &mut out, list: !a.count && !a.quiet, maybe: 0, no: 0 };
     if !a.keys.is_empty() {
         for k in &a.keys {
             let key = os_bytes(k);
-            let present = filter.contains(&key);
+            let present = filter.present_at(&key, now);
             t.answer(&key, present)?;
         }
     } else {
@@ -91,13 +111,13 @@ pub fn run(a: Args) -> Result<ExitCode> {
                     AnyFilter::Blocked(f) => sift::Filter::contains_digests(f, &c.digests, &mut answers),
                     other => {
                         for (o, d) in answers.iter_mut().zip(&c.digests) {
-                            *o = other.digest_present(*d);
+                            *o = other.digest_present(*d, now);
                         }
                     }
                 }
             } else {
                 for (i, o) in answers.iter_mut().enumerate() {
-                    *o = filter.contains(c.key(i));
+                    *o = filter.present_at(c.key(i), now);
                 }
             }
             for (i, &present) in answers.iter().enumerate() {

@@ -107,7 +107,6 @@ pub(crate) struct Ring {
     blocks: Storage<Block>,
     rows: u64,
     slices: usize,
-    k: usize,
     head: usize,
     live: usize,
     epoch: u32,
@@ -120,15 +119,20 @@ pub(crate) struct Ring {
     /// Per-word table of the kernels (a function of `slices`, `head` and `k`).
     ages: rows::Ages,
     kernel: Kernel,
+    /// The owner's cache for its hot path, in what is otherwise the struct's tail padding (the
+    /// ring is no larger with it): a window by time keeps here when its clock must next start
+    /// a generation or retire a slice, as an offset from the current generation's start
+    /// (`TimeLimitedBloom::refresh_due`). Follows from the rest; a window by count leaves it 0.
+    pub(crate) due: u32,
 }
 
 impl PartialEq for Ring {
-    /// Same shape, same bits, same bookkeeping (the kernel does not matter; `ages` follows from
-    /// the rest).
+    /// Same shape, same bits, same bookkeeping (the kernel does not matter; `ages` and `due`
+    /// follow from the rest).
     fn eq(&self, other: &Self) -> bool {
         self.rows == other.rows
             && self.slices == other.slices
-            && self.k == other.k
+            && self.k() == other.k()
             && self.head == other.head
             && self.live == other.live
             && self.epoch == other.epoch
@@ -174,7 +178,6 @@ impl Ring {
             blocks,
             rows,
             slices: slices as usize,
-            k: k as usize,
             head: 0,
             live,
             epoch: 0,
@@ -182,6 +185,7 @@ impl Ring {
             left_set: 0,
             ages: rows::Ages::new(slices as usize, 0, k as usize),
             kernel: Kernel::detect(),
+            due: 0,
         })
     }
 
@@ -191,8 +195,11 @@ impl Ring {
     pub(crate) fn slices(&self) -> usize {
         self.slices
     }
+    /// Slices each item is written into (kept once, in the kernel tables: the ring has no
+    /// byte to spare for a second copy next to [`Ring::due`]).
+    #[inline(always)]
     pub(crate) fn k(&self) -> usize {
-        self.k
+        self.ages.k as usize
     }
     pub(crate) fn head(&self) -> usize {
         self.head
@@ -250,8 +257,8 @@ impl Ring {
     /// one); 0 while it is among the `k` youngest, and before its first shift after a reset.
     #[inline(always)]
     pub(crate) fn left_at(&self, i: usize) -> u64 {
-        if i >= self.k && self.left_set >> self.phys(i) & 1 == 1 {
-            self.meta[self.phys(i - self.k)].born
+        if i >= self.k() && self.left_set >> self.phys(i) & 1 == 1 {
+            self.meta[self.phys(i - self.k())].born
         } else {
             0
         }
@@ -297,7 +304,7 @@ impl Ring {
         let row = self.row(d.h1);
         let stale = rows::stale(self.epoch, row[0]);
         let found = rows::alignments(self.kernel, row, rows::key(d.h2), &self.ages, stale);
-        found & valid_alignments(live, self.k) != 0
+        found & valid_alignments(live, self.k()) != 0
     }
 
     /// Writes the item into the `k` youngest slices. Returns (reported present before, set a
@@ -313,11 +320,12 @@ impl Ring {
             w.before_write_values(rows::words(&self.blocks), start..start + n);
             w
         });
-        let Ring { blocks, k, head, live, ages, kernel, epoch, .. } = self;
+        let Ring { blocks, head, live, ages, kernel, epoch, .. } = self;
+        let k = ages.k as usize;
         let row = &mut rows::words_mut(blocks)[start..start + n];
         let stale = rows::stale(*epoch, row[0]);
         let (found, new) = rows::insert(*kernel, row, y, ages, stale, *epoch);
-        let present = found & valid_alignments(*live, *k) != 0;
+        let present = found & valid_alignments(*live, k) != 0;
         let head = *head;
         if new {
             self.meta[head].items += 1;
@@ -366,13 +374,13 @@ impl Ring {
     /// youngest, empty: the epoch moves on, which makes it stale in every row. The caller makes
     /// sure that slice holds nothing still needed.
     pub(crate) fn shift(&mut self, t: u64) {
-        let leaving = self.phys(self.k - 1);
+        let leaving = self.phys(self.k() - 1);
         self.left_set |= 1 << leaving;
         self.head = if self.head == 0 { self.slices - 1 } else { self.head - 1 };
         self.meta[self.head] = SliceMeta { items: 0, born: t };
         self.left_set &= !(1 << self.head);
         self.live = (self.live + 1).min(self.slices);
-        self.ages = rows::Ages::new(self.slices, self.head, self.k);
+        self.ages = rows::Ages::new(self.slices, self.head, self.k());
         self.bump_epoch(1);
     }
 
@@ -404,7 +412,7 @@ impl Ring {
     /// Forgets the oldest live slices while `expired` says so of the time they stopped taking
     /// insertions ([`Ring::left_at`]), keeping the `k` youngest.
     pub(crate) fn retire(&mut self, mut expired: impl FnMut(u64) -> bool) {
-        while self.live > self.k && expired(self.left_at(self.live - 1)) {
+        while self.live > self.k() && expired(self.left_at(self.live - 1)) {
             self.live -= 1;
         }
     }
@@ -420,17 +428,17 @@ impl Ring {
             m.born = born;
         }
         self.live = live;
-        self.ages = rows::Ages::new(self.slices, 0, self.k);
+        self.ages = rows::Ages::new(self.slices, 0, self.k());
         self.bump_epoch(self.slices as u32);
     }
 
     /// Counted insertions of the generations whose `k` slices are all among the `live`
     /// youngest: the items the window holds.
     pub(crate) fn held(&self, live: usize) -> u64 {
-        if live < self.k {
+        if live < self.k() {
             return 0;
         }
-        (0..=live - self.k).map(|a| self.meta_at(a).items).fold(0u64, u64::saturating_add)
+        (0..=live - self.k()).map(|a| self.meta_at(a).items).fold(0u64, u64::saturating_add)
     }
 
     /// Counted insertions of every live generation.
@@ -441,7 +449,7 @@ impl Ring {
     /// [`math::aging_fpr`] with the loads of the live generations (per row).
     pub(crate) fn expected_fpr(&self, live: usize) -> f64 {
         let gens: Vec<f64> = (0..live).map(|a| self.meta_at(a).items as f64 / self.rows as f64).collect();
-        math::aging_fpr(self.k as u32, live, &gens)
+        math::aging_fpr(self.k() as u32, live, &gens)
     }
 
     /// Fraction of the bits of logical slice `i` that are set (reads one word per row; stale
@@ -459,7 +467,7 @@ impl Ring {
 
     /// The ring's fields as a file stores them first: rows, slices, k.
     pub(crate) fn write_shape(&self, p: &mut ParamWriter) {
-        p.u64(self.rows).u32(self.slices as u32).u32(self.k as u32);
+        p.u64(self.rows).u32(self.slices as u32).u32(self.k() as u32);
     }
 
     /// Bytes of the payload (the rows).
@@ -553,7 +561,7 @@ impl Ring {
         ring.head = head as usize;
         ring.epoch = epoch;
         ring.meta = meta;
-        ring.ages = rows::Ages::new(ring.slices, ring.head, ring.k);
+        ring.ages = rows::Ages::new(ring.slices, ring.head, ring.k());
         if !lefts.is_empty() && lefts.len() != ring.slices {
             return Err(FormatError::InvalidParams("aging filter: one record per slice").into());
         }
@@ -562,7 +570,7 @@ impl Ring {
                 continue;
             }
             let i = (p + ring.slices - ring.head) % ring.slices;
-            if i < ring.k || ring.meta[ring.phys(i - ring.k)].born != left {
+            if i < ring.k() || ring.meta[ring.phys(i - ring.k())].born != left {
                 return Err(FormatError::InvalidParams(
                     "aging filter: a slice's retirement time is not the birth of the slice k younger",
                 )
@@ -606,7 +614,7 @@ impl core::fmt::Debug for AgingBloom {
             .field("generation", &self.generation)
             .field("rows", &self.ring.rows)
             .field("slices", &self.ring.slices)
-            .field("k", &self.ring.k)
+            .field("k", &self.ring.k())
             .field("head", &self.ring.head)
             .field("items", &self.ring.held(self.ring.live))
             .field("hasher", &self.hasher)
@@ -695,7 +703,7 @@ impl AgingBloom {
 
     /// Slices each item is written into, `k`.
     pub fn num_hashes(&self) -> u32 {
-        self.ring.k as u32
+        self.ring.k() as u32
     }
 
     /// Rows (each one word per slice).
@@ -724,6 +732,12 @@ impl AgingBloom {
     #[doc(hidden)]
     pub fn force_scalar(&mut self) {
         self.ring.force_scalar();
+    }
+
+    /// Slices queried: the `k` youngest and the older ones holding insertions of the window
+    /// (every slice once the ring has turned).
+    pub fn live_slices(&self) -> u32 {
+        self.ring.live as u32
     }
 
     /// Insertions counted since the oldest slice became the youngest: how far back, in

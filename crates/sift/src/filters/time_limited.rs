@@ -215,7 +215,7 @@ impl TimeLimitedBloom {
         let load = generation as f64 / rows as f64;
         let target = math::aging_fpr(hashes, live, &vec![load; live]);
         let per_ttl = (generation as u128 * ttl as u128 / span as u128).min(u64::MAX as u128) as u64;
-        Ok(TimeLimitedBloom {
+        let mut f = TimeLimitedBloom {
             ring,
             hasher,
             hot: HotHasher::new(hasher),
@@ -226,7 +226,9 @@ impl TimeLimitedBloom {
             clock: 0,
             gen_start: 0,
             target_fpr: target.clamp(f64::MIN_POSITIVE, 1.0 - f64::EPSILON),
-        })
+        };
+        f.refresh_due();
+        Ok(f)
     }
 
     /// The window `T`: items inserted at `t` are members at every `now ≤ t + T`.
@@ -354,6 +356,7 @@ impl TimeLimitedBloom {
         let k = self.ring.k();
         self.ring.reset(k, self.clock);
         self.gen_start = self.clock;
+        self.refresh_due();
     }
 
     /// Inserts `item` at `now` without answering whether it was present: the filter afterwards
@@ -390,6 +393,42 @@ impl TimeLimitedBloom {
         if self.ring.current_items() >= self.generation && self.ring.live() < self.ring.slices() {
             self.ring.shift(self.clock);
             self.gen_start = self.clock;
+            self.refresh_due();
+        }
+    }
+
+    /// The first time at which moving the clock has work to do: the current generation's time
+    /// is up (`gen_start + span`), or the oldest live slice beyond the `k` youngest expires
+    /// (its last insertion plus the TTL, plus one). Moving the clock from `old` past the TTL
+    /// needs no test of its own: `gen_start ≤ old` and `span ≤ ttl`, so such a `now` is past
+    /// `gen_start + span` too.
+    fn due_in_full(&self) -> u64 {
+        let due = self.gen_start.saturating_add(self.span);
+        let (live, k) = (self.ring.live(), self.ring.k());
+        if live > k {
+            due.min(self.ring.left_at(live - 1).saturating_add(self.ttl).saturating_add(1))
+        } else {
+            due
+        }
+    }
+
+    /// Caches [`TimeLimitedBloom::due_in_full`] in the ring, as an offset from the generation's
+    /// start (`u32::MAX`: too far to cache, computed in full at every move of the clock).
+    /// Called after every change of what it reads: a generation started, a slice retired, a
+    /// reset, a decode.
+    fn refresh_due(&mut self) {
+        let ahead = self.due_in_full().saturating_sub(self.gen_start);
+        self.ring.due = u32::try_from(ahead).unwrap_or(u32::MAX);
+    }
+
+    /// [`TimeLimitedBloom::due_in_full`], from the cache when it holds it: one addition instead
+    /// of reading the oldest slice's retirement time (a bit of the ring and the birth of the
+    /// slice `k` younger) at every insertion.
+    #[inline(always)]
+    fn due(&self) -> u64 {
+        match self.ring.due {
+            u32::MAX => self.due_in_full(),
+            ahead => self.gen_start + u64::from(ahead),
         }
     }
 
@@ -430,6 +469,7 @@ impl TimeLimitedBloom {
             let k = self.ring.k();
             self.ring.reset(k, now);
             self.gen_start = now;
+            self.refresh_due();
             return;
         }
         // Start the generations whose time came, each at its due time (no insertion happened
@@ -458,6 +498,7 @@ impl TimeLimitedBloom {
             self.gen_start = t;
         }
         self.retire_at(now);
+        self.refresh_due();
     }
 
     fn params(&self) -> ParamWriter {
@@ -531,10 +572,8 @@ impl Timed for TimeLimitedBloom {
         let old = self.clock;
         self.clock = now;
         // Most calls (an insertion a moment after the last one) have nothing to start or
-        // retire: two comparisons, and the rest stays out of line.
-        let expiring = self.ring.live() > self.ring.k()
-            && Self::expired(self.ttl, now, self.ring.left_at(self.ring.live() - 1));
-        if now - old > self.ttl || self.gen_start.saturating_add(self.span) <= now || expiring {
+        // retire: one comparison with the cached due time, and the rest stays out of line.
+        if now >= self.due() {
             self.catch_up(old, now);
         }
     }
@@ -612,7 +651,7 @@ impl Persist for TimeLimitedBloom {
             return bad("time-limited bloom: a time past the clock");
         }
         let ring = Ring::decode(shape, head, live, epoch, meta, &lefts, raw.payload())?;
-        Ok(TimeLimitedBloom {
+        let mut f = TimeLimitedBloom {
             ring,
             hasher: raw.hasher(),
             hot: HotHasher::new(raw.hasher()),
@@ -623,7 +662,9 @@ impl Persist for TimeLimitedBloom {
             clock,
             gen_start,
             target_fpr,
-        })
+        };
+        f.refresh_due();
+        Ok(f)
     }
 
     /// The bytes of [`Persist::to_bytes`], streamed.
@@ -640,6 +681,70 @@ mod tests {
 
     fn digest(st: &mut u64) -> Digest {
         Digest { h1: splitmix(st), h2: splitmix(st) }
+    }
+
+    /// The due time cached in the ring is the one computed in full after every kind of step
+    /// (steady insertions, a rate above the plan filling the spares, gaps shorter and longer
+    /// than the TTL, `clear`, a decoded file), and a span too long to cache (past `u32::MAX`
+    /// units) falls back to the full computation and keeps the window.
+    #[test]
+    fn the_cached_due_time_is_the_full_one() {
+        let check = |f: &TimeLimitedBloom, at: &str| {
+            assert_eq!(f.due(), f.due_in_full(), "{at}");
+            assert_ne!(f.ring.due, u32::MAX, "{at}: a short span is cached");
+        };
+        let ttl = 10_000u64;
+        let mut f = TimeLimitedBloom::new(ttl, 500, 0.01).unwrap();
+        check(&f, "new");
+        let mut st = 5;
+        let mut now = 1_000_000u64;
+        for i in 0..40_000u64 {
+            now += match i {
+                0..=9_999 => splitmix(&mut st) % 40,
+                10_000..=19_999 => splitmix(&mut st) % 6,
+                _ if i % 5_000 == 0 => ttl + 1 + splitmix(&mut st) % ttl,
+                _ if i % 700 == 0 => ttl / 3,
+                _ => splitmix(&mut st) % 40,
+            };
+            if i % 2 == 0 {
+                f.insert_digest_at(digest(&mut st), now);
+            } else {
+                f.push_digest_at(digest(&mut st), now);
+            }
+            check(&f, &format!("step {i}"));
+            if i % 9_999 == 0 {
+                let g = TimeLimitedBloom::from_bytes(&f.to_bytes()).unwrap();
+                check(&g, "decoded");
+                assert_eq!(g.ring.due, f.ring.due);
+            }
+        }
+        f.clear();
+        check(&f, "clear");
+
+        let ttl = 1u64 << 40;
+        let mut f = TimeLimitedBloom::new(ttl, 1_000, 0.01).unwrap();
+        assert_eq!(f.ring.due, u32::MAX);
+        let step = ttl / 1_000;
+        let ds: Vec<Digest> = (0..6_000).map(|_| digest(&mut st)).collect();
+        for (i, &d) in ds.iter().enumerate() {
+            f.insert_digest_at(d, i as u64 * step);
+            assert_eq!(f.due(), f.due_in_full());
+        }
+        let now = 5_999 * step;
+        assert!(ds[4_999..].iter().all(|&d| f.contains_digest_at(d, now)), "the window");
+        // Older than the TTL plus a generation: at the 1% rate, far below 5%.
+        let old = ds[..4_900].iter().filter(|&&d| f.contains_digest_at(d, now)).count();
+        assert!(old < 4_900 / 20, "{old} of 4900 expired items still present");
+    }
+
+    /// The struct sizes a server's `MEMORY USAGE` of an `SF` key counts (with `AnyFilter`, whose
+    /// largest variant this is): what the hot path caches must fit in what was already there.
+    #[test]
+    fn struct_sizes_stay() {
+        use core::mem::size_of;
+        let sizes =
+            (size_of::<TimeLimitedBloom>(), size_of::<crate::AgingBloom>(), size_of::<crate::AnyFilter>());
+        assert_eq!(sizes, (520, 488, 520), "measured before the due time was cached");
     }
 
     /// `push_at` builds the filter `insert_at` builds, bit for bit, at the planned rate, above
