@@ -21,7 +21,7 @@
 # for 50 ms of every second in which they use 95% of a core (the probe's writer and the server
 # ping-pong on one core, the snapshot thread copies on the other): `sched_rt_runtime_us` is set
 # to -1 (no throttling) for each run only, and put back after it and on exit (RT_UNTHROTTLE=0
-# leaves it alone; the worst writes then show the 50 ms pauses).
+# leaves them alone).
 #
 # Knobs (environment): TYPE=bf GB=1.2 ROUNDS=2 WARMUP=2 WINDOW=10 SNAPSHOT=bgsave RT=10
 # SERVER_ARGS="--appendfsync no" BIN="old/sift-server new/sift-server" (default: the release
