@@ -17,11 +17,11 @@
 #
 # On a shared machine the server and the probe run under real-time scheduling (RT=10: `chrt -f
 # 10`, needs root; RT= to run them as ordinary processes), so that other users' processes do not
-# preempt them between two timestamps. The kernel's real-time throttling would then stop them
-# for 50 ms of every second in which they use 95% of a core (the probe's writer and the server
-# ping-pong on one core, the snapshot thread copies on the other): `sched_rt_runtime_us` is set
-# to -1 (no throttling) for each run only, and put back after it and on exit (RT_UNTHROTTLE=0
-# leaves them alone).
+# preempt them between two timestamps. The kernel's real-time throttling could then stop them
+# for 50 ms of every second in which they use 95% of a core: `sched_rt_runtime_us` (and the root
+# cgroup's `cpu.rt_runtime_us`) is set to -1 for each run only, and put back after it and on
+# exit (RT_UNTHROTTLE=0 leaves them alone). On the VM of docs/BENCHMARKS.md 50 ms waits for a
+# CPU came once a second with the knobs lifted or not.
 #
 # Knobs (environment): TYPE=bf GB=1.2 ROUNDS=2 WARMUP=2 WINDOW=10 SNAPSHOT=bgsave RT=10
 # SERVER_ARGS="--appendfsync no" BIN="old/sift-server new/sift-server" (default: the release
