@@ -1,35 +1,74 @@
 #!/usr/bin/env bash
-# How long a writer of one big filter waits while a snapshot is taken (issue 15 item 7): starts
-# a real sift-server (appendfsync no, so that fsync latency does not hide the snapshot's own),
-# creates one filter of about GB bytes with `BF.RESERVE big 0.0001 <capacity>`, then one client
-# sends BF.ADD big <random> in a loop (unpipelined, each timed), and after WARMUP seconds another
-# client sends BGSAVE and waits for it to end (INFO persistence). Prints per build and round: the
-# filter's size, the worst BF.ADD latency while the snapshot ran, its p99 and the worst before,
-# the snapshot's duration; item 7's goal is a worst latency under 10 ms per GB of the filter.
-# TYPE=cf does the same with a cuckoo filter: `CF.RESERVE big <capacity>` (bucket size 2, so
-# about GB bytes of slots; capacity at most 2^30, so at most 1 GiB) and CF.ADD. TYPE=sf: sift's
-# blocked Bloom filter, `SF.RESERVE big 0.0001 <capacity> KIND blocked` (about GB bytes) and
-# SF.ADD. TYPE=cms: a Count-Min Sketch, `CMS.INITBYDIM big <width> 4` (about GB bytes of
+# How long a writer of one big value waits while a snapshot or a log rewrite is taken (issue 15
+# item 7): starts a real sift-server (appendfsync no, so that fsync latency does not hide the
+# snapshot's own), creates one value of about GB bytes, then the Rust probe
+# (scripts/stall_probe.rs) sends one write to it in a loop (unpipelined,
+# each timed), and after WARMUP seconds another connection sends SNAPSHOT (BGSAVE or
+# BGREWRITEAOF) and polls INFO persistence until it ends. SNAPSHOT=none sends nothing and
+# measures a window of WINDOW seconds: the same writer's waits with no snapshot, the machine's.
+# Prints per build and round: the value's size, the worst write before the window, the worst,
+# p99 and p99.9 during it, the worst per GB; item 7's goal is a worst under 10 ms per GB.
+#
+# TYPE=bf: `BF.RESERVE big 0.0001 <capacity>` and BF.ADD. TYPE=cf: `CF.RESERVE big <capacity>`
+# (bucket size 2, so about GB bytes of slots; capacity at most 2^30, so at most 1 GiB) and
+# CF.ADD. TYPE=sf: sift's blocked Bloom filter, `SF.RESERVE big 0.0001 <capacity> KIND blocked`
+# and SF.ADD. TYPE=cms: a Count-Min Sketch, `CMS.INITBYDIM big <width> 4` (about GB bytes of
 # counters) and `CMS.INCRBY big <item> 1`.
 #
-# Knobs (environment): TYPE=bf GB=1.2 ROUNDS=2 WARMUP=2  SERVER_ARGS="--appendfsync no"
-# BIN="old/sift-server new/sift-server" (default: the release build of this tree), run alternately.
+# On a shared machine the server and the probe run under real-time scheduling (RT=10: `chrt -f
+# 10`, needs root; RT= to run them as ordinary processes), so that other users' processes do not
+# preempt them between two timestamps. The kernel's real-time throttling could then stop them
+# for 50 ms of every second in which they use 95% of a core: `sched_rt_runtime_us` (and the root
+# cgroup's `cpu.rt_runtime_us`) is set to -1 for each run only, and put back after it and on
+# exit (RT_UNTHROTTLE=0 leaves them alone). On the VM of docs/BENCHMARKS.md 50 ms waits for a
+# CPU came once a second with the knobs lifted or not.
+#
+# Knobs (environment): TYPE=bf GB=1.2 ROUNDS=2 WARMUP=2 WINDOW=10 SNAPSHOT=bgsave RT=10
+# SERVER_ARGS="--appendfsync no" BIN="old/sift-server new/sift-server" (default: the release
+# build of this tree), run alternately.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TYPE=${TYPE:-bf}
 GB=${GB:-1.2}
 ROUNDS=${ROUNDS:-2}
 WARMUP=${WARMUP:-2}
+WINDOW=${WINDOW:-10}
+SNAPSHOT=${SNAPSHOT:-bgsave}
+RT=${RT-10}
 SERVER_ARGS=${SERVER_ARGS:---appendfsync no}
 . scripts/bench_lib.sh
-python3 -c 'import redis' 2>/dev/null || { log "needs redis-py (pip install redis)"; exit 1; }
+require_tools redis-cli python3
 
+PROBE="${CARGO_TARGET_DIR:-target}/stall-probe/stall_probe"
+mkdir -p "$(dirname "$PROBE")"
+log "building the probe (rustc -O)"
+rustc --edition 2021 -O -C debuginfo=1 scripts/stall_probe.rs -o "$PROBE" >&2
 if [ -z "${BIN:-}" ]; then
   log "building sift-server (release)"
   cargo build --release -p sift-server >&2
   BIN="${CARGO_TARGET_DIR:-target}/release/sift-server"
 fi
+rt=()
+[ -n "$RT" ] && rt=(chrt -f "$RT")
+RT_UNTHROTTLE=${RT_UNTHROTTLE:-1}
+# With RT group scheduling the root cgroup has its own budget (cpu.rt_runtime_us, cgroup v1),
+# which the global knob does not change: both are lifted, the cgroup's after the global one.
+rt_knobs=(/proc/sys/kernel/sched_rt_runtime_us)
+[ -w /sys/fs/cgroup/cpu/cpu.rt_runtime_us ] && rt_knobs+=(/sys/fs/cgroup/cpu/cpu.rt_runtime_us)
+rt_saved=()
+for k in "${rt_knobs[@]}"; do rt_saved+=("$(cat "$k")"); done
+rt_restore() {
+  [ -z "$RT" ] || [ "$RT_UNTHROTTLE" = 0 ] && return 0
+  local i
+  for ((i = ${#rt_knobs[@]} - 1; i >= 0; i--)); do echo "${rt_saved[$i]}" >"${rt_knobs[$i]}"; done
+}
+rt_unthrottle() {
+  [ -z "$RT" ] || [ "$RT_UNTHROTTLE" = 0 ] && return 0
+  local k
+  for k in "${rt_knobs[@]}"; do echo -1 >"$k"; done
+}
 bench_workdir sift-stall
+trap 'rt_restore; bench_cleanup' EXIT
 case "$TYPE" in
   # Bits per item at 0.0001 in the first link: RedisBloom tightens the first link to 0.00005.
   bf) capacity=$(python3 -c "import math; print(int($GB * 8e9 / (-math.log(0.00005) / math.log(2) ** 2)))") ;;
@@ -41,20 +80,25 @@ case "$TYPE" in
   cms) capacity=$(python3 -c "print(int($GB * 1e9 / 16))") ;;
   *) log "TYPE must be bf, cf, sf or cms"; exit 1 ;;
 esac
-ADD=$(echo "$TYPE" | tr a-z A-Z).ADD
-[ "$TYPE" = cms ] && ADD=CMS.INCRBY
+case "$TYPE" in
+  bf) write="BF.ADD big {}" ;;
+  cf) write="CF.ADD big {}" ;;
+  sf) write="SF.ADD big {}" ;;
+  cms) write="CMS.INCRBY big {} 1" ;;
+esac
+log "load average before the runs: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-printf '| build | filter bytes | worst %s during snapshot ms | p99 during ms | worst before ms | ms per GB | snapshot s |\n|---|---|---|---|---|---|---|\n' "$ADD"
+printf '| build | window | value bytes | worst before ms | worst during ms | p99 during ms | p99.9 during ms | worst ms per GB | window s | writes during |\n|---|---|---|---|---|---|---|---|---|---|\n'
 run=0
 for _ in $(seq 1 "$ROUNDS"); do
   for bin in $BIN; do
     run=$((run + 1))
     dir="$work/run-$run"
     mkdir -p "$dir"
-    RUST_LOG=warn "$bin" --port 0 --dir "$dir/data" $SERVER_ARGS >"$dir/out" 2>"$dir/err" &
+    RUST_LOG=warn "${rt[@]}" "$bin" --port 0 --dir "$dir/data" $SERVER_ARGS >"$dir/out" 2>"$dir/err" &
     pid=$!
     pids+=("$pid")
-    for _ in $(seq 1 200); do grep -q "listening on" "$dir/out" && break; sleep 0.05; done
+    for _ in $(seq 1 200); do grep -qs "listening on" "$dir/out" && break; sleep 0.05; done
     addr=$(sed -n 's/.*listening on //p' "$dir/out" | head -1)
     [ -n "$addr" ] || { log "sift-server did not start: $(cat "$dir/err")"; exit 1; }
     port=${addr##*:}
@@ -74,44 +118,12 @@ for _ in $(seq 1 "$ROUNDS"); do
         size=$((capacity * 16)) ;;
     esac
     case "$size" in ''|*[!0-9]*) log "could not create the $TYPE value: $size"; exit 1 ;; esac
-    python3 - "$port" "$size" "$WARMUP" "$bin" "$ADD" <<'PY'
-import random, sys, threading, time
-import redis
-
-port, size, warmup, name, add = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
-window = {}
-lat = []  # (time sent, seconds)
-stop = threading.Event()
-
-def writer():
-    w = redis.Redis(port=port)
-    rnd = random.Random(7)
-    while not stop.is_set():
-        t = time.perf_counter()
-        args = ("big", "k%d" % rnd.getrandbits(48)) + ((1,) if add == "CMS.INCRBY" else ())
-        w.execute_command(add, *args)
-        lat.append((t, time.perf_counter() - t))
-
-th = threading.Thread(target=writer)
-th.start()
-time.sleep(warmup)
-c = redis.Redis(port=port)
-window["start"] = time.perf_counter()
-c.execute_command("BGSAVE")
-while c.info("persistence").get("rdb_bgsave_in_progress") != 0:
-    time.sleep(0.01)
-window["end"] = time.perf_counter()
-time.sleep(0.5)
-stop.set()
-th.join()
-during = sorted(l for t, l in lat if window["start"] <= t + l and t <= window["end"])
-before = [l for t, l in lat if t + l < window["start"]]
-worst = during[-1] * 1e3 if during else float("nan")
-p99 = during[int(len(during) * 0.99)] * 1e3 if during else float("nan")
-print("| %s | %d | %.1f | %.2f | %.1f | %.1f | %.2f |" % (
-    name, size, worst, p99, max(before) * 1e3, worst / (size / 1e9), window["end"] - window["start"]))
-PY
+    rt_unthrottle
+    "${rt[@]}" "$PROBE" --port "$port" --write "$write" --snapshot "$SNAPSHOT" --warmup "$WARMUP" \
+      --window "$WINDOW" --bytes "$size" --label "$bin" || { log "the probe failed"; exit 1; }
     kill -9 "$pid"; wait "$pid" 2>/dev/null || true
+    rt_restore
+    log "load average after run $run: $(cut -d' ' -f1-3 /proc/loadavg)"
     rm -rf "$dir"
   done
 done

@@ -36,7 +36,7 @@
 //! and every connection waiting meanwhile is covered by the sync thread's next single
 //! write + fdatasync (the group); after it, the sync thread wakes only the connections that
 //! sync covered. Segments are preallocated with zeros ahead of their records, and the header
-//! records the size reached (`Inner::preallocate_locked`; a zero tail is the end of the log for
+//! records the size reached (`Inner::preallocate`; a zero tail is the end of the log for
 //! recovery, see [`super::aof`]). With `always` each write of records ends with a group-end
 //! record. `everysec` writes at commit (a killed process loses nothing) and a background thread
 //! fsyncs once a second; `no` leaves the fsync to the OS (but for the preallocated zeros and a
@@ -151,13 +151,14 @@ struct SegFile {
     /// Bytes of records (with the header): where the next record is written.
     len: AtomicU64,
     /// Bytes in the file (`>= len`): zeros were written ahead of the records up to here, see
-    /// [`Inner::preallocate_locked`]. Changed only under `io`.
+    /// [`Inner::preallocate`]. Only grows.
     alloc: AtomicU64,
     /// Every write of records ends with a group-end record (`appendfsync always`).
     marked: bool,
     /// Command records written to the file (the segment-end record counts them).
     records: AtomicU64,
-    /// The last size claim written to the header: (sequence, size). Changed only under `io`.
+    /// The last size claim written to the header: (sequence, size). Changed only by
+    /// [`Inner::preallocate`], one at a time.
     claim: Mutex<(u32, u64)>,
 }
 
@@ -341,6 +342,8 @@ struct Inner {
     pending: Mutex<Pending>,
     /// Serialises writing the buffer to the files (lock order: `io`, then `pending`).
     io: Mutex<()>,
+    /// Held by the one [`Inner::preallocate`] running (taken before `io` and `pending`).
+    prealloc: Mutex<()>,
     /// Every record up to this LSN is written (and, with `always`, synced).
     durable_lsn: AtomicU64,
     /// `Pending::last_lsn`, readable without the buffer's lock (see `Disk::appended_lsn`).
@@ -397,6 +400,7 @@ impl Disk {
                 shared: OnceLock::new(),
                 pending: Mutex::new(Pending::default()),
                 io: Mutex::new(()),
+                prealloc: Mutex::new(()),
                 durable_lsn: AtomicU64::new(0),
                 appended_lsn: AtomicU64::new(0),
                 dir_lock: Mutex::new(None),

@@ -349,8 +349,7 @@ impl Inner {
             // With `always` the sync thread preallocates, right after each group.
             if self.opts.appendonly && self.opts.fsync != Fsync::Always && self.opened.load(Ordering::Acquire)
             {
-                let _io = self.io.lock();
-                self.preallocate_locked();
+                self.preallocate();
             }
             let Some(shared) = self.shared() else { continue };
             let (next, running) = {

@@ -76,3 +76,61 @@ fn group_commit_writes_every_record() {
     disk.shutdown().unwrap();
     let _ = fs::remove_dir_all(&d);
 }
+
+/// A preallocation armed to stop before its fdatasync: (the store's address, told when it
+/// stops, waited on to go on).
+type Park = (usize, std::sync::mpsc::Sender<()>, std::sync::mpsc::Receiver<()>);
+static PARK: Mutex<Option<Park>> = parking_lot::const_mutex(None);
+
+/// Called by [`Inner::preallocate`] between its zeros and their fdatasync: a preallocation of
+/// the store a test armed stops there until the test lets it go on.
+pub(super) fn before_prealloc_sync(inner: &Inner) {
+    let mut park = PARK.lock();
+    if park.as_ref().is_some_and(|p| p.0 == inner as *const Inner as usize) {
+        let (_, stopped, go) = park.take().expect("checked");
+        drop(park);
+        stopped.send(()).unwrap();
+        go.recv().unwrap();
+    }
+}
+
+/// Preallocation holds the I/O lock, which every write's commit takes, only while it copies
+/// zeros, never across their fdatasync (which took over 100 ms while a snapshot wrote a
+/// gigabyte to the same disk): with the sync stopped half-way, a write commits, lands before
+/// the zeros, and the claim that follows covers the new size.
+#[test]
+fn a_commit_does_not_wait_for_the_preallocation_sync() {
+    let d = dir("prealloc-sync");
+    let disk =
+        Disk::new(DiskOptions { dir: d.clone(), appendonly: true, fsync: Fsync::No, load_truncated: false });
+    let db = Db::new();
+    disk.load(&mut db.lock_all()).unwrap();
+    // More than half of the first megabyte of records: the next preallocation is due.
+    let big = "v".repeat(600 << 10);
+    disk.record(&argv(&["SET", "big", &big]));
+    disk.commit().unwrap();
+    let (stopped_tx, stopped) = std::sync::mpsc::channel();
+    let (go, go_rx) = std::sync::mpsc::channel();
+    *PARK.lock() = Some((&*disk.inner as *const Inner as usize, stopped_tx, go_rx));
+    // The background worker may get there first; either stops at the hook.
+    let inner = disk.inner.clone();
+    let t = std::thread::spawn(move || inner.preallocate());
+    stopped.recv_timeout(Duration::from_secs(30)).expect("a preallocation reached its fdatasync");
+    let free = disk.inner.io.try_lock().is_some();
+    if free {
+        disk.record(&argv(&["SET", "during", "1"]));
+        disk.commit().unwrap();
+    }
+    go.send(()).unwrap();
+    t.join().unwrap();
+    assert!(free, "the I/O lock is held across the preallocation's fdatasync");
+    disk.shutdown().unwrap();
+    let data = fs::read(d.join(manifest::segment_name(1))).unwrap();
+    let mut keys = Vec::new();
+    let read = aof::read_segment(&Bytes::from(data), 1, |a| keys.push(a[1].clone())).unwrap();
+    assert_eq!(keys, ["big", "during"], "both records, whole, in order");
+    assert_eq!(read.torn, None);
+    assert_eq!(read.header.claim.map(|c| c.1), Some(2 * PREALLOC_CHUNK), "the claim covers the zeros");
+    assert_eq!(read.size, 2 * PREALLOC_CHUNK);
+    let _ = fs::remove_dir_all(&d);
+}

@@ -56,27 +56,42 @@ impl Inner {
     /// them is left, and syncs them, so the fdatasyncs of the records that follow overwrite
     /// allocated, already sized space; then claims the new size in the header (the next
     /// fdatasync makes the claim durable: a claim never names bytes that are not on disk).
-    /// Caller holds `io` (the records are written only under it, so the zeros never land on a
-    /// record). A failure only turns preallocation off: the records are then appended, as
-    /// without it.
-    pub(super) fn preallocate_locked(&self) {
+    /// A failure only turns preallocation off: the records are then appended, as without it.
+    ///
+    /// Writers are not held up by it: `io` (which every commit takes) is held only while one
+    /// 64 KiB piece of zeros is copied to the page cache, never across the fdatasync, which
+    /// takes a hundred milliseconds and more while a snapshot writes its gigabytes to the same
+    /// disk. Each piece starts at the records' end read under `io` (records are written only
+    /// under it), so the zeros never land on a record; records written meanwhile into space
+    /// not yet zeroed are appended as without preallocation, and the claim stays a lower bound
+    /// of the file's size.
+    pub(super) fn preallocate(&self) {
         if self.prealloc_off.load(Ordering::Relaxed) || self.failed.load(Ordering::Acquire) {
             return;
         }
+        // One preallocation at a time: the worker's and, with `always`, the sync thread's.
+        let _one = self.prealloc.lock();
         let Some(seg) = self.pending.lock().segs.last().map(|p| p.seg.clone()) else { return };
-        let (len, alloc) = (seg.len.load(Ordering::Relaxed), seg.alloc.load(Ordering::Relaxed));
-        if alloc - len >= PREALLOC_LOW {
+        let (len, alloc) = (seg.len.load(Ordering::Acquire), seg.alloc.load(Ordering::Acquire));
+        if alloc.saturating_sub(len) >= PREALLOC_LOW {
             return;
         }
         static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
         let target = (len + PREALLOC_CHUNK).next_multiple_of(PREALLOC_CHUNK);
         let result = (|| -> std::io::Result<()> {
-            let mut at = alloc;
+            let mut at = alloc.max(len);
             while at < target {
-                let n = (target - at).min(ZEROS.len() as u64) as usize;
-                seg.file.write_all_at(&ZEROS[..n], at)?;
-                at += n as u64;
+                let n = (target - at).min(ZEROS.len() as u64);
+                let io = self.io.lock();
+                let from = at.max(seg.len.load(Ordering::Acquire));
+                if from < at + n {
+                    seg.file.write_all_at(&ZEROS[(from - at) as usize..n as usize], from)?;
+                }
+                drop(io);
+                at += n;
             }
+            #[cfg(test)]
+            tests::before_prealloc_sync(self);
             seg.file.sync_data()?;
             let mut claim = seg.claim.lock();
             let (at, slot) = aof::size_claim(seg.id, claim.0 + 1, target);
@@ -85,7 +100,9 @@ impl Inner {
             Ok(())
         })();
         match result {
-            Ok(()) => seg.alloc.store(target, Ordering::Relaxed),
+            Ok(()) => {
+                seg.alloc.fetch_max(target, Ordering::AcqRel);
+            }
             Err(e) => {
                 tracing::warn!("preallocating {}: {e}; appending without it", manifest::segment_name(seg.id));
                 self.prealloc_off.store(true, Ordering::Relaxed);
@@ -137,10 +154,9 @@ impl Inner {
                 }
             }
             self.wake_synced();
-            // After the waiters are released: the zeros delay only the next group.
-            let _io = self.io.lock();
-            self.preallocate_locked();
-            drop(_io);
+            // After the waiters are released; it takes `io` only to copy zeros, so the next
+            // group does not wait for the zeros' fdatasync.
+            self.preallocate();
             wanted = self.sync_wanted.lock();
         }
         drop(wanted);
