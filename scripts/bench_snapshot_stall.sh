@@ -9,8 +9,9 @@
 # TYPE=cf does the same with a cuckoo filter: `CF.RESERVE big <capacity>` (bucket size 2, so
 # about GB bytes of slots; capacity at most 2^30, so at most 1 GiB) and CF.ADD. TYPE=sf: sift's
 # blocked Bloom filter, `SF.RESERVE big 0.0001 <capacity> KIND blocked` (about GB bytes) and
-# SF.ADD. TYPE=cms: a Count-Min Sketch, `CMS.INITBYDIM big <width> 4` (about GB bytes of
-# counters) and `CMS.INCRBY big <item> 1`.
+# SF.ADD. TYPE=qf: sift's quotient filter, `SF.RESERVE big 0.0001 <capacity> KIND quotient`
+# (about GB bytes of table) and SF.ADD. TYPE=cms: a Count-Min Sketch, `CMS.INITBYDIM big
+# <width> 4` (about GB bytes of counters) and `CMS.INCRBY big <item> 1`.
 #
 # Knobs (environment): TYPE=bf GB=1.2 ROUNDS=2 WARMUP=2  SERVER_ARGS="--appendfsync no"
 # BIN="old/sift-server new/sift-server" (default: the release build of this tree), run alternately.
@@ -37,12 +38,16 @@ case "$TYPE" in
   cf) capacity=$(python3 -c "print(min(int($GB * 1e9), 1 << 30))") ;;
   # About 21 bits per item at 0.0001 (sift's blocked filter: a Bloom filter's bits and 10%).
   sf) capacity=$(python3 -c "import math; print(int($GB * 8e9 / (-math.log(0.0001) / math.log(2) ** 2 * 1.1)))") ;;
+  # 14-bit remainders at 0.0001 (r = ceil(log2(0.95 / 0.0001))): r + 2.125 bits per slot,
+  # a slot per 0.95 items.
+  qf) capacity=$(python3 -c "print(int($GB * 8e9 * 0.95 / (14 + 2.125)))") ;;
   # Four rows of 4-byte counters.
   cms) capacity=$(python3 -c "print(int($GB * 1e9 / 16))") ;;
-  *) log "TYPE must be bf, cf, sf or cms"; exit 1 ;;
+  *) log "TYPE must be bf, cf, sf, qf or cms"; exit 1 ;;
 esac
 ADD=$(echo "$TYPE" | tr a-z A-Z).ADD
 [ "$TYPE" = cms ] && ADD=CMS.INCRBY
+[ "$TYPE" = qf ] && ADD=SF.ADD
 
 printf '| build | filter bytes | worst %s during snapshot ms | p99 during ms | worst before ms | ms per GB | snapshot s |\n|---|---|---|---|---|---|---|\n' "$ADD"
 run=0
@@ -68,6 +73,9 @@ for _ in $(seq 1 "$ROUNDS"); do
         size=$(redis-cli -p "$port" CF.INFO big | sed -n '/^Size$/{n;p}') ;;
       sf)
         redis-cli -p "$port" SF.RESERVE big 0.0001 "$capacity" KIND blocked >/dev/null
+        size=$(redis-cli -p "$port" SF.INFO big BYTES) ;;
+      qf)
+        redis-cli -p "$port" SF.RESERVE big 0.0001 "$capacity" KIND quotient >/dev/null
         size=$(redis-cli -p "$port" SF.INFO big BYTES) ;;
       cms)
         redis-cli -p "$port" CMS.INITBYDIM big "$capacity" 4 >/dev/null
