@@ -310,7 +310,8 @@ fn a_frozen_value_gives_the_snapshot_chunks_of_the_freeze() {
     let counting =
         SiftFilter::new(Spec { kind: ReserveKind::Counting, capacity: 1000, ..blocked }.create().unwrap());
     assert!(crate::Data::freeze(&counting).is_none());
-    let quotient = SiftFilter::new(Spec { kind: ReserveKind::Quotient, capacity: 1000, ..blocked }.create().unwrap());
+    let quotient =
+        SiftFilter::new(Spec { kind: ReserveKind::Quotient, capacity: 1000, ..blocked }.create().unwrap());
     assert!(crate::Data::freeze(&quotient).is_none(), "a small quotient filter is copied");
 }
 
