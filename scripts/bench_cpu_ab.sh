@@ -12,7 +12,8 @@
 #   git archive <commit> | tar -x -C /tmp/old && (cd /tmp/old && \
 #     CARGO_TARGET_DIR=/tmp/old-target cargo build --release -p sift-server -p sift-redis)
 # Knobs: ROUNDS=4, REQUESTS=2000000 per run; TYPE=bf (default), sf (`SF.RESERVE bench:bf 0.01
-# 10000000 KIND blocked`, 12 MB, SF.ADD and SF.EXISTS) or cms (`CMS.INITBYDIM bench:bf 4194304 4`,
+# 10000000 KIND blocked`, 12 MB, SF.ADD and SF.EXISTS), qf (`SF.RESERVE bench:bf 0.01 10000000
+# KIND quotient`, 12 MB, SF.ADD and SF.EXISTS) or cms (`CMS.INITBYDIM bench:bf 4194304 4`,
 # 64 MiB, `CMS.INCRBY bench:bf <item> 1` and CMS.QUERY).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,8 +25,9 @@ TYPE=${TYPE:-bf}
 case "$TYPE" in
   bf) CREATE=(BF.RESERVE bench:bf 0.01 10000000); COMMANDS="BF.ADD BF.EXISTS" ;;
   sf) CREATE=(SF.RESERVE bench:bf 0.01 10000000 KIND blocked); COMMANDS="SF.ADD SF.EXISTS" ;;
+  qf) CREATE=(SF.RESERVE bench:bf 0.01 10000000 KIND quotient); COMMANDS="SF.ADD SF.EXISTS" ;;
   cms) CREATE=(CMS.INITBYDIM bench:bf 4194304 4); COMMANDS="CMS.INCRBY CMS.QUERY" ;;
-  *) echo "TYPE must be bf, sf or cms" >&2; exit 1 ;;
+  *) echo "TYPE must be bf, sf, qf or cms" >&2; exit 1 ;;
 esac
 REQUESTS=${REQUESTS:-2000000}
 . scripts/bench_lib.sh

@@ -12,7 +12,8 @@
 # TYPE=bf: `BF.RESERVE big 0.0001 <capacity>` and BF.ADD. TYPE=cf: `CF.RESERVE big <capacity>`
 # (bucket size 2, so about GB bytes of slots; capacity at most 2^30, so at most 1 GiB) and
 # CF.ADD. TYPE=sf: sift's blocked Bloom filter, `SF.RESERVE big 0.0001 <capacity> KIND blocked`
-# and SF.ADD. TYPE=cms: a Count-Min Sketch, `CMS.INITBYDIM big <width> 4` (about GB bytes of
+# and SF.ADD. TYPE=qf: sift's quotient filter, `SF.RESERVE big 0.0001 <capacity> KIND quotient`
+# (about GB bytes of table) and SF.ADD. TYPE=cms: a Count-Min Sketch, `CMS.INITBYDIM big <width> 4` (about GB bytes of
 # counters) and `CMS.INCRBY big <item> 1`.
 #
 # On a shared machine the server and the probe run under real-time scheduling (RT=10: `chrt -f
@@ -76,14 +77,17 @@ case "$TYPE" in
   cf) capacity=$(python3 -c "print(min(int($GB * 1e9), 1 << 30))") ;;
   # About 21 bits per item at 0.0001 (sift's blocked filter: a Bloom filter's bits and 10%).
   sf) capacity=$(python3 -c "import math; print(int($GB * 8e9 / (-math.log(0.0001) / math.log(2) ** 2 * 1.1)))") ;;
+  # 14-bit remainders at 0.0001 (r = ceil(log2(0.95 / 0.0001))): r + 2.125 bits per slot,
+  # a slot per 0.95 items.
+  qf) capacity=$(python3 -c "print(int($GB * 8e9 * 0.95 / (14 + 2.125)))") ;;
   # Four rows of 4-byte counters.
   cms) capacity=$(python3 -c "print(int($GB * 1e9 / 16))") ;;
-  *) log "TYPE must be bf, cf, sf or cms"; exit 1 ;;
+  *) log "TYPE must be bf, cf, sf, qf or cms"; exit 1 ;;
 esac
 case "$TYPE" in
   bf) write="BF.ADD big {}" ;;
   cf) write="CF.ADD big {}" ;;
-  sf) write="SF.ADD big {}" ;;
+  sf | qf) write="SF.ADD big {}" ;;
   cms) write="CMS.INCRBY big {} 1" ;;
 esac
 log "load average before the runs: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -112,6 +116,9 @@ for _ in $(seq 1 "$ROUNDS"); do
         size=$(redis-cli -p "$port" CF.INFO big | sed -n '/^Size$/{n;p}') ;;
       sf)
         redis-cli -p "$port" SF.RESERVE big 0.0001 "$capacity" KIND blocked >/dev/null
+        size=$(redis-cli -p "$port" SF.INFO big BYTES) ;;
+      qf)
+        redis-cli -p "$port" SF.RESERVE big 0.0001 "$capacity" KIND quotient >/dev/null
         size=$(redis-cli -p "$port" SF.INFO big BYTES) ;;
       cms)
         redis-cli -p "$port" CMS.INITBYDIM big "$capacity" 4 >/dev/null

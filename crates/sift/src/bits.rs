@@ -170,6 +170,18 @@ impl BitVec {
         self.words.fill(0);
     }
 
+    /// A guard for reading the words as they are now while they keep changing
+    /// ([`Storage::freeze`]); `None` for a small array or one already guarded.
+    pub(crate) fn freeze(&self) -> Option<CowHandle> {
+        self.words.freeze()
+    }
+
+    /// The guard of the words, if a snapshot is reading them ([`Storage::cow_guard`]).
+    #[inline]
+    pub(crate) fn cow_guard(&self) -> Option<Arc<CowGuard>> {
+        self.words.cow_guard()
+    }
+
     /// The same bits in plain `Vec` storage (tests compare both storage kinds).
     #[cfg(test)]
     pub(crate) fn with_plain_storage(&self) -> BitVec {
@@ -201,6 +213,9 @@ unsafe impl Zeroable for u64 {}
 unsafe impl Zeroable for u32 {}
 // SAFETY: as above.
 unsafe impl Zeroable for u8 {}
+// SAFETY: an array of `u32`s (a split-block Bloom filter's block) is zero when its bytes are,
+// and arrays have no padding between elements of a padding-free type.
+unsafe impl Zeroable for [u32; 8] {}
 
 /// Arrays at least this large go into huge-page-friendly memory: below it a filter fits in a few
 /// hundred 4 KiB pages, which the TLB covers anyway.

@@ -227,11 +227,16 @@ impl Native {
     /// The filter's sift file as it is now, to be written later while the filter keeps changing
     /// (copy-on-write of its large array: [`BlockedBloom::freeze`], [`ScalableBloom::freeze`],
     /// [`CountingBloom::freeze`], [`sift::AgingBloom::freeze`], [`sift::TimeLimitedBloom::freeze`],
-    /// [`Cuckoo::freeze`], [`sift::ScalableCuckoo::freeze`]);
-    /// `None` for a small filter, and for the kinds without copy-on-write, which the caller
-    /// copies whole.
+    /// [`Cuckoo::freeze`], [`sift::ScalableCuckoo::freeze`], [`Quotient::freeze`],
+    /// [`sift::Bloom::freeze`], [`sift::SplitBlockBloom::freeze`]);
+    /// `None` for a small filter, and for the kinds without copy-on-write (Guava's Bloom filter,
+    /// which `SF.LOAD` can make; the static kinds are shared instead: [`Native::share_static`]),
+    /// which the caller copies whole.
     pub fn freeze(&self) -> Option<sift::format::FrozenFile> {
         match &*self.0 {
+            AnyFilter::Bloom(f) => f.freeze(),
+            AnyFilter::SplitBlock(f) => f.freeze(),
+            AnyFilter::Quotient(f) => f.freeze(),
             AnyFilter::Blocked(f) => f.freeze(),
             AnyFilter::Scalable(f) => f.freeze(),
             AnyFilter::Counting(f) => f.freeze(),

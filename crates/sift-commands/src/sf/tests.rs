@@ -238,12 +238,14 @@ fn live_chunks(v: &SiftFilter) -> Vec<(i64, Vec<u8>)> {
 use crate::registry::frozen_chunks;
 
 /// A frozen blocked filter, a frozen scalable chain (with a pending upload after it), a frozen
-/// counting filter, frozen aging filters (by count and by time) and frozen cuckoo filters
-/// (one table and a chain) give the chunks a snapshot of the live value stores at the freeze, byte for byte (the sift file with
-/// its CRC), though inserts change the filter before they are read. Small filters and the kinds
-/// without copy-on-write are not frozen.
+/// counting filter, frozen aging filters (by count and by time), frozen cuckoo filters (one
+/// table and a chain), a frozen quotient filter, and the classic and split-block Bloom filters
+/// `SF.LOAD` makes, give the chunks a snapshot of the live value stores at the freeze, byte for
+/// byte (the sift file with its CRC), though inserts change the filter before they are read.
+/// Small filters are not frozen.
 #[test]
 fn a_frozen_value_gives_the_snapshot_chunks_of_the_freeze() {
+    use sift::Persist;
     let blocked = Spec {
         kind: ReserveKind::Blocked,
         error_rate: 0.01,
@@ -261,6 +263,8 @@ fn a_frozen_value_gives_the_snapshot_chunks_of_the_freeze() {
     // Tables of 4.9 MB: 3 million items at 12-bit fingerprints.
     let cuckoo = Spec { kind: ReserveKind::Cuckoo, capacity: 3_000_000, ..blocked };
     let scalable_cuckoo = Spec { expansion: 2, ..cuckoo };
+    // A table of 5.9 MB: 5 million items at 7-bit remainders.
+    let quotient = Spec { kind: ReserveKind::Quotient, capacity: 5_000_000, ..blocked };
     let specs = [
         (blocked, 0),
         (scalable, DUMP_PIECE + 10),
@@ -269,9 +273,19 @@ fn a_frozen_value_gives_the_snapshot_chunks_of_the_freeze() {
         (timed, 0),
         (cuckoo, 0),
         (scalable_cuckoo, 0),
+        (quotient, 0),
     ];
-    for (spec, upload) in specs {
-        let mut v = SiftFilter::new(spec.create().unwrap());
+    // The kinds only `SF.LOAD` makes: a classic and a split-block Bloom filter of 6 MB each.
+    let loaded = [
+        sift::Bloom::with_params(48 << 20, 7, sift::hash::Hasher::default()).unwrap().to_bytes(),
+        sift::SplitBlockBloom::with_num_bytes(6 << 20).unwrap().to_bytes(),
+    ];
+    let values = specs
+        .iter()
+        .map(|(spec, upload)| (spec.create().unwrap(), *upload))
+        .chain(loaded.iter().map(|file| (Native::from_bytes(file).unwrap(), 0)));
+    for (native, upload) in values {
+        let mut v = SiftFilter::new(native);
         v.upload = (0..upload).map(|i| i as u8).collect();
         let insert = |v: &mut SiftFilter, from: u32, n: u32| {
             let f = v.filter.as_mut().unwrap();
@@ -296,10 +310,9 @@ fn a_frozen_value_gives_the_snapshot_chunks_of_the_freeze() {
     let counting =
         SiftFilter::new(Spec { kind: ReserveKind::Counting, capacity: 1000, ..blocked }.create().unwrap());
     assert!(crate::Data::freeze(&counting).is_none());
-    let quotient = SiftFilter::new(
-        Spec { kind: ReserveKind::Quotient, capacity: 5_000_000, ..blocked }.create().unwrap(),
-    );
-    assert!(crate::Data::freeze(&quotient).is_none(), "no copy-on-write for the quotient filter");
+    let quotient =
+        SiftFilter::new(Spec { kind: ReserveKind::Quotient, capacity: 1000, ..blocked }.create().unwrap());
+    assert!(crate::Data::freeze(&quotient).is_none(), "a small quotient filter is copied");
 }
 
 /// A static filter (here an xor filter) is frozen by sharing it, whatever its size: the frozen

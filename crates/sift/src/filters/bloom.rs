@@ -29,9 +29,9 @@
 //! # Ok::<(), sift::Error>(())
 //! ```
 
-use crate::bits::{prefetch, BitVec};
+use crate::bits::{prefetch, BitVec, CowGuard, CowWriter};
 use crate::error::{check_fpr, check_items, Error, FormatError, Result};
-use crate::format::{decode_verified, Encoder, FilterKind, ParamWriter};
+use crate::format::{decode_verified, Encoder, FilterKind, FrozenFile, FrozenPart, ParamWriter};
 use crate::hash::{fastrange, Digest, HashKind, Hasher, HotHasher};
 use crate::math;
 use crate::traits::{Filter, Insert, Persist, BATCH_AHEAD};
@@ -267,6 +267,8 @@ impl Bloom {
     /// either filter. [`Filter::len`] becomes the estimate of [`Bloom::estimated_items`].
     pub fn union(&mut self, other: &Bloom) -> Result<()> {
         self.check_same_shape(other)?;
+        let guard = self.bits.cow_guard();
+        let _writer = guard.as_ref().map(|g| self.save_all(g));
         self.bits.or_assign(&other.bits);
         self.ones = self.bits.count_ones();
         self.items = self.estimated_items().min(u64::MAX as f64) as u64;
@@ -277,6 +279,8 @@ impl Bloom {
     /// reported; the FPR of the result is at most that of the fuller operand.
     pub fn intersect(&mut self, other: &Bloom) -> Result<()> {
         self.check_same_shape(other)?;
+        let guard = self.bits.cow_guard();
+        let _writer = guard.as_ref().map(|g| self.save_all(g));
         self.bits.and_assign(&other.bits);
         self.ones = self.bits.count_ones();
         self.items = self.estimated_items().min(u64::MAX as f64) as u64;
@@ -285,9 +289,63 @@ impl Bloom {
 
     /// Removes every item.
     pub fn clear(&mut self) {
+        let guard = self.bits.cow_guard();
+        let _writer = guard.as_ref().map(|g| self.save_all(g));
         self.bits.clear();
         self.items = 0;
         self.ones = 0;
+    }
+
+    /// Takes the lock of `g` (a snapshot reading the bits, [`Bloom::freeze`]) and saves every
+    /// word the snapshot has not read yet, for a write that changes them all; the write happens
+    /// under the lock returned.
+    #[cold]
+    fn save_all<'g>(&self, g: &'g CowGuard) -> CowWriter<'g> {
+        let mut w = g.writer();
+        w.before_write_values(self.bits.words(), 0..self.bits.words().len());
+        w
+    }
+
+    /// [`Insert::insert_digest`] while a snapshot reads the bits: the pieces of the item's `k`
+    /// words are saved for it first (the same positions the insert sets: [`Probes::first`]
+    /// gives those of [`Probes::next`]), and the insert happens under the lock.
+    #[cold]
+    fn set_probes_guarded(&mut self, g: &CowGuard, d: Digest) -> u64 {
+        let mut w = g.writer();
+        let mut p = Probes::new(d, self.bits.len());
+        for i in 0..self.k {
+            let x = (p.next(i) >> 6) as usize;
+            w.before_write_values(self.bits.words(), x..x + 1);
+        }
+        self.set_probes(d)
+    }
+
+    /// Sets the item's `k` bits; returns how many were clear.
+    #[inline(always)]
+    fn set_probes(&mut self, d: Digest) -> u64 {
+        if self.k == 7 {
+            // The usual k (FPR 1%): unrolled, inlined, positions computed independently.
+            set_all::<7>(&mut self.bits, d)
+        } else {
+            set_any_k(&mut self.bits, self.k, d)
+        }
+    }
+
+    /// The filter's file as it is now, to be written later while the filter keeps changing:
+    /// the bits are guarded ([`crate::bits::COW_PIECE`]-sized pieces copied aside by the writes
+    /// that reach them before the file has been written), so that no write waits for a copy of
+    /// the whole filter. `None` for a filter small enough to copy (not in its own huge-page
+    /// allocation) or already frozen.
+    pub fn freeze(&self) -> Option<FrozenFile> {
+        let g = self.bits.freeze()?;
+        Some(FrozenFile::new(Self::KIND, self.hasher, self.params().as_bytes(), vec![FrozenPart::Words(g)]))
+    }
+
+    /// The parameter block of the file.
+    fn params(&self) -> ParamWriter {
+        let mut p = ParamWriter::new();
+        p.u64(self.bits.len()).u32(self.k).u32(0).u64(self.items).u64(self.capacity).f64(self.target_fpr);
+        p
     }
 
     /// [`Filter::contains_digest`] for any `k`: unrolled for `k` up to 16, a loop over
@@ -411,11 +469,9 @@ impl Filter for Bloom {
 impl Insert for Bloom {
     #[inline(always)]
     fn insert_digest(&mut self, d: Digest) -> bool {
-        let flipped = if self.k == 7 {
-            // The usual k (FPR 1%): unrolled, inlined, positions computed independently.
-            set_all::<7>(&mut self.bits, d)
-        } else {
-            set_any_k(&mut self.bits, self.k, d)
+        let flipped = match self.bits.cow_guard() {
+            None => self.set_probes(d),
+            Some(g) => self.set_probes_guarded(&g, d),
         };
         self.ones += flipped;
         let new = flipped != 0;
@@ -602,8 +658,7 @@ impl Persist for Bloom {
     /// Parameters: bits `u64`, hashes `u32`, reserved `u32`, items `u64`, capacity `u64`,
     /// target FPR `f64`. Payload: the bit array, 8 bytes per 64 bits, little-endian.
     fn to_bytes(&self) -> Vec<u8> {
-        let mut p = ParamWriter::new();
-        p.u64(self.bits.len()).u32(self.k).u32(0).u64(self.items).u64(self.capacity).f64(self.target_fpr);
+        let p = self.params();
         let mut e = Encoder::new(Self::KIND, self.hasher, p.as_bytes(), self.bits.size_in_bytes() as u64);
         self.bits.write_le(e.payload());
         e.finish()
@@ -637,6 +692,7 @@ impl Persist for Bloom {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::{assert_each_write_keeps_frozen, NamedWrite};
 
     /// The staged batch query of large filters answers what one query at a time answers, for
     /// every `k` shape (fewer probes than `HEAD`, the default, the largest) and batch lengths
@@ -1047,5 +1103,88 @@ mod tests {
         let n = bad.len();
         bad[n / 2] ^= 0x10;
         assert!(matches!(Bloom::from_bytes(&bad), Err(Error::Format(FormatError::ChecksumMismatch { .. }))));
+    }
+
+    /// A filter of 8 MiB of bits (huge storage on Linux, so it freezes: 32 copy-on-write pieces)
+    /// with `k` hashes and 20,000 items.
+    fn big_bloom(k: u32) -> Bloom {
+        let mut f = Bloom::with_params(64 << 20, k, Hasher::default()).unwrap();
+        let mut st = 11;
+        for _ in 0..20_000 {
+            f.insert_digest(digest(&mut st));
+        }
+        f
+    }
+
+    fn digest(st: &mut u64) -> Digest {
+        use crate::filters::blocked_bloom::tests::splitmix;
+        Digest { h1: splitmix(st), h2: splitmix(st) }
+    }
+
+    /// Each kind of write, alone while the filter is frozen, changes the live filter and leaves
+    /// the frozen file as it was at the freeze, whether the filter is dropped before the file is
+    /// written or not: one insert (with the unrolled `k = 7` and with the loop of `k = 20`), a
+    /// batch insert, a union, an intersection, a clear.
+    #[test]
+    fn every_write_alone_keeps_the_frozen_file() {
+        assert!(Bloom::new(1000, 0.01).unwrap().freeze().is_none(), "small: copied");
+        if !cfg!(target_os = "linux") {
+            return; // no huge-page storage, so nothing freezes
+        }
+        for k in [7, 20] {
+            let mut st = 5;
+            let one = digest(&mut st);
+            let batch: Vec<Digest> = (0..5000).map(|_| digest(&mut st)).collect();
+            let mut full = Bloom::with_params(64 << 20, k, Hasher::default()).unwrap();
+            for _ in 0..30_000 {
+                full.insert_digest(digest(&mut st));
+            }
+            let ops: Vec<NamedWrite<'_, Bloom>> = vec![
+                ("insert", Box::new(|f: &mut Bloom| assert!(f.insert_digest(one)))),
+                ("batch insert", Box::new(|f: &mut Bloom| assert!(f.insert_digests(&batch) > 4900))),
+                ("union", Box::new(|f: &mut Bloom| f.union(&full).unwrap())),
+                ("intersect", Box::new(|f: &mut Bloom| f.intersect(&full).unwrap())),
+                ("clear", Box::new(|f: &mut Bloom| f.clear())),
+            ];
+            assert_each_write_keeps_frozen(&|| big_bloom(k), |f| f.to_bytes(), Bloom::freeze, &ops);
+        }
+        let f = big_bloom(7);
+        drop(f.freeze());
+        assert!(f.freeze().is_some(), "once written, the frozen file lets go");
+    }
+
+    /// While a snapshot reads the filter, an insert copies aside only the pieces of the words it
+    /// sets (at most `k`): the pieces saved are exactly those where the live bits now differ
+    /// from the frozen ones.
+    #[test]
+    fn an_insert_during_a_freeze_copies_only_the_pieces_it_touches() {
+        if !cfg!(target_os = "linux") {
+            return;
+        }
+        use crate::bits::COW_PIECE;
+        let mut f = big_bloom(7);
+        let bytes = |f: &Bloom| f.bits.words().iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
+        let at_freeze = bytes(&f);
+        let want = f.to_bytes();
+        let frozen = f.freeze().unwrap();
+        let g = frozen.guard(0);
+        assert_eq!(g.len() / COW_PIECE, 32);
+        let changed = |f: &Bloom| {
+            let live = bytes(f);
+            let mut p: Vec<usize> =
+                (0..live.len()).filter(|&i| live[i] != at_freeze[i]).map(|i| i / COW_PIECE).collect();
+            p.sort_unstable();
+            p.dedup();
+            p.len()
+        };
+        let mut st = 99;
+        for i in 0..5 {
+            let saved = g.saved_pieces();
+            assert!(f.insert_digest(digest(&mut st)));
+            assert!(g.saved_pieces() <= saved + 7, "seven words written, seven pieces at most");
+            assert_eq!(g.saved_pieces(), changed(&f), "after insert {i}");
+        }
+        assert!(g.saved_pieces() > 7 && g.saved_pieces() < 32, "{}", g.saved_pieces());
+        assert!(frozen.to_vec() == want, "the frozen file is the filter at the freeze");
     }
 }

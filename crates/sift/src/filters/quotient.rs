@@ -69,9 +69,9 @@
 //! # Ok::<(), sift::Error>(())
 //! ```
 
-use crate::bits::{prefetch, select64, try_zeroed, Storage, MAX_BYTES};
+use crate::bits::{prefetch, select64, try_zeroed, CowGuard, CowWriter, Storage, MAX_BYTES};
 use crate::error::{check_fpr, check_items, Error, FormatError, Result};
-use crate::format::{decode_verified, Encoder, FilterKind, ParamWriter};
+use crate::format::{decode_verified, Encoder, FilterKind, FrozenFile, FrozenPart, ParamWriter};
 use crate::hash::{Digest, HashKind, Hasher, HotHasher};
 use crate::math;
 use crate::traits::{Filter, Insert, Persist, Remove};
@@ -415,9 +415,46 @@ impl Quotient {
 
     /// Removes every item.
     pub fn clear(&mut self) {
+        let guard = self.blocks.cow_guard();
+        let _writer = guard.as_ref().map(|g| {
+            let mut w = g.writer();
+            w.before_write_values(&self.blocks, 0..self.blocks.len());
+            w
+        });
         self.blocks.fill(0);
         self.offsets.fill(0);
         self.items = 0;
+    }
+
+    /// The filter's file as it is now, to be written later while the filter keeps changing:
+    /// the table is guarded ([`crate::bits::COW_PIECE`]-sized pieces copied aside by the writes
+    /// that reach them before the file has been written), so that no write waits for a copy of
+    /// the whole table. An insert or a delete copies the pieces of the slots it shifts; a resize
+    /// or a merge builds a new table and leaves the guarded one as it was. `None` for a filter
+    /// small enough to copy (not in its own huge-page allocation) or already frozen.
+    pub fn freeze(&self) -> Option<FrozenFile> {
+        let g = self.blocks.freeze()?;
+        // The table without its guard word, as `to_bytes` writes it.
+        let table = (self.blocks.len() as u64 - 1) * 8;
+        Some(FrozenFile::new(
+            Self::KIND,
+            self.hasher,
+            self.params().as_bytes(),
+            vec![FrozenPart::WordsPrefix(g, table)],
+        ))
+    }
+
+    /// The parameter block of the file.
+    fn params(&self) -> ParamWriter {
+        let mut p = ParamWriter::new();
+        p.u64(self.quotients)
+            .u32(self.r)
+            .u32(LAYOUT_RANK_SELECT)
+            .u64(self.slots)
+            .u64(self.items)
+            .u64(self.capacity)
+            .f64(self.target_fpr);
+        p
     }
 
     // ---- dispatch: POPCNT, BMI1 and BMI2 where the CPU has them -------------------------------
@@ -642,14 +679,7 @@ impl Persist for Quotient {
     /// Decoding checks every layout invariant, so a corrupted table is an error and not a wrong
     /// answer later.
     fn to_bytes(&self) -> Vec<u8> {
-        let mut p = ParamWriter::new();
-        p.u64(self.quotients)
-            .u32(self.r)
-            .u32(LAYOUT_RANK_SELECT)
-            .u64(self.slots)
-            .u64(self.items)
-            .u64(self.capacity)
-            .f64(self.target_fpr);
+        let p = self.params();
         let table = &self.blocks[..self.blocks.len() - 1];
         let mut e = Encoder::new(Self::KIND, self.hasher, p.as_bytes(), table.len() as u64 * 8);
         let out = e.payload();

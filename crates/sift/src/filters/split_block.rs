@@ -53,9 +53,9 @@
 //! # Ok::<(), sift::Error>(())
 //! ```
 
-use crate::bits::try_zeroed;
+use crate::bits::{CowGuard, Storage};
 use crate::error::{check_fpr, check_items, Error, FormatError, Result};
-use crate::format::{decode_verified, Encoder, FilterKind, ParamWriter};
+use crate::format::{decode_verified, Encoder, FilterKind, FrozenFile, FrozenPart, ParamWriter};
 use crate::hash::{Digest, HashKind, Hasher};
 use crate::math;
 use crate::traits::{Filter, Insert, Persist};
@@ -84,7 +84,9 @@ type Block = [u32; 8];
 /// A split-block Bloom filter, bit-compatible with Parquet. See the [module documentation](self).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SplitBlockBloom {
-    blocks: Vec<Block>,
+    /// In a [`Storage`]: a large bitset is on huge pages where the system allows it, and can be
+    /// frozen for a snapshot ([`SplitBlockBloom::freeze`]).
+    blocks: Storage<Block>,
     hasher: Hasher,
     items: u64,
     capacity: u64,
@@ -182,7 +184,7 @@ impl SplitBlockBloom {
     /// Like [`SplitBlockBloom::with_num_bytes`], with another hash function.
     pub fn with_num_bytes_and_hasher(num_bytes: u64, hasher: Hasher) -> Result<Self> {
         let n = check_num_bytes(num_bytes)?;
-        let blocks = try_zeroed::<Block>(n as usize)?;
+        let blocks = Storage::<Block>::zeroed(n as usize)?;
         // Without a target, size for the point where each word is half full, as Bloom does:
         // (31/32)^λ = 1/2 items per block.
         let per_block = core::f64::consts::LN_2 / (32.0f64 / 31.0).ln();
@@ -269,8 +271,53 @@ impl SplitBlockBloom {
 
     /// Removes every item.
     pub fn clear(&mut self) {
+        let guard = self.blocks.cow_guard();
+        let _writer = guard.as_ref().map(|g| {
+            let mut w = g.writer();
+            w.before_write_values(&self.blocks, 0..self.blocks.len());
+            w
+        });
         self.blocks.fill([0; 8]);
         self.items = 0;
+    }
+
+    /// The filter's file as it is now, to be written later while the filter keeps changing:
+    /// the blocks are guarded ([`crate::bits::COW_PIECE`]-sized pieces copied aside by the
+    /// writes that reach them before the file has been written), so that no write waits for a
+    /// copy of the whole filter. `None` for a filter small enough to copy (not in its own
+    /// huge-page allocation) or already frozen.
+    pub fn freeze(&self) -> Option<FrozenFile> {
+        let g = self.blocks.freeze()?;
+        Some(FrozenFile::new(Self::KIND, self.hasher, self.params().as_bytes(), vec![FrozenPart::Words32(g)]))
+    }
+
+    /// The parameter block of the file.
+    fn params(&self) -> ParamWriter {
+        let mut p = ParamWriter::new();
+        p.u64(self.num_bytes() as u64).u64(self.items).u64(self.capacity).f64(self.target_fpr);
+        p
+    }
+
+    /// Sets the item's eight bits in block `b`; returns whether one of them was clear.
+    #[inline(always)]
+    fn set_block(&mut self, b: usize, d: Digest) -> bool {
+        let block = &mut self.blocks[b];
+        let m = mask(d.h1 as u32);
+        let mut new = false;
+        for i in 0..8 {
+            new |= block[i] & m[i] == 0;
+            block[i] |= m[i];
+        }
+        new
+    }
+
+    /// [`SplitBlockBloom::set_block`] while a snapshot reads the blocks: the block's piece is
+    /// saved for it first, and the write happens under its lock.
+    #[cold]
+    fn set_block_guarded(&mut self, g: &CowGuard, b: usize, d: Digest) -> bool {
+        let mut w = g.writer();
+        w.before_write_values(&self.blocks, b..b + 1);
+        self.set_block(b, d)
     }
 }
 
@@ -312,14 +359,11 @@ impl Insert for SplitBlockBloom {
     /// `true` if one of them was clear.
     #[inline]
     fn insert_digest(&mut self, d: Digest) -> bool {
-        let n = self.blocks.len();
-        let block = &mut self.blocks[block_index(d.h1, n)];
-        let m = mask(d.h1 as u32);
-        let mut new = false;
-        for i in 0..8 {
-            new |= block[i] & m[i] == 0;
-            block[i] |= m[i];
-        }
+        let b = block_index(d.h1, self.blocks.len());
+        let new = match self.blocks.cow_guard() {
+            None => self.set_block(b, d),
+            Some(g) => self.set_block_guarded(&g, b, d),
+        };
         self.items += new as u64;
         new
     }
@@ -332,8 +376,7 @@ impl Persist for SplitBlockBloom {
     /// target FPR `f64`. Payload: the bitset exactly as Parquet stores it
     /// ([`SplitBlockBloom::to_parquet_bytes`]): blocks of eight little-endian `u32` words.
     fn to_bytes(&self) -> Vec<u8> {
-        let mut p = ParamWriter::new();
-        p.u64(self.num_bytes() as u64).u64(self.items).u64(self.capacity).f64(self.target_fpr);
+        let p = self.params();
         let mut e = Encoder::new(Self::KIND, self.hasher, p.as_bytes(), self.num_bytes() as u64);
         self.write_bitset(e.payload());
         e.finish()
@@ -628,5 +671,81 @@ mod tests {
             v[..keep].copy_from_slice(&good[..keep]);
             let _ = SplitBlockBloom::from_bytes(&v);
         }
+    }
+
+    /// A filter of 8 MiB (huge storage on Linux, so it freezes: 32 copy-on-write pieces) with
+    /// 20,000 items.
+    fn big_split_block() -> SplitBlockBloom {
+        let mut f = SplitBlockBloom::with_num_bytes(8 << 20).unwrap();
+        let mut st = 11;
+        for _ in 0..20_000 {
+            f.insert_digest(digest(&mut st));
+        }
+        f
+    }
+
+    fn digest(st: &mut u64) -> Digest {
+        use crate::filters::blocked_bloom::tests::splitmix;
+        Digest { h1: splitmix(st), h2: splitmix(st) }
+    }
+
+    /// Each kind of write, alone while the filter is frozen, changes the live filter and leaves
+    /// the frozen file as it was at the freeze, whether the filter is dropped before the file is
+    /// written or not: one insert, a batch insert, a clear.
+    #[test]
+    fn every_write_alone_keeps_the_frozen_file() {
+        assert!(SplitBlockBloom::new(1000, 0.01).unwrap().freeze().is_none(), "small: copied");
+        if !cfg!(target_os = "linux") {
+            return; // no huge-page storage, so nothing freezes
+        }
+        let mut st = 5;
+        let one = digest(&mut st);
+        let batch: Vec<Digest> = (0..5000).map(|_| digest(&mut st)).collect();
+        let ops: Vec<crate::format::NamedWrite<'_, SplitBlockBloom>> = vec![
+            ("insert", Box::new(|f: &mut SplitBlockBloom| assert!(f.insert_digest(one)))),
+            ("batch insert", Box::new(|f: &mut SplitBlockBloom| assert!(f.insert_digests(&batch) > 4900))),
+            ("clear", Box::new(|f: &mut SplitBlockBloom| f.clear())),
+        ];
+        crate::format::assert_each_write_keeps_frozen(
+            &big_split_block,
+            |f| f.to_bytes(),
+            SplitBlockBloom::freeze,
+            &ops,
+        );
+        let f = big_split_block();
+        drop(f.freeze());
+        assert!(f.freeze().is_some(), "once written, the frozen file lets go");
+    }
+
+    /// While a snapshot reads the filter, an insert copies aside only the piece of its block:
+    /// the pieces saved are exactly those where the live blocks now differ from the frozen ones.
+    #[test]
+    fn an_insert_during_a_freeze_copies_only_the_piece_it_touches() {
+        if !cfg!(target_os = "linux") {
+            return;
+        }
+        use crate::bits::COW_PIECE;
+        let mut f = big_split_block();
+        let at_freeze = f.to_parquet_bytes();
+        let want = f.to_bytes();
+        let frozen = f.freeze().unwrap();
+        let g = frozen.guard(0);
+        assert_eq!(g.len() / COW_PIECE, 32);
+        let changed = |f: &SplitBlockBloom| {
+            let live = f.to_parquet_bytes();
+            let mut p: Vec<usize> =
+                (0..live.len()).filter(|&i| live[i] != at_freeze[i]).map(|i| i / COW_PIECE).collect();
+            p.dedup();
+            p.len()
+        };
+        let mut st = 99;
+        for i in 0..20 {
+            let saved = g.saved_pieces();
+            assert!(f.insert_digest(digest(&mut st)));
+            assert!(g.saved_pieces() <= saved + 1, "one block written, one piece at most");
+            assert_eq!(g.saved_pieces(), changed(&f), "after insert {i}");
+        }
+        assert!(g.saved_pieces() > 10, "20 random blocks of 32 pieces hit many: {}", g.saved_pieces());
+        assert!(frozen.to_vec() == want, "the frozen file is the filter at the freeze");
     }
 }

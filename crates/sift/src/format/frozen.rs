@@ -36,6 +36,9 @@ pub(crate) enum Part {
     Words32(CowHandle),
     /// The first `len` bytes of a guarded byte array (a cuckoo table without its guard bytes).
     Prefix(CowHandle, u64),
+    /// The first `len` bytes (a whole number of words) of a guarded array of 64-bit words in
+    /// memory order (a quotient table without its guard word); written little-endian.
+    WordsPrefix(CowHandle, u64),
     /// Payload bytes copied at the freeze.
     Bytes(Vec<u8>),
     /// A member file of a chain, preceded by its length as a `u64`.
@@ -46,7 +49,7 @@ impl Part {
     fn len(&self) -> u64 {
         match self {
             Part::Words(g) | Part::Words32(g) => g.len() as u64,
-            Part::Prefix(g, len) => (*len).min(g.len() as u64),
+            Part::Prefix(g, len) | Part::WordsPrefix(g, len) => (*len).min(g.len() as u64),
             Part::Bytes(b) => b.len() as u64,
             Part::Member(f) => 8 + f.len(),
         }
@@ -87,7 +90,7 @@ impl FrozenFile {
     /// is only a copy).
     pub(crate) fn is_guarded(&self) -> bool {
         self.parts.iter().any(|p| match p {
-            Part::Words(_) | Part::Words32(_) | Part::Prefix(..) => true,
+            Part::Words(_) | Part::Words32(_) | Part::Prefix(..) | Part::WordsPrefix(..) => true,
             Part::Bytes(_) => false,
             Part::Member(f) => f.is_guarded(),
         })
@@ -99,7 +102,9 @@ impl FrozenFile {
         fn all<'a>(f: &'a FrozenFile, out: &mut Vec<&'a crate::bits::CowGuard>) {
             for p in &f.parts {
                 match p {
-                    Part::Words(g) | Part::Words32(g) | Part::Prefix(g, _) => out.push(g),
+                    Part::Words(g) | Part::Words32(g) | Part::Prefix(g, _) | Part::WordsPrefix(g, _) => {
+                        out.push(g)
+                    }
                     Part::Bytes(_) => {}
                     Part::Member(m) => all(m, out),
                 }
@@ -141,10 +146,10 @@ impl FrozenFile {
                     enc.payload(&f.len().to_le_bytes())?;
                     f.write_dyn(&mut Payload(&mut enc))?;
                 }
-                Part::Words(g) | Part::Words32(g) | Part::Prefix(g, _) => {
+                Part::Words(g) | Part::Words32(g) | Part::Prefix(g, _) | Part::WordsPrefix(g, _) => {
                     // Bytes of a word to put in little-endian order (1: bytes as they are).
                     let word = match part {
-                        Part::Words(_) => 8,
+                        Part::Words(_) | Part::WordsPrefix(..) => 8,
                         Part::Words32(_) => 4,
                         _ => 1,
                     };

@@ -266,6 +266,8 @@ impl Quotient {
             if runends.count_ones() as u64 == d {
                 // Slot q is free: a run of one, no shift, no offset changes (they count the
                 // slots at or after a block's start taken by earlier blocks' runs).
+                let guard = self.blocks.cow_guard();
+                let _writer = guard.as_ref().map(|g| self.save_for_write(g, q, q, [Some(base), None]));
                 self.blocks[base] = occ | 1 << qi;
                 self.blocks[base + 1] |= 1 << qi;
                 self.set_rem(q, rem);
@@ -304,6 +306,15 @@ impl Quotient {
         if e >= self.slots {
             return Err(Error::Full { len: self.items as usize });
         }
+        // While a snapshot reads the table, the shifted slots' words (and the occupied and runend
+        // words written apart: q's, and the previous run end's when the run grows at its end)
+        // are saved for it first, and the write happens under its lock.
+        let guard = self.blocks.cow_guard();
+        let _writer = guard.as_ref().map(|g| {
+            let occ_word = end.is_none().then_some((q >> 6) as usize * self.stride);
+            let end_word = end.filter(|&end| p == end + 1).map(|end| (end >> 6) as usize * self.stride + 1);
+            self.save_for_write(g, p, e, [occ_word, end_word])
+        });
         self.shift_up(p, e);
         self.set_rem(p, rem);
         match end {
@@ -320,6 +331,35 @@ impl Quotient {
         self.adjust_offsets(q, e, true);
         self.items += 1;
         Ok(present)
+    }
+
+    /// Takes the lock of `g` (a snapshot reading the table, [`Quotient::freeze`]) and saves for
+    /// it the words a write of slots `from..=to` changes: each of their blocks' runend word and
+    /// the remainder words holding those slots, and the words `apart` (occupied or runend words
+    /// the write sets besides). The write happens under the lock returned. Only the words
+    /// written are named, so that a write copies only the pieces it changes.
+    #[cold]
+    fn save_for_write<'g>(
+        &self,
+        g: &'g CowGuard,
+        from: u64,
+        to: u64,
+        apart: [Option<usize>; 2],
+    ) -> CowWriter<'g> {
+        let mut w = g.writer();
+        let r = self.r as usize;
+        for b in from >> 6..=to >> 6 {
+            let base = b as usize * self.stride;
+            let lo = if b == from >> 6 { (from & 63) as usize } else { 0 };
+            let hi = if b == to >> 6 { (to & 63) as usize } else { 63 };
+            w.before_write_values(&self.blocks, base + 1..base + 2);
+            let (first, last) = (base + 2 + lo * r / 64, base + 2 + ((hi + 1) * r - 1) / 64);
+            w.before_write_values(&self.blocks, first..last + 1);
+        }
+        for k in apart.into_iter().flatten() {
+            w.before_write_values(&self.blocks, k..k + 1);
+        }
+        w
     }
 
     /// Number of occupied quotients in `from..to` (`to ≤ slots`), word by word.
@@ -385,6 +425,14 @@ impl Quotient {
                 None => break,
             }
         }
+        // As for an insert: the words of the shifted slots and of the bits written apart are
+        // saved for a snapshot reading the table first.
+        let guard = self.blocks.cow_guard();
+        let _writer = guard.as_ref().map(|g| {
+            let occ_word = alone.then_some((q >> 6) as usize * self.stride);
+            let end_word = (!alone && i == end).then(|| ((i - 1) >> 6) as usize * self.stride + 1);
+            self.save_for_write(g, i, last, [occ_word, end_word])
+        });
         self.shift_down(i, last);
         if alone {
             self.set_occupied(q, false);

@@ -795,3 +795,156 @@ proptest! {
         prop_assert_eq!(g, f);
     }
 }
+
+/// Quotients of the large test filter: 2^22 at `r = 7`, a table of 4.7 MB (huge storage on
+/// Linux, so it freezes: 19 copy-on-write pieces).
+const BIG_NQ: u64 = 1 << 22;
+/// Quotients `GAP..GAP + 1000` hold nothing in the large test filter: the runs spilling from
+/// below reach a few dozen slots into the gap at most, so slot `GAP + 900` is free and an
+/// insert there takes the free-slot path.
+const GAP: u64 = 1_000_000;
+
+/// The stored fingerprints of the large test filter: 90% load (clusters of dozens of slots, so
+/// inserts and deletes shift runs), nothing in the gap, sorted.
+fn big_fingerprints() -> Vec<u64> {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut v: Vec<u64> = (0..BIG_NQ * 9 / 10)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let q = (x >> 7) % (BIG_NQ - 1000);
+            let q = if q >= GAP { q + 1000 } else { q };
+            q << 7 | (x & 127)
+        })
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+fn big_quotient(v: &[u64]) -> Quotient {
+    let mut f = Quotient::with_params(BIG_NQ, 7, Hasher::default()).unwrap();
+    f.build_sorted(v).unwrap();
+    f
+}
+
+/// Each kind of write, alone while the filter is frozen, changes the live filter and leaves the
+/// frozen file as it was at the freeze, whether the filter is dropped before the file is
+/// written or not: an insert into a free slot (no shift), an insert shifting runs, one shifting
+/// the runs across a piece boundary, a delete shifting runs down, a delete emptying its
+/// quotient, a clear, a merge and a resize (both build a new table: the frozen one stays).
+#[test]
+fn every_write_alone_keeps_the_frozen_file() {
+    assert!(Quotient::new(1000, 0.01).unwrap().freeze().is_none(), "small: copied");
+    if !cfg!(target_os = "linux") {
+        return; // no huge-page storage, so nothing freezes
+    }
+    let v = big_fingerprints();
+    let base = big_quotient(&v);
+    // A member of a long cluster, and the last member below a piece boundary's slot.
+    let dense = v[v.len() / 3];
+    let per_piece = crate::bits::COW_PIECE as u64 / 8 / base.stride as u64 * 64;
+    let boundary = v[v.partition_point(|&x| x >> 7 < 5 * per_piece) - 1];
+    // A quotient with a single item, away from the gap.
+    let single = v.windows(3).find(|w| w[0] >> 7 != w[1] >> 7 && w[1] >> 7 != w[2] >> 7).unwrap()[1];
+    let mut other = Quotient::with_params(BIG_NQ, 7, Hasher::default()).unwrap();
+    other.build_sorted(&v[..5000].iter().map(|x| x ^ 1).collect::<Vec<_>>()).unwrap();
+    let ops: Vec<crate::format::NamedWrite<'_, Quotient>> = vec![
+        (
+            "insert into a free slot",
+            Box::new(|f: &mut Quotient| {
+                let q = GAP + 900;
+                assert!(!f.is_runend(q) && f.rem(q) == 0, "slot {q} is free");
+                assert_eq!(f.insert_fingerprint(q << 7 | 5), Ok(false));
+            }),
+        ),
+        (
+            "insert shifting runs",
+            Box::new(|f: &mut Quotient| assert_eq!(f.insert_fingerprint(dense), Ok(true))),
+        ),
+        (
+            "insert at a piece boundary",
+            Box::new(|f: &mut Quotient| assert_eq!(f.insert_fingerprint(boundary ^ 3), Ok(false))),
+        ),
+        ("delete", Box::new(|f: &mut Quotient| assert!(f.remove_fingerprint(dense)))),
+        ("delete a quotient's only item", Box::new(|f: &mut Quotient| assert!(f.remove_fingerprint(single)))),
+        ("clear", Box::new(|f: &mut Quotient| f.clear())),
+        ("merge", Box::new(|f: &mut Quotient| f.merge(&other).unwrap())),
+        ("resize", Box::new(|f: &mut Quotient| f.resize().unwrap())),
+    ];
+    crate::format::assert_each_write_keeps_frozen(&|| base.clone(), |f| f.to_bytes(), Quotient::freeze, &ops);
+    // Once written, the frozen file lets go: the filter freezes again.
+    let f = base.clone();
+    drop(f.freeze());
+    assert!(f.freeze().is_some());
+}
+
+/// While a snapshot reads the table, an insert or a delete copies aside only the pieces of the
+/// slots it shifts: after each, the pieces saved are exactly those where the live table now
+/// differs from the frozen one; a shift across a piece boundary saves both pieces.
+#[test]
+fn a_write_during_a_freeze_copies_only_the_pieces_it_touches() {
+    if !cfg!(target_os = "linux") {
+        return;
+    }
+    use crate::bits::COW_PIECE;
+    let v = big_fingerprints();
+    let mut f = big_quotient(&v);
+    // The same writes go to an unfrozen copy, where a candidate write is tried first.
+    let mut mirror = f.clone();
+    let bytes = |f: &Quotient| f.blocks.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
+    let pieces = |a: &[u8], b: &[u8]| {
+        let mut p: Vec<usize> = (0..a.len()).filter(|&i| a[i] != b[i]).map(|i| i / COW_PIECE).collect();
+        p.dedup();
+        p
+    };
+    let at_freeze = bytes(&f);
+    let want_file = f.to_bytes();
+    let frozen = f.freeze().unwrap();
+    let g = frozen.guard(0);
+    assert_eq!(g.len().div_ceil(COW_PIECE), 19);
+    // Near each piece boundary: inserts of a copy of members whose runs end just before it
+    // (the shift reaches across when a run follows), and deletes of members there.
+    let (mut crossed, mut writes) = (0, 0);
+    for k in 1..19u64 {
+        // The first slot whose remainder bits start in piece k (its block's runend word is in
+        // piece k - 1 when the boundary falls among the block's remainder words).
+        let word = k * COW_PIECE as u64 / 8;
+        let (b, j) = (word / f.stride as u64, word % f.stride as u64);
+        let slot = b * 64 + if j >= 2 { ((j - 2) * 64).div_ceil(7) } else { 0 };
+        let lo = v.partition_point(|&x| x >> 7 < slot - 120);
+        let hi = v.partition_point(|&x| x >> 7 < (b + 1) * 64 + 8);
+        // The first candidate write that changes two pieces of the unfrozen copy, else the last.
+        let mut pick = None;
+        'search: for &x in &v[lo..hi] {
+            for insert in [true, false] {
+                let mut t = mirror.clone();
+                let ok = if insert { t.insert_fingerprint(x | 127).is_ok() } else { t.remove_fingerprint(x) };
+                if ok {
+                    let two = pieces(&bytes(&mirror), &bytes(&t)).len() == 2;
+                    pick = Some((x, insert, two));
+                    if two {
+                        break 'search;
+                    }
+                }
+            }
+        }
+        let (x, insert, two) = pick.expect("members near every boundary");
+        let saved = g.saved_pieces();
+        for q in [&mut f, &mut mirror] {
+            if insert {
+                assert!(q.insert_fingerprint(x | 127).is_ok());
+            } else {
+                assert!(q.remove_fingerprint(x));
+            }
+        }
+        writes += 1;
+        assert!(g.saved_pieces() <= saved + 2, "one shift, two pieces at most");
+        // The pieces saved so far are those changed so far, whichever write changed them first.
+        crossed += two as usize;
+        assert_eq!(g.saved_pieces(), pieces(&at_freeze, &bytes(&f)).len(), "boundary {k}, insert {insert}");
+    }
+    assert_eq!(writes, 18);
+    assert!(crossed >= 9, "{crossed} of 18 writes shifted runs across a piece boundary");
+    assert!(frozen.to_vec() == want_file, "the frozen file is the filter at the freeze");
+}
