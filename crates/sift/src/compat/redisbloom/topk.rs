@@ -1013,7 +1013,7 @@ mod tests {
                     });
                     let c = row0.expect("an item colliding with an occupied bucket");
                     t.decay = 1.0;
-                    t.table = Box::new([1.0; 256]);
+                    *t.table = [1.0; 256];
                     t.add(c.as_bytes(), &mut || 0u32);
                 }),
             ),
