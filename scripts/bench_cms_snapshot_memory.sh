@@ -7,7 +7,10 @@
 #
 # Usage: scripts/bench_cms_snapshot_memory.sh BINARY [WIDTH]   (WIDTH=150000000: 1.2 GB)
 # Knobs: PORT=7391; TYPE=topk measures a Top-K instead (`TOPK.RESERVE big 10 WIDTH 2 0.9`,
-# 8 bytes a bucket, all written at creation). Needs redis-cli and bc.
+# 8 bytes a bucket, all written at creation); TYPE=tdigest a t-digest (`TDIGEST.CREATE big
+# COMPRESSION WIDTH`, then VALUES=WIDTH/2 distinct values added in calls of 10 000, so that the
+# compression a save makes leaves about WIDTH/4 centroids: 16 bytes each in memory, two RDB
+# doubles each in the one-chunk dump). Needs redis-cli and bc.
 set -euo pipefail
 BIN=$1
 WIDTH=${2:-150000000}
@@ -25,7 +28,18 @@ start() {
 stop() { kill -9 "$PID"; wait "$PID" 2>/dev/null || true; PID=; }
 
 start
-if [ "$TYPE" = topk ]; then
+if [ "$TYPE" = tdigest ]; then
+  VALUES=${VALUES:-$((WIDTH / 2))}
+  redis-cli -p "$PORT" TDIGEST.CREATE big COMPRESSION "$WIDTH" >/dev/null
+  awk -v n="$VALUES" 'BEGIN {
+    for (i = 0; i < n; i += 10000) {
+      m = (n - i < 10000) ? n - i : 10000
+      printf "*%d\r\n$11\r\nTDIGEST.ADD\r\n$3\r\nbig\r\n", m + 2
+      for (j = 0; j < m; j++) { v = sprintf("%d", (i + j) * 7919 % n); printf "$%d\r\n%s\r\n", length(v), v }
+    }
+  }' | redis-cli -p "$PORT" --pipe >/dev/null
+  READ=(TDIGEST.QUANTILE big 0.01 0.5 0.99)
+elif [ "$TYPE" = topk ]; then
   redis-cli -p "$PORT" TOPK.RESERVE big 10 "$WIDTH" 2 0.9 >/dev/null
   redis-cli -p "$PORT" TOPK.ADD big a b a >/dev/null
   READ=(TOPK.LIST big)

@@ -7,13 +7,12 @@
 //! before anything is allocated.
 
 use std::borrow::Cow;
-use std::ops::Range;
 
 use sift::compat::redisbloom::rdb::{self, FieldReader, ModuleFieldReader, RdbCursor};
 use sift::compat::redisbloom::MAX_CHUNK;
 use sift::compat::redisbloom::{CmsCreateError, CmsMergeError, CmsSource, CountMinSketch, CMS_COUNTER_MAX};
 
-use crate::sketch::{double, int};
+use crate::sketch::{double, int, piece_chunk, piece_start};
 use crate::{
     err, wrongtype, Chunk, Command, Env, Family, Flags, Frame, Held, KeyFlags, KeySpec, LoadContext, Lookup,
     Store, KEY1,
@@ -301,7 +300,7 @@ impl Family for Cms {
 }
 
 // `CMSk-TYPE`: RedisBloom's type name and RDB encoding (encver 0, spec §10.3), memory callback
-// `32 + 4·width·depth` (§10.7); in snapshots, tag 5 and the chunks of `counter_chunk`.
+// `32 + 4·width·depth` (§10.7); in snapshots, tag 5 and the chunks of `piece_chunk`.
 crate::sketch::sketch_data_type!(
     chunks: CountMinSketch,
     rdb::CMS_TYPE_NAME,
@@ -318,7 +317,7 @@ crate::sketch::sketch_data_type!(
                 let header = crate::sketch::fields(self, |c, w| rdb::save_cms_header(c, w));
                 return Some((Chunk { pos: 0, data: Cow::Owned(header) }, 1));
             }
-            let (piece, next) = counter_chunk(self.cells_le().len(), cursor)?;
+            let (piece, next) = piece_chunk(self.cells_le().len(), cursor)?;
             Some((Chunk { pos: i64::try_from(next).ok()?, data: Cow::Borrowed(&self.cells_le()[piece]) }, next))
         }
 
@@ -333,13 +332,7 @@ crate::sketch::sketch_data_type!(
         }
 
         fn load_chunk(&mut self, pos: i64, data: &[u8]) -> Result<(), String> {
-            let at = u64::try_from(pos)
-                .ok()
-                .and_then(|p| p.checked_sub(1))
-                .and_then(|end| end.checked_sub(data.len() as u64));
-            let Some(at) = at else {
-                return Err(format!("a chunk of {} bytes cannot end at {pos}", data.len()));
-            };
+            let at = piece_start(pos, data.len())?;
             self.load_cells(at, data).map_err(|e| e.to_string())
         }
     },
@@ -350,20 +343,17 @@ crate::sketch::sketch_data_type!(
         fn freeze(&self) -> Option<Box<dyn crate::Frozen>> {
             CountMinSketch::freeze(self).map(|f| Box::new(f) as Box<dyn crate::Frozen>)
         }
+
+        /// A chunked load that ended before the last piece of counters is refused: the
+        /// sketch would otherwise be silently emptier than the one saved.
+        fn finish_load(&mut self) -> Result<(), String> {
+            match self.load_missing() {
+                0 => Ok(()),
+                n => Err(format!("the last {n} of {} bytes of counters are missing", self.cells_le().len())),
+            }
+        }
     }
 );
-
-/// The counters' byte range of the dump chunk at `cursor` ≥ 1 (byte `cursor - 1` on, at most
-/// [`MAX_CHUNK`] bytes) and the cursor after it, which is also the chunk's `pos`; `None` past
-/// the last.
-fn counter_chunk(cells: usize, cursor: u64) -> Option<(Range<usize>, u64)> {
-    let at = usize::try_from(cursor.checked_sub(1)?).ok()?;
-    if at >= cells {
-        return None;
-    }
-    let end = cells.min(at + MAX_CHUNK);
-    Some((at..end, cursor + (end - at) as u64))
-}
 
 /// Is `header` the chunked dump's header, exactly three unsigned fields? The one-chunk dump
 /// has the counters' string after them.
@@ -385,7 +375,7 @@ impl crate::Frozen for sift::compat::redisbloom::FrozenCms {
             out.extend_from_slice(self.header());
             return Some((0, 1));
         }
-        let (piece, next) = counter_chunk(self.cells_len(), cursor)?;
+        let (piece, next) = piece_chunk(self.cells_len(), cursor)?;
         self.read_cells(piece.start, piece.len(), out);
         Some((i64::try_from(next).ok()?, next))
     }
@@ -484,6 +474,25 @@ mod tests {
         fixed.extend_from_slice(small.cells_le());
         assert_eq!(fixed, crate::sketch::fields(&small, |c, w| rdb::save_cms(c, w)));
         assert_eq!(load(&[(0, fixed)], &LoadContext::default()), Ok(small));
+    }
+
+    /// A dump whose later pieces are missing is a load error naming what is missing, not a
+    /// sketch whose last counters are silently 0; pieces out of order are refused too.
+    #[test]
+    fn missing_or_reordered_pieces_are_refused() {
+        let c = forty_mb();
+        let chunks = chunks_of(&c);
+        for keep in 1..chunks.len() {
+            let e = load(&chunks[..keep], &LoadContext::default()).unwrap_err();
+            assert!(e.contains("bytes of counters are missing"), "{keep}: {e}");
+        }
+        let mut swapped = chunks.clone();
+        swapped.swap(1, 2);
+        assert!(load(&swapped, &LoadContext::default()).is_err());
+        let mut again = chunks.clone();
+        again.insert(2, chunks[1].clone());
+        assert!(load(&again, &LoadContext::default()).is_err());
+        assert_eq!(load(&chunks, &LoadContext::default()), Ok(c));
     }
 
     /// A piece outside the counters is refused, naming it, and a truncated header too.

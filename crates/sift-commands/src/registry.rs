@@ -141,6 +141,14 @@ pub trait DataType: Any + Send + Sync + fmt::Debug + Sized {
     fn before_save(&mut self) -> bool {
         false
     }
+
+    /// Checks, after the last chunk of a load ([`DataType::restore`] then every
+    /// [`DataType::load_chunk`]), that the chunks made the whole value: a type whose dump is a
+    /// header and pieces refuses a value whose later pieces never came, which would otherwise
+    /// load as a silently emptier value. The default accepts (a one-chunk dump is whole).
+    fn finish_load(&mut self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// A value frozen by [`DataType::freeze`]: its dump as [`DataType::dump_chunk`] would have
@@ -173,6 +181,8 @@ pub trait Data: Any + Send + Sync + fmt::Debug {
     fn dump_chunk(&self, cursor: u64) -> Option<(Chunk<'_>, u64)>;
     /// [`DataType::load_chunk`].
     fn load_chunk(&mut self, pos: i64, data: &[u8]) -> Result<(), String>;
+    /// [`DataType::finish_load`].
+    fn finish_load(&mut self) -> Result<(), String>;
     /// [`DataType::COPY`]: the copy, or `None` when the type refuses `COPY`.
     fn copy_data(&self) -> Option<Box<dyn Data>>;
     /// [`DataType::rdb_save`].
@@ -204,6 +214,9 @@ impl<T: DataType> Data for T {
     }
     fn load_chunk(&mut self, pos: i64, data: &[u8]) -> Result<(), String> {
         DataType::load_chunk(self, pos, data)
+    }
+    fn finish_load(&mut self) -> Result<(), String> {
+        DataType::finish_load(self)
     }
     fn copy_data(&self) -> Option<Box<dyn Data>> {
         T::COPY.map(|copy| Box::new(copy(self)) as Box<dyn Data>)
@@ -327,7 +340,8 @@ impl TypeInfo {
         }
     }
 
-    /// Rebuilds a value from its dump chunks (the header first): what a snapshot load does.
+    /// Rebuilds a value from its dump chunks (the header first), and checks it is whole
+    /// ([`DataType::finish_load`]): what a snapshot load does.
     pub fn load_chunks<'c>(
         &self,
         mut chunks: impl Iterator<Item = (i64, &'c [u8])>,
@@ -340,6 +354,7 @@ impl TypeInfo {
         for (pos, data) in chunks {
             value.load_chunk(pos, data)?;
         }
+        value.finish_load()?;
         Ok(value)
     }
 }

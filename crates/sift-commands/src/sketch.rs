@@ -2,12 +2,13 @@
 //! RDB encoding, and their AOF rewrite is a `RESTORE` of it (sketches spec §10.6).
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use sift::compat::redisbloom::rdb::{
     crc64, module_type_id, write_length, FieldReader, FieldWriter, ModuleFieldReader, ModuleFieldWriter,
     RdbCursor, RdbError, OPCODE_EOF, RDB_VERSION,
 };
-use sift::compat::redisbloom::LoadLimits;
+use sift::compat::redisbloom::{LoadLimits, MAX_CHUNK};
 
 use crate::{Chunk, LoadContext};
 
@@ -123,6 +124,29 @@ macro_rules! sketch_data_type {
     };
 }
 pub(crate) use sketch_data_type;
+
+/// The byte range of the piece of a large array (a Count-Min Sketch's counters, a Top-K's
+/// buckets) that the dump chunk at `cursor` ≥ 1 holds: byte `cursor - 1` on, at most
+/// [`MAX_CHUNK`] bytes; and the cursor after it, which is also the chunk's `pos`. `None` past
+/// the last. [`MAX_CHUNK`] is a multiple of every element size, so pieces hold whole elements.
+pub(crate) fn piece_chunk(len: usize, cursor: u64) -> Option<(Range<usize>, u64)> {
+    let at = usize::try_from(cursor.checked_sub(1)?).ok()?;
+    if at >= len {
+        return None;
+    }
+    let end = len.min(at + MAX_CHUNK);
+    Some((at..end, cursor + (end - at) as u64))
+}
+
+/// Where a piece of `len` bytes loaded with `pos` starts (the inverse of [`piece_chunk`]'s
+/// `pos`: the position after it, plus 1).
+pub(crate) fn piece_start(pos: i64, len: usize) -> Result<u64, String> {
+    u64::try_from(pos)
+        .ok()
+        .and_then(|p| p.checked_sub(1))
+        .and_then(|end| end.checked_sub(len as u64))
+        .ok_or_else(|| format!("a chunk of {len} bytes cannot end at {pos}"))
+}
 
 /// A double argument as current Redis parses it (spec §2.5).
 pub(crate) use crate::parse::parse_f64 as double;

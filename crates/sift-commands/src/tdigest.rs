@@ -11,13 +11,19 @@
 //! nothing and is not propagated (it answers from a copy, which the library's `&mut` queries
 //! need).
 
-use sift::compat::redisbloom::rdb;
+use std::borrow::Cow;
+use std::ops::Range;
+
+use sift::compat::redisbloom::rdb::{self, FieldReader, ModuleFieldReader, RdbCursor};
 use sift::compat::redisbloom::{
-    tdigest_merge_compression, TDigest, TDigestMerge, TDIGEST_DEFAULT_COMPRESSION,
+    tdigest_merge_compression, FrozenTDigest, TDigest, TDigestMerge, MAX_CHUNK, TDIGEST_DEFAULT_COMPRESSION,
+    TDIGEST_NODE_BYTES,
 };
 
 use crate::sketch::{double, int};
-use crate::{err, wrongtype, Command, Env, Family, Flags, Frame, KeyFlags, KeySpec, Lookup, Store};
+use crate::{
+    err, wrongtype, Chunk, Command, Env, Family, Flags, Frame, KeyFlags, KeySpec, LoadContext, Lookup, Store,
+};
 
 /// A missing key.
 pub const KEY_MISSING: &str = "ERR T-Digest: key does not exist";
@@ -374,17 +380,63 @@ impl Family for TDigestFamily {
 }
 
 // `TDIS-TYPE`: RedisBloom's type name and RDB encoding (encver 0 written, any read, spec §10.5),
-// memory callback `80 + 16·capacity` (§10.7); in snapshots, tag 7 and one chunk, the RDB fields.
-// Saving compresses the live digest first (RedisBloom compresses before saving, spec §7.4 and
-// §10.5: `before_save`), so the digest after a restart is the one that kept running, and a
-// digest holding one buffered observation comes back as RedisBloom's does: one zeroed node.
+// memory callback `80 + 16·capacity` (§10.7); in snapshots, tag 7 and the chunks of
+// `node_chunk`. Saving compresses the live digest first (RedisBloom compresses before saving,
+// spec §7.4 and §10.5: `before_save`), so the digest after a restart is the one that kept
+// running, and a digest holding one buffered observation comes back as RedisBloom's does: one
+// zeroed node.
 crate::sketch::sketch_data_type!(
-    TDigest,
+    chunks: TDigest,
     rdb::TDIGEST_TYPE_NAME,
     7,
     rdb::save_tdigest,
     rdb::load_tdigest,
-    "t-digest",
+    {
+        /// The header (`save_tdigest_chunked_header`: the nine fields before the centroids),
+        /// then the centroids in pieces of at most [`MAX_CHUNK`] bytes (the piece's means, then
+        /// its weights), each with the position after its last node plus 1: a snapshot never
+        /// builds a buffer of the whole digest, nor a recovery reads one beside the digest it
+        /// fills. A digest with buffered nodes (saves compress it first, so only a lone
+        /// observation, or a dump not made by a save) is one chunk, its RDB fields, which
+        /// compress a copy.
+        fn dump_chunk(&self, cursor: u64) -> Option<(Chunk<'_>, u64)> {
+            if self.unmerged_nodes() > 0 {
+                return crate::sketch::dump_chunk(self, cursor, |t, w| rdb::save_tdigest(t, w));
+            }
+            if cursor == 0 {
+                let header = crate::sketch::fields(self, |t, w| rdb::save_tdigest_chunked_header(t, w));
+                return Some((Chunk { pos: 0, data: Cow::Owned(header) }, 1));
+            }
+            let (nodes, next) = node_chunk(self.merged_nodes(), cursor)?;
+            let mut data = Vec::new();
+            self.node_bytes(nodes, &mut data);
+            Some((Chunk { pos: i64::try_from(next).ok()?, data: Cow::Owned(data) }, next))
+        }
+
+        /// The header of the chunked dump, whose centroids `load_chunk` fills in; or, from
+        /// snapshots written when a digest's dump was one chunk (and digests with buffered
+        /// nodes), all its RDB fields.
+        fn restore(header: &[u8], cx: &LoadContext) -> Result<Self, String> {
+            if is_chunked_header(header) {
+                crate::sketch::restore(header, cx, Self::ENCVER, |r, e, l| rdb::load_tdigest_chunked_header(r, e, l))
+            } else {
+                crate::sketch::restore(header, cx, Self::ENCVER, |r, e, l| rdb::load_tdigest(r, e, l))
+            }
+        }
+
+        fn load_chunk(&mut self, pos: i64, data: &[u8]) -> Result<(), String> {
+            let nodes = (data.len() / TDIGEST_NODE_BYTES) as u64;
+            let at = u64::try_from(pos)
+                .ok()
+                .and_then(|p| p.checked_sub(1))
+                .and_then(|end| end.checked_sub(nodes))
+                .and_then(|at| usize::try_from(at).ok());
+            let Some(at) = at else {
+                return Err(format!("a chunk of {} bytes cannot end at {pos}", data.len()));
+            };
+            self.load_nodes(at, data).map_err(|e| e.to_string())
+        }
+    },
     {
         fn changes_before_save(&self) -> bool {
             // Compressing a lone buffered observation of weight 1 leaves it as it is (§7.3).
@@ -400,5 +452,182 @@ crate::sketch::sketch_data_type!(
             }
             changes
         }
+
+        /// A large digest's node arrays are read by the snapshot later, its writers copying
+        /// aside only the pieces they change first ([`TDigest::freeze`]); a small one is dumped
+        /// at once.
+        fn freeze(&self) -> Option<Box<dyn crate::Frozen>> {
+            TDigest::freeze(self).map(|f| Box::new(f) as Box<dyn crate::Frozen>)
+        }
+
+        /// A chunked load that ended before the last piece of centroids is refused: the digest
+        /// would otherwise hold zeroed centroids in their place.
+        fn finish_load(&mut self) -> Result<(), String> {
+            match self.load_missing() {
+                0 => Ok(()),
+                n => Err(format!("the last {n} of {} centroids are missing", self.merged_nodes())),
+            }
+        }
     }
 );
+
+/// Nodes of one piece: [`MAX_CHUNK`] bytes.
+const PIECE_NODES: usize = MAX_CHUNK / TDIGEST_NODE_BYTES;
+
+/// The centroids of the dump chunk at `cursor` ≥ 1 (node `cursor - 1` on, at most
+/// [`PIECE_NODES`]) and the cursor after it, which is also the chunk's `pos`; `None` past the
+/// last.
+fn node_chunk(merged: usize, cursor: u64) -> Option<(Range<usize>, u64)> {
+    let at = usize::try_from(cursor.checked_sub(1)?).ok()?;
+    if at >= merged {
+        return None;
+    }
+    let end = merged.min(at + PIECE_NODES);
+    Some((at..end, cursor + (end - at) as u64))
+}
+
+/// Is `header` the chunked dump's header, exactly the nine fields before the centroids? The
+/// one-chunk dump has the centroids' fields after them (none when there are no centroids: then
+/// the two forms are the same bytes and load the same digest).
+fn is_chunked_header(header: &[u8]) -> bool {
+    let mut cur = RdbCursor::new(header);
+    let mut r = ModuleFieldReader { cur: &mut cur, max_string: 0 };
+    let doubles = |r: &mut ModuleFieldReader<'_, '_>, n| (0..n).try_for_each(|_| r.load_double().map(drop));
+    let fields = doubles(&mut r, 3)
+        .and_then(|()| (0..4).try_for_each(|_| r.load_unsigned().map(drop)))
+        .and_then(|()| doubles(&mut r, 2));
+    fields.is_ok() && cur.remaining() == 0
+}
+
+impl crate::Frozen for FrozenTDigest {
+    fn chunk_count(&self) -> u64 {
+        1 + self.merged_nodes().div_ceil(PIECE_NODES) as u64
+    }
+
+    /// The chunks of the digest's dump at the freeze: the header, then the centroids.
+    fn dump_chunk(&self, cursor: u64, out: &mut Vec<u8>) -> Option<(i64, u64)> {
+        if cursor == 0 {
+            out.extend_from_slice(self.header());
+            return Some((0, 1));
+        }
+        let (nodes, next) = node_chunk(self.merged_nodes(), cursor)?;
+        self.node_bytes(nodes, out);
+        Some((i64::try_from(next).ok()?, next))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::{frozen_chunks, live_chunks};
+
+    /// A digest of compression 250 000 (1.5 M nodes, 12 MB per array) holding 1.2 M centroids
+    /// of weight 1 (two pieces), as a chunked load builds it from a header and pieces made here.
+    fn big() -> TDigest {
+        use sift::compat::redisbloom::rdb::FieldWriter;
+        let n = 1_200_000u64;
+        let mut header = Vec::new();
+        let mut w = rdb::ModuleFieldWriter { out: &mut header };
+        for d in [250_000.0, 0.0, (n - 1) as f64] {
+            w.save_double(d);
+        }
+        for v in [1_500_010, n, 0, 1] {
+            w.save_unsigned(v);
+        }
+        w.save_double(n as f64);
+        w.save_double(0.0);
+        let mut t = <TDigest as crate::DataType>::restore(&header, &LoadContext::default()).unwrap();
+        let mut at = 0;
+        while at < n {
+            let end = n.min(at + PIECE_NODES as u64);
+            let mut piece: Vec<u8> = (at..end).flat_map(|i| (i as f64).to_le_bytes()).collect();
+            piece.extend((at..end).flat_map(|_| 1i64.to_le_bytes()));
+            crate::DataType::load_chunk(&mut t, end as i64 + 1, &piece).unwrap();
+            at = end;
+        }
+        crate::DataType::finish_load(&mut t).unwrap();
+        assert_eq!((t.merged_nodes(), t.size()), (n as usize, n as i64));
+        t
+    }
+
+    fn load(chunks: &[(i64, Vec<u8>)], cx: &LoadContext) -> Result<TDigest, String> {
+        let ty = crate::TypeInfo::of::<TDigest>();
+        let v = ty.load_chunks(chunks.iter().map(|(p, d)| (*p, &d[..])), cx)?;
+        Ok(*v.into_any().downcast::<TDigest>().unwrap())
+    }
+
+    fn rdb_fields(t: &TDigest) -> Vec<u8> {
+        crate::sketch::fields(t, |t, w| rdb::save_tdigest(t, w))
+    }
+
+    /// A large digest dumps as its nine header fields and its centroids in pieces of at most
+    /// `MAX_CHUNK` bytes, loads back equal from them, and loads from its one-chunk dump of
+    /// earlier snapshots (its RDB fields) too; a missing piece is a load error.
+    #[test]
+    fn a_large_digest_dumps_in_pieces_and_loads_back() {
+        let t = big();
+        let chunks = live_chunks(&t);
+        assert_eq!(chunks.len(), 1 + t.merged_nodes().div_ceil(PIECE_NODES));
+        assert!(chunks[0].1.len() < 100);
+        assert!(rdb_fields(&t).starts_with(&chunks[0].1), "the RDB fields begin with the header");
+        let mut at = 0;
+        for (pos, data) in &chunks[1..] {
+            assert!(!data.is_empty() && data.len() <= MAX_CHUNK && data.len() % TDIGEST_NODE_BYTES == 0);
+            at += data.len() / TDIGEST_NODE_BYTES;
+            assert_eq!(*pos, at as i64 + 1);
+        }
+        assert_eq!(at, t.merged_nodes());
+        assert_eq!(load(&chunks, &LoadContext::default()), Ok(t.clone()));
+        assert_eq!(load(&[(0, rdb_fields(&t))], &LoadContext::default()), Ok(t.clone()));
+        for keep in 1..chunks.len() {
+            let e = load(&chunks[..keep], &LoadContext::default()).unwrap_err();
+            assert!(e.contains("centroids are missing"), "{keep}: {e}");
+        }
+        let mut swapped = chunks.clone();
+        swapped.swap(1, 2);
+        assert!(load(&swapped, &LoadContext::default()).is_err());
+        let mut tight = LoadContext::default();
+        tight.limits.max_bytes = 16 * t.capacity() as u64 - 1;
+        assert!(load(&chunks[..1], &tight).is_err(), "the header is checked within the load limits");
+    }
+
+    /// A digest with buffered nodes (a lone observation, which a compression keeps buffered)
+    /// dumps as one chunk, its RDB fields, and is never frozen; so does an empty one.
+    #[test]
+    fn a_digest_with_buffered_nodes_is_one_chunk() {
+        let mut t = TDigest::new(1_000_000.0, u64::MAX).unwrap();
+        t.add(5.0).unwrap();
+        assert!(!crate::DataType::before_save(&mut t));
+        assert_eq!(live_chunks(&t), vec![(0, rdb_fields(&t))]);
+        assert!(crate::Data::freeze(&t).is_none());
+        let back = load(&live_chunks(&t), &LoadContext::default()).unwrap();
+        assert_eq!((back.merged_nodes(), back.unmerged_nodes(), back.size()), (0, 1, 1));
+        let empty = TDigest::new(100.0, u64::MAX).unwrap();
+        assert_eq!(live_chunks(&empty), vec![(0, rdb_fields(&empty))]);
+        assert_eq!(load(&live_chunks(&empty), &LoadContext::default()), Ok(empty));
+    }
+
+    /// A frozen large digest gives the chunks a snapshot of the live one stores at the freeze,
+    /// byte for byte, though adds (and the compressions they cause) change it before they are
+    /// read.
+    #[test]
+    fn a_frozen_digest_gives_the_snapshot_chunks_of_the_freeze() {
+        let mut t = big();
+        let live = live_chunks(&t);
+        let Some(frozen) = crate::Data::freeze(&t) else {
+            if cfg!(target_os = "linux") {
+                panic!("a large digest is frozen on Linux");
+            }
+            return;
+        };
+        // Scrambled values: the compression's quicksort slows on long sorted runs.
+        for i in 0..400_000u32 {
+            t.add(f64::from(i.wrapping_mul(7919) % 400_009)).unwrap();
+        }
+        assert!(t.total_compressions() >= 2, "the buffer filled and was compressed");
+        crate::DataType::before_save(&mut t);
+        assert_ne!(live_chunks(&t), live);
+        assert_eq!(frozen.chunk_count(), live.len() as u64);
+        assert!(frozen_chunks(&*frozen) == live, "the frozen chunks are the live chunks at the freeze");
+    }
+}

@@ -15,15 +15,17 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use sift::compat::redisbloom::rdb;
+use std::borrow::Cow;
+
+use sift::compat::redisbloom::rdb::{self, FieldReader, ModuleFieldReader, RdbCursor};
 use sift::compat::redisbloom::{
-    topk_reply_item, CRand, DecayRandom, TopK, TopKCreateError, TOPK_DEFAULT_DECAY, TOPK_DEFAULT_DEPTH,
-    TOPK_DEFAULT_WIDTH,
+    topk_reply_item, CRand, DecayRandom, FrozenTopK, TopK, TopKCreateError, MAX_CHUNK, TOPK_DEFAULT_DECAY,
+    TOPK_DEFAULT_DEPTH, TOPK_DEFAULT_WIDTH,
 };
 
 use crate::frame::itoa;
-use crate::sketch::{double, int};
-use crate::{err, wrongtype, Command, Env, Family, Flags, Frame, Lookup, Store};
+use crate::sketch::{double, int, piece_chunk, piece_start};
+use crate::{err, wrongtype, Chunk, Command, Env, Family, Flags, Frame, LoadContext, Lookup, Store};
 
 /// The key exists already (any type).
 pub const KEY_EXISTS: &str = "TopK: key already exists";
@@ -325,8 +327,88 @@ impl Family for TopKFamily {
 }
 
 // `TopK-TYPE`: RedisBloom's type name and RDB encoding (encver 0, spec §10.4), memory callback
-// `2088 + 8·width·depth + 24·k` (§10.7); in snapshots, tag 6 and one chunk, the RDB fields.
-crate::sketch::sketch_data_type!(TopK, rdb::TOPK_TYPE_NAME, 6, rdb::save_topk, rdb::load_topk, "Top-K");
+// `2088 + 8·width·depth + 24·k` (§10.7); in snapshots, tag 6 and the chunks of `bucket_chunk`.
+crate::sketch::sketch_data_type!(
+    chunks: TopK,
+    rdb::TOPK_TYPE_NAME,
+    6,
+    rdb::save_topk,
+    rdb::load_topk,
+    {
+        /// The header (`save_topk_chunked_header`: the shape, the decay and the heap), then the
+        /// buckets' RDB string in pieces of at most [`MAX_CHUNK`] bytes, each with the position
+        /// after it (as the Count-Min Sketch's counters): a snapshot never builds a buffer of
+        /// the whole table, nor a recovery reads one beside the table it fills.
+        fn dump_chunk(&self, cursor: u64) -> Option<(Chunk<'_>, u64)> {
+            if cursor == 0 {
+                let header = crate::sketch::fields(self, |t, w| rdb::save_topk_chunked_header(t, w));
+                return Some((Chunk { pos: 0, data: Cow::Owned(header) }, 1));
+            }
+            let (piece, next) = piece_chunk(self.bucket_bytes_len(), cursor)?;
+            Some((Chunk { pos: i64::try_from(next).ok()?, data: self.bucket_bytes(piece) }, next))
+        }
+
+        /// The header of the chunked dump, whose buckets `load_chunk` fills in; or, from
+        /// snapshots written when a Top-K's dump was one chunk, all its RDB fields.
+        fn restore(header: &[u8], cx: &LoadContext) -> Result<Self, String> {
+            if starts_with_zero(header) {
+                crate::sketch::restore(header, cx, Self::ENCVER, |r, e, l| rdb::load_topk_chunked_header(r, e, l))
+            } else {
+                crate::sketch::restore(header, cx, Self::ENCVER, |r, e, l| rdb::load_topk(r, e, l))
+            }
+        }
+
+        fn load_chunk(&mut self, pos: i64, data: &[u8]) -> Result<(), String> {
+            let at = piece_start(pos, data.len())?;
+            self.load_buckets(at, data).map_err(|e| e.to_string())
+        }
+    },
+    {
+        /// A large table's buckets are read by the snapshot later, its writers copying aside
+        /// only the pieces they change first ([`TopK::freeze`]; the heap is copied at the
+        /// freeze); a small one is dumped at once.
+        fn freeze(&self) -> Option<Box<dyn crate::Frozen>> {
+            TopK::freeze(self).map(|f| Box::new(f) as Box<dyn crate::Frozen>)
+        }
+
+        /// A chunked load that ended before the last piece of buckets is refused: the table
+        /// would otherwise be silently emptier than the one saved.
+        fn finish_load(&mut self) -> Result<(), String> {
+            match self.load_missing() {
+                0 => Ok(()),
+                n => Err(format!(
+                    "the last {n} of {} bytes of buckets are missing",
+                    self.bucket_bytes_len()
+                )),
+            }
+        }
+    }
+);
+
+impl crate::Frozen for FrozenTopK {
+    fn chunk_count(&self) -> u64 {
+        1 + self.buckets_len().div_ceil(MAX_CHUNK) as u64
+    }
+
+    /// The chunks of the Top-K's dump at the freeze: the header, then the buckets.
+    fn dump_chunk(&self, cursor: u64, out: &mut Vec<u8>) -> Option<(i64, u64)> {
+        if cursor == 0 {
+            out.extend_from_slice(self.header());
+            return Some((0, 1));
+        }
+        let (piece, next) = piece_chunk(self.buckets_len(), cursor)?;
+        self.read_buckets(piece.start, piece.len(), out);
+        Some((i64::try_from(next).ok()?, next))
+    }
+}
+
+/// Does the header begin with an unsigned 0, the chunked header's marker? A one-chunk dump
+/// begins with `k`, at least 1.
+fn starts_with_zero(header: &[u8]) -> bool {
+    let mut cur = RdbCursor::new(header);
+    let mut r = ModuleFieldReader { cur: &mut cur, max_string: 0 };
+    r.load_unsigned() == Ok(0)
+}
 
 #[cfg(test)]
 mod tests {
@@ -361,5 +443,133 @@ mod tests {
 
     fn rdb_fields(t: &TopK) -> Vec<u8> {
         sketch::fields(t, |t, w| rdb::save_topk(t, w))
+    }
+
+    /// A table of 2 rows of 2.5 M buckets (40 MB: three pieces of buckets), some items added.
+    fn forty_mb() -> TopK {
+        let mut t = TopK::reserve(10, 2_500_000, 2, 0.9, u64::MAX).unwrap();
+        let items: Vec<Vec<u8>> = (0..5000u32).map(|i| format!("i{}", i % 700).into_bytes()).collect();
+        let args: Vec<&[u8]> = items.iter().map(|i| &i[..]).collect();
+        apply(&mut t, Pairs::Items(&args), 7);
+        t
+    }
+
+    fn load(chunks: &[(i64, Vec<u8>)], cx: &LoadContext) -> Result<TopK, String> {
+        let ty = crate::TypeInfo::of::<TopK>();
+        let v = ty.load_chunks(chunks.iter().map(|(p, d)| (*p, &d[..])), cx)?;
+        Ok(*v.into_any().downcast::<TopK>().unwrap())
+    }
+
+    /// A 40 MB Top-K dumps as a small header (the shape and the heap) and its buckets in pieces
+    /// of at most `MAX_CHUNK` bytes, and loads back equal from them. Its RDB fields are still
+    /// RedisBloom's.
+    #[test]
+    fn a_large_topk_dumps_in_pieces_and_loads_back() {
+        let t = forty_mb();
+        let chunks = crate::registry::live_chunks(&t);
+        assert_eq!(chunks.len(), 1 + 40_000_000usize.div_ceil(MAX_CHUNK));
+        assert_eq!(chunks[0], (0, sketch::fields(&t, |t, w| rdb::save_topk_chunked_header(t, w))));
+        assert!(chunks[0].1.len() < 1000, "{} header bytes", chunks[0].1.len());
+        let rdb = rdb_fields(&t);
+        let mut at = 0usize;
+        for (pos, data) in &chunks[1..] {
+            assert!(!data.is_empty() && data.len() <= MAX_CHUNK, "{} bytes", data.len());
+            assert_eq!(&t.bucket_bytes(at..at + data.len())[..], &data[..]);
+            at += data.len();
+            assert_eq!(*pos, at as i64 + 1, "the position after the piece");
+        }
+        assert_eq!(at, t.bucket_bytes_len());
+        // The pieces are the RDB's bucket string, byte for byte.
+        let buckets: Vec<u8> = chunks[1..].iter().flat_map(|(_, d)| d.iter().copied()).collect();
+        let mut head = Vec::new();
+        {
+            use sift::compat::redisbloom::rdb::FieldWriter;
+            let mut w = rdb::ModuleFieldWriter { out: &mut head };
+            for v in [10, 2_500_000, 2] {
+                w.save_unsigned(v);
+            }
+            w.save_double(0.9);
+        }
+        rdb::write_length(&mut head, rdb::OPCODE_STRING);
+        rdb::write_length(&mut head, buckets.len() as u64);
+        assert!(rdb[..head.len()] == head[..] && rdb[head.len()..][..buckets.len()] == buckets[..]);
+        assert_eq!(load(&chunks, &LoadContext::default()), Ok(t.clone()));
+        let mut tight = LoadContext::default();
+        tight.limits.max_bytes = 40_000_000 - 1;
+        assert!(load(&chunks[..1], &tight).is_err(), "the header is checked within the load limits");
+    }
+
+    /// A snapshot written when a Top-K's dump was one chunk (all its RDB fields) still loads.
+    #[test]
+    fn a_one_chunk_dump_of_earlier_snapshots_loads() {
+        let t = forty_mb();
+        assert_eq!(load(&[(0, rdb_fields(&t))], &LoadContext::default()), Ok(t));
+        let mut small = TopK::reserve(1, 2, 1, 1.0, u64::MAX).unwrap();
+        small.add(b"x", &mut CRand::default());
+        // k 1, width 2, depth 1, decay 1.0, the 16 bucket bytes, the 24-byte heap record, the
+        // item "x\0": `save_topk`, RedisBloom's fields.
+        let fp = sift::hash::murmur2_32(b"x", 1919).to_le_bytes();
+        let col = sift::hash::murmur2_32(b"x", 0) % 2;
+        let mut bucket_bytes = vec![0u8; 16];
+        bucket_bytes[8 * col as usize..8 * col as usize + 4].copy_from_slice(&fp);
+        bucket_bytes[8 * col as usize + 4] = 1;
+        let mut fixed = vec![2u8, 1, 2, 2, 2, 1, 4];
+        fixed.extend_from_slice(&1.0f64.to_le_bytes());
+        fixed.extend_from_slice(&[5, 16]);
+        fixed.extend_from_slice(&bucket_bytes);
+        fixed.extend_from_slice(&[5, 24]);
+        fixed.extend_from_slice(&fp);
+        fixed.extend_from_slice(&[1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
+        fixed.extend_from_slice(&[5, 2, b'x', 0]);
+        assert_eq!(fixed, rdb_fields(&small));
+        assert_eq!(load(&[(0, fixed)], &LoadContext::default()), Ok(small));
+    }
+
+    /// A frozen large Top-K gives the chunks a snapshot of the live one stores at the freeze,
+    /// byte for byte, though adds change it before they are read; a small one is dumped at once.
+    #[test]
+    fn a_frozen_topk_gives_the_snapshot_chunks_of_the_freeze() {
+        let mut t = forty_mb();
+        let live = crate::registry::live_chunks(&t);
+        let Some(frozen) = crate::Data::freeze(&t) else {
+            if cfg!(target_os = "linux") {
+                panic!("a large Top-K is frozen on Linux");
+            }
+            return;
+        };
+        let items: Vec<Vec<u8>> = (0..20_000u32).map(|i| i.to_be_bytes().to_vec()).collect();
+        let args: Vec<&[u8]> = items.iter().map(|i| &i[..]).collect();
+        apply(&mut t, Pairs::Items(&args), 9);
+        assert_ne!(crate::registry::live_chunks(&t), live);
+        assert_eq!(frozen.chunk_count(), 4);
+        assert!(
+            crate::registry::frozen_chunks(&*frozen) == live,
+            "the frozen chunks are the live chunks at the freeze"
+        );
+        assert!(crate::Data::freeze(&TopK::reserve(3, 100, 5, 0.9, u64::MAX).unwrap()).is_none());
+    }
+
+    /// A dump whose later pieces are missing is a load error naming what is missing, not a
+    /// Top-K with empty buckets; pieces out of order or outside the table are refused.
+    #[test]
+    fn missing_or_misplaced_pieces_are_refused() {
+        let t = forty_mb();
+        let chunks = crate::registry::live_chunks(&t);
+        for keep in 1..chunks.len() {
+            let e = load(&chunks[..keep], &LoadContext::default()).unwrap_err();
+            assert!(e.contains("bytes of buckets are missing"), "{keep}: {e}");
+        }
+        let mut swapped = chunks.clone();
+        swapped.swap(1, 2);
+        assert!(load(&swapped, &LoadContext::default()).is_err());
+        let mut again = chunks.clone();
+        again.insert(2, chunks[1].clone());
+        assert!(load(&again, &LoadContext::default()).is_err());
+        let small = TopK::reserve(2, 10, 2, 0.9, u64::MAX).unwrap();
+        let header = crate::registry::live_chunks(&small).remove(0);
+        for (pos, data) in [(1i64, vec![0u8; 8]), (162, vec![0; 8]), (9, vec![0; 7]), (i64::MIN, vec![])] {
+            assert!(load(&[header.clone(), (pos, data.clone())], &LoadContext::default()).is_err(), "{pos}");
+        }
+        assert_eq!(load(&[header.clone(), (161, vec![0; 160])], &LoadContext::default()), Ok(small));
     }
 }

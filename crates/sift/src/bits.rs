@@ -213,6 +213,10 @@ unsafe impl Zeroable for u64 {}
 unsafe impl Zeroable for u32 {}
 // SAFETY: as above.
 unsafe impl Zeroable for u8 {}
+// SAFETY: as above.
+unsafe impl Zeroable for i64 {}
+// SAFETY: all-zero bits are the double 0.0, and a double has no padding.
+unsafe impl Zeroable for f64 {}
 // SAFETY: an array of `u32`s (a split-block Bloom filter's block) is zero when its bytes are,
 // and arrays have no padding between elements of a padding-free type.
 unsafe impl Zeroable for [u32; 8] {}
@@ -593,7 +597,7 @@ impl CowWriter<'_> {
 }
 
 /// The bytes of `values` in memory.
-fn as_bytes<T: Zeroable + Copy>(values: &[T]) -> &[u8] {
+pub(crate) fn as_bytes<T: Zeroable + Copy>(values: &[T]) -> &[u8] {
     // SAFETY: `T: Zeroable` has no padding bytes (the trait's contract), so every byte of the
     // slice is initialised; `u8` has alignment 1, and the length is the slice's size in bytes.
     // The borrow of `values` keeps the bytes alive and unchanged for the result's lifetime.

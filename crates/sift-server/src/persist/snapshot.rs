@@ -406,7 +406,9 @@ pub fn decode_stream(
                     };
                     step.map_err(|e| format!("{} of the entry at offset {at}: {e}", ty.name))?;
                 }
-                Value::Data(value.expect("count >= 1 chunks were loaded"))
+                let mut value = value.expect("count >= 1 chunks were loaded");
+                value.finish_load().map_err(|e| format!("{} of the entry at offset {at}: {e}", ty.name))?;
+                Value::Data(value)
             }
         };
         f(key, Entry::with_expiry(value, expires))?;

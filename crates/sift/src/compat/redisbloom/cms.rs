@@ -118,14 +118,18 @@ pub enum CmsSource<'a> {
     Sketch(&'a CountMinSketch),
 }
 
-/// A piece of counters that does not lie within the sketch's ([`CountMinSketch::load_cells`]).
+/// A piece of counters that is not the next one of a chunked load
+/// ([`CountMinSketch::load_cells`]): pieces come in order from the first byte, within the
+/// sketch's counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("{len} bytes of counters at {at}: the sketch has {cells}")]
+#[error("{len} bytes of counters at {at}: expected the piece at {expected} of the sketch's {cells}")]
 pub struct CmsCellsError {
     /// Where the piece starts, in bytes.
     pub at: u64,
     /// Its length.
     pub len: u64,
+    /// Where the next piece must start.
+    pub expected: u64,
     /// Bytes of the sketch's counters.
     pub cells: u64,
 }
@@ -140,6 +144,9 @@ pub struct CountMinSketch {
     /// so saving copies nothing. Large ones in huge-page storage, which a snapshot can read
     /// while the counters change ([`CountMinSketch::freeze`]).
     cells: Storage<u8>,
+    /// Bytes of counters a chunked load has still to fill ([`CountMinSketch::load_cells`]); 0
+    /// otherwise.
+    load_missing: u64,
 }
 
 impl core::fmt::Debug for CountMinSketch {
@@ -225,7 +232,7 @@ impl CountMinSketch {
         }
         let len = usize::try_from(cells * 4).map_err(|_| CmsCreateError::InsufficientMemory)?;
         let bytes = Storage::zeroed(len).map_err(|_| CmsCreateError::InsufficientMemory)?;
-        Ok(CountMinSketch { width: w as u64, depth: d as u64, count: 0, cells: bytes })
+        Ok(CountMinSketch { width: w as u64, depth: d as u64, count: 0, cells: bytes, load_missing: 0 })
     }
 
     /// Rebuilds a sketch from its RDB fields (§10.3). `cells` must be exactly `4 · width · depth`
@@ -238,7 +245,7 @@ impl CountMinSketch {
         if cells.len() as u64 != len {
             return None;
         }
-        Some(CountMinSketch { width, depth, count, cells: Storage::adopt(cells).ok()? })
+        Some(CountMinSketch { width, depth, count, cells: Storage::adopt(cells).ok()?, load_missing: 0 })
     }
 
     /// A sketch whose counters are all 0, to be filled by [`CountMinSketch::load_cells`]
@@ -249,19 +256,27 @@ impl CountMinSketch {
             return None;
         }
         let len = usize::try_from(width.checked_mul(depth)?.checked_mul(4)?).ok()?;
-        Some(CountMinSketch { width, depth, count, cells: Storage::zeroed(len).ok()? })
+        Some(CountMinSketch {
+            width,
+            depth,
+            count,
+            cells: Storage::zeroed(len).ok()?,
+            load_missing: len as u64,
+        })
     }
 
     /// Sets the counters' bytes `at..at + data.len()` (of [`CountMinSketch::cells_le`]) to
-    /// `data`: a piece of the chunked dump, after `load_cms_header`. A piece that does not lie
-    /// within the counters is refused, and nothing changes.
+    /// `data`: the next piece of the chunked dump, after `load_cms_header`. Pieces come in
+    /// order from the first byte; one that is not the next, or does not lie within the
+    /// counters, is refused, and nothing changes.
     pub fn load_cells(&mut self, at: u64, data: &[u8]) -> Result<(), CmsCellsError> {
         let len = self.cells.len() as u64;
-        let end = at.checked_add(data.len() as u64).filter(|&e| e <= len);
-        let Some(end) = end else {
-            return Err(CmsCellsError { at, len: data.len() as u64, cells: len });
-        };
-        let (at, end) = (at as usize, end as usize);
+        let expected = len - self.load_missing;
+        if at != expected || data.len() as u64 > self.load_missing {
+            return Err(CmsCellsError { at, len: data.len() as u64, expected, cells: len });
+        }
+        self.load_missing -= data.len() as u64;
+        let (at, end) = (at as usize, at as usize + data.len());
         // A snapshot may be reading the counters (a load into a live sketch): the pieces are
         // saved for it first, as every other write does.
         let guard = self.cells.cow_guard();
@@ -272,6 +287,12 @@ impl CountMinSketch {
         self.cells[at..end].copy_from_slice(data);
         drop(w);
         Ok(())
+    }
+
+    /// Bytes of counters a chunked load has not filled yet: not 0 after the last piece means
+    /// pieces were missing.
+    pub fn load_missing(&self) -> u64 {
+        self.load_missing
     }
 
     /// Counters per row.

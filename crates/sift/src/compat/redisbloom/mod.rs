@@ -84,13 +84,14 @@ pub use dump::{LoadLimits, CF_HEADER_LEN, MAX_CHUNK};
 pub use gfmt::format_g;
 pub use reply_double::{format_double, DoubleFormat};
 pub use tdigest::{
-    tdigest_capacity, tdigest_merge_compression, TDigest, TDigestCreateError, TDigestInfo, TDigestMerge,
-    TDigestOverflow, TDIGEST_DEFAULT_COMPRESSION, TDIGEST_MAX_COMPRESSION,
+    tdigest_capacity, tdigest_merge_compression, FrozenTDigest, TDigest, TDigestCreateError, TDigestInfo,
+    TDigestMerge, TDigestNodesError, TDigestOverflow, TDIGEST_DEFAULT_COMPRESSION, TDIGEST_MAX_COMPRESSION,
+    TDIGEST_NODE_BYTES,
 };
 pub use topk::{
-    topk_reply_item, CRand, DecayRandom, TopK, TopKBucket, TopKCreateError, TopKIncrementError, TopKSlot,
-    RAND_MAX, TOPK_DEFAULT_DECAY, TOPK_DEFAULT_DEPTH, TOPK_DEFAULT_WIDTH, TOPK_FINGERPRINT_SEED,
-    TOPK_MAX_BUCKETS, TOPK_MAX_INCREMENT,
+    topk_reply_item, CRand, DecayRandom, FrozenTopK, TopK, TopKBucket, TopKBucketsError, TopKCreateError,
+    TopKIncrementError, TopKSlot, RAND_MAX, TOPK_BUCKET_BYTES, TOPK_DEFAULT_DECAY, TOPK_DEFAULT_DEPTH,
+    TOPK_DEFAULT_WIDTH, TOPK_FINGERPRINT_SEED, TOPK_MAX_BUCKETS, TOPK_MAX_INCREMENT,
 };
 
 /// Largest capacity of `BF.RESERVE`, `BF.INSERT` and `bf-initial-size` (§3, §8).

@@ -43,7 +43,7 @@ use std::collections::VecDeque;
 use super::tdigest::f64_to_i64;
 use super::{
     tdigest_capacity, BloomChain, BloomHeaderError, CountMinSketch, CuckooFilter, CuckooHeaderError,
-    LoadLimits, TDigest, TopK, TopKBucket, CF_DEFAULT_BUCKET_SIZE, CF_DEFAULT_EXPANSION,
+    LoadLimits, TDigest, TopK, TopKBucket, TopKSlot, CF_DEFAULT_BUCKET_SIZE, CF_DEFAULT_EXPANSION,
     CF_DEFAULT_MAX_ITERATIONS, CF_MAX_BUCKETS, CF_MAX_FILTERS,
 };
 
@@ -692,6 +692,11 @@ pub fn save_topk(t: &TopK, w: &mut (impl FieldWriter + ?Sized)) {
         buckets.extend_from_slice(&b.count.to_le_bytes());
     }
     w.save_string(&buckets);
+    save_topk_heap(t, w);
+}
+
+/// The fields of `save_topk` after the buckets: the heap records, then each slot's item.
+fn save_topk_heap(t: &TopK, w: &mut (impl FieldWriter + ?Sized)) {
     let mut heap = Vec::with_capacity(t.heap().len() * TOPK_HEAP_RECORD as usize);
     for s in t.heap() {
         heap.extend_from_slice(&s.fp().to_le_bytes());
@@ -706,6 +711,87 @@ pub fn save_topk(t: &TopK, w: &mut (impl FieldWriter + ?Sized)) {
         item.push(0);
         w.save_string(&item);
     }
+}
+
+/// The header of a Top-K's chunked dump (sift's snapshots, not an RDB encoding): an unsigned 0
+/// (which `load_topk`'s `k` never is, so a one-chunk dump of all the RDB fields is told apart),
+/// k, width, depth, decay, then the heap as `save_topk` writes it. The buckets follow in pieces
+/// of their RDB string ([`TopK::load_buckets`]), so that no buffer of the whole table is built
+/// to save it, nor read beside it to load it.
+pub fn save_topk_chunked_header(t: &TopK, w: &mut (impl FieldWriter + ?Sized)) {
+    w.save_unsigned(0);
+    w.save_unsigned(t.k() as u64);
+    w.save_unsigned(t.width() as u64);
+    w.save_unsigned(t.depth() as u64);
+    w.save_double(t.decay());
+    save_topk_heap(t, w);
+}
+
+/// The inverse of [`save_topk_chunked_header`], checked as [`load_topk`]: a Top-K of that shape
+/// and heap whose buckets are empty until [`TopK::load_buckets`] fills them, allocated only
+/// within `limits.max_bytes`.
+pub fn load_topk_chunked_header(
+    r: &mut (impl FieldReader + ?Sized),
+    encver: u32,
+    limits: &LoadLimits,
+) -> Result<TopK, RdbError> {
+    check_encver_max(TOPK_TYPE_NAME, encver, SKETCH_ENCVER)?;
+    let marker = r.load_unsigned()?;
+    if marker != 0 {
+        return Err(RdbError::Format(format!("TopK chunked header: marker {marker}, expected 0")));
+    }
+    let (k, width, depth, decay, mut total) = load_topk_shape(r, limits)?;
+    let heap = load_topk_heap(r, k, limits, &mut total)?;
+    TopK::with_buckets_to_load(k, width, depth, decay, heap).ok_or(RdbError::TooLarge {
+        field: "TopK buckets (allocation failed)",
+        len: total,
+        max: limits.max_bytes,
+    })
+}
+
+/// k, width, depth and decay, checked, and the bytes of the tables (within `limits`).
+fn load_topk_shape(
+    r: &mut (impl FieldReader + ?Sized),
+    limits: &LoadLimits,
+) -> Result<(u32, u32, u32, f64, u64), RdbError> {
+    let k = u32_field("k", r.load_unsigned()?)?;
+    let width = u32_field("width", r.load_unsigned()?)?;
+    let depth = u32_field("depth", r.load_unsigned()?)?;
+    let decay = r.load_double()?;
+    let cells = width as u64 * depth as u64;
+    let bucket_bytes = cells.saturating_mul(8);
+    let heap_bytes = k as u64 * TOPK_HEAP_RECORD;
+    let total = bucket_bytes.saturating_add(heap_bytes);
+    if total > limits.max_bytes {
+        return Err(RdbError::TooLarge { field: "TopK tables", len: total, max: limits.max_bytes });
+    }
+    Ok((k, width, depth, decay, total))
+}
+
+/// The heap records and items of `save_topk_heap`, `total` the bytes loaded so far (the items
+/// count against `limits` too).
+fn load_topk_heap(
+    r: &mut (impl FieldReader + ?Sized),
+    k: u32,
+    limits: &LoadLimits,
+    total: &mut u64,
+) -> Result<Vec<TopKSlot>, RdbError> {
+    let records = load_exact(r, k as u64 * TOPK_HEAP_RECORD, "TopK heap")?;
+    let mut heap = Vec::with_capacity(k as usize);
+    for rec in records.chunks_exact(TOPK_HEAP_RECORD as usize) {
+        let fp = u32::from_le_bytes(rec[..4].try_into().expect("4 bytes"));
+        let count = u32::from_le_bytes(rec[16..20].try_into().expect("4 bytes"));
+        let room = limits.max_bytes.saturating_sub(*total);
+        let s = r.load_string_max(room, "TopK heap items")?;
+        *total += s.len() as u64;
+        let item = match s.len() {
+            0 => return Err(RdbError::StringLength { field: "TopK heap item", len: 0, expected: 1 }),
+            1 if count == 0 => None,
+            n => Some(s[..n - 1].to_vec()),
+        };
+        heap.push(TopK::slot(fp, item, count));
+    }
+    Ok(heap)
 }
 
 fn u32_field(field: &'static str, v: u64) -> Result<u32, RdbError> {
@@ -730,17 +816,8 @@ pub fn load_topk(
     limits: &LoadLimits,
 ) -> Result<TopK, RdbError> {
     check_encver_max(TOPK_TYPE_NAME, encver, SKETCH_ENCVER)?;
-    let k = u32_field("k", r.load_unsigned()?)?;
-    let width = u32_field("width", r.load_unsigned()?)?;
-    let depth = u32_field("depth", r.load_unsigned()?)?;
-    let decay = r.load_double()?;
-    let cells = width as u64 * depth as u64;
-    let bucket_bytes = cells.saturating_mul(8);
-    let heap_bytes = k as u64 * TOPK_HEAP_RECORD;
-    let mut total = bucket_bytes.saturating_add(heap_bytes);
-    if total > limits.max_bytes {
-        return Err(RdbError::TooLarge { field: "TopK tables", len: total, max: limits.max_bytes });
-    }
+    let (k, width, depth, decay, mut total) = load_topk_shape(r, limits)?;
+    let bucket_bytes = width as u64 * depth as u64 * 8;
     let raw = load_exact(r, bucket_bytes, "TopK buckets")?;
     let buckets: Vec<TopKBucket> = raw
         .chunks_exact(8)
@@ -750,21 +827,12 @@ pub fn load_topk(
         })
         .collect();
     drop(raw);
-    let records = load_exact(r, heap_bytes, "TopK heap")?;
-    let mut heap = Vec::with_capacity(k as usize);
-    for rec in records.chunks_exact(TOPK_HEAP_RECORD as usize) {
-        let fp = u32::from_le_bytes(rec[..4].try_into().expect("4 bytes"));
-        let count = u32::from_le_bytes(rec[16..20].try_into().expect("4 bytes"));
-        let room = limits.max_bytes.saturating_sub(total);
-        let s = r.load_string_max(room, "TopK heap items")?;
-        total += s.len() as u64;
-        let item = match s.len() {
-            0 => return Err(RdbError::StringLength { field: "TopK heap item", len: 0, expected: 1 }),
-            1 if count == 0 => None,
-            n => Some(s[..n - 1].to_vec()),
-        };
-        heap.push(TopK::slot(fp, item, count));
-    }
+    let buckets = crate::bits::Storage::adopt(buckets).map_err(|_| RdbError::TooLarge {
+        field: "TopK buckets (allocation failed)",
+        len: bucket_bytes,
+        max: limits.max_bytes,
+    })?;
+    let heap = load_topk_heap(r, k, limits, &mut total)?;
     Ok(TopK::from_parts(k, width, depth, decay, buckets, heap))
 }
 
@@ -784,6 +852,21 @@ pub fn save_tdigest(t: &TDigest, w: &mut (impl FieldWriter + ?Sized)) {
 }
 
 fn write_tdigest_fields(t: &TDigest, w: &mut (impl FieldWriter + ?Sized)) {
+    save_tdigest_chunked_header(t, w);
+    let merged: Vec<(f64, i64)> = t.nodes().take(t.merged_nodes()).collect();
+    for &(m, _) in &merged {
+        w.save_double(m);
+    }
+    for &(_, wt) in &merged {
+        w.save_double(wt as f64);
+    }
+}
+
+/// The fields `save_tdigest` writes before the centroids (compression … unmerged weight), of
+/// `t` as it is (call it on a compressed digest): the header of a digest's chunked dump, whose
+/// centroids follow in pieces ([`TDigest::load_nodes`], sift's snapshots), so that no buffer
+/// of the whole digest is built to save it.
+pub fn save_tdigest_chunked_header(t: &TDigest, w: &mut (impl FieldWriter + ?Sized)) {
     w.save_double(t.compression());
     w.save_double(t.min());
     w.save_double(t.max());
@@ -793,13 +876,6 @@ fn write_tdigest_fields(t: &TDigest, w: &mut (impl FieldWriter + ?Sized)) {
     w.save_signed(t.total_compressions());
     w.save_double(t.merged_weight() as f64);
     w.save_double(t.unmerged_weight() as f64);
-    let merged: Vec<(f64, i64)> = t.nodes().take(t.merged_nodes()).collect();
-    for &(m, _) in &merged {
-        w.save_double(m);
-    }
-    for &(_, wt) in &merged {
-        w.save_double(wt as f64);
-    }
 }
 
 /// `rdb_load` of `TDIS-TYPE` (§10.5), any encver.
@@ -815,6 +891,35 @@ pub fn load_tdigest(
     r: &mut (impl FieldReader + ?Sized),
     _encver: u32,
     limits: &LoadLimits,
+) -> Result<TDigest, RdbError> {
+    let mut t = load_tdigest_fields(r, limits, false)?;
+    let merged = t.merged_nodes();
+    let mut means = Vec::with_capacity(merged.min(1 << 16));
+    for _ in 0..merged {
+        means.push(r.load_double()?);
+    }
+    for (i, m) in means.into_iter().enumerate() {
+        t.set_node(i, m, f64_to_i64(r.load_double()?));
+    }
+    Ok(t)
+}
+
+/// The inverse of [`save_tdigest_chunked_header`], checked as [`load_tdigest`]: a digest whose
+/// centroids are 0 until [`TDigest::load_nodes`] fills them, allocated only within
+/// `limits.max_bytes`.
+pub fn load_tdigest_chunked_header(
+    r: &mut (impl FieldReader + ?Sized),
+    _encver: u32,
+    limits: &LoadLimits,
+) -> Result<TDigest, RdbError> {
+    load_tdigest_fields(r, limits, true)
+}
+
+/// The fields before the centroids, checked; the digest's centroids to be loaded after.
+fn load_tdigest_fields(
+    r: &mut (impl FieldReader + ?Sized),
+    limits: &LoadLimits,
+    chunked: bool,
 ) -> Result<TDigest, RdbError> {
     let compression = r.load_double()?;
     let cap = tdigest_capacity(compression)
@@ -836,7 +941,8 @@ pub fn load_tdigest(
     }
     let merged = narrow("merged_nodes", merged, cap as u64)? as usize;
     let unmerged = narrow("unmerged_nodes", unmerged, (cap - merged) as u64)? as usize;
-    let mut t = TDigest::from_parts(
+    let make = if chunked { TDigest::with_nodes_to_load } else { TDigest::from_parts };
+    make(
         compression,
         min,
         max,
@@ -847,15 +953,7 @@ pub fn load_tdigest(
         unmerged_weight,
         limits.max_bytes,
     )
-    .map_err(|_| RdbError::TooLarge { field: "t-digest nodes", len: bytes, max: limits.max_bytes })?;
-    let mut means = Vec::with_capacity(merged.min(1 << 16));
-    for _ in 0..merged {
-        means.push(r.load_double()?);
-    }
-    for (i, m) in means.into_iter().enumerate() {
-        t.set_node(i, m, f64_to_i64(r.load_double()?));
-    }
-    Ok(t)
+    .map_err(|_| RdbError::TooLarge { field: "t-digest nodes", len: bytes, max: limits.max_bytes })
 }
 
 #[cfg(test)]

@@ -44,6 +44,8 @@
 
 use std::f64::consts::PI;
 
+use crate::bits::{CowHandle, CowWriter, Storage};
+
 /// Default compression of `TDIGEST.CREATE` (§3).
 pub const TDIGEST_DEFAULT_COMPRESSION: f64 = 100.0;
 /// Largest compression whose capacity `6·c + 10` fits RedisBloom's 32-bit node count (§7.1).
@@ -157,9 +159,34 @@ pub struct TDigest {
     merged_weight: i64,
     unmerged_weight: i64,
     total_compressions: i64,
-    mean: Vec<f64>,
-    weight: Vec<i64>,
+    /// The nodes' means and weights, `cap` each: centroids first, then buffered nodes. Large
+    /// ones in huge-page storage, which a snapshot can read while the digest changes
+    /// ([`TDigest::freeze`]).
+    mean: Storage<f64>,
+    weight: Storage<i64>,
+    /// Centroids a chunked load has still to fill ([`TDigest::load_nodes`]); 0 otherwise. Not
+    /// part of equality.
+    load_missing: usize,
 }
+
+/// A piece of centroids that is not the next one of a chunked load ([`TDigest::load_nodes`]):
+/// pieces come in order from the first centroid, each whole nodes (16 bytes: the means, then
+/// the weights), and together exactly the centroids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{len} bytes of centroids at node {at}: expected whole nodes from node {expected} of {merged}")]
+pub struct TDigestNodesError {
+    /// The first node of the piece.
+    pub at: u64,
+    /// Its length in bytes.
+    pub len: u64,
+    /// The node the next piece must start at.
+    pub expected: u64,
+    /// Centroids of the digest.
+    pub merged: u64,
+}
+
+/// Bytes of one node in a chunked dump's piece: its mean and its weight.
+pub const TDIGEST_NODE_BYTES: usize = 16;
 
 impl PartialEq for TDigest {
     /// Equal state, doubles compared bit for bit, nodes past the used ones ignored (they are
@@ -235,8 +262,8 @@ impl TDigest {
         if cap as u64 * 16 > max_bytes {
             return Err(TDigestCreateError::AllocationFailed);
         }
-        let mean = crate::bits::try_zeroed::<f64>(cap).map_err(|_| TDigestCreateError::AllocationFailed)?;
-        let weight = crate::bits::try_zeroed::<i64>(cap).map_err(|_| TDigestCreateError::AllocationFailed)?;
+        let mean = Storage::zeroed(cap).map_err(|_| TDigestCreateError::AllocationFailed)?;
+        let weight = Storage::zeroed(cap).map_err(|_| TDigestCreateError::AllocationFailed)?;
         Ok(TDigest {
             compression,
             cap,
@@ -249,6 +276,7 @@ impl TDigest {
             total_compressions: 0,
             mean,
             weight,
+            load_missing: 0,
         })
     }
 
@@ -356,8 +384,128 @@ impl TDigest {
     }
 
     pub(crate) fn set_node(&mut self, i: usize, mean: f64, weight: i64) {
+        let (gm, gw) = (self.mean.cow_guard(), self.weight.cow_guard());
+        let (mut wm, mut ww) = (gm.as_ref().map(|g| g.writer()), gw.as_ref().map(|g| g.writer()));
+        self.write_node(wm.as_mut(), ww.as_mut(), i, mean, weight);
+    }
+
+    /// Sets node `i`; `wm` and `ww` are the locks of a snapshot reading the means and the
+    /// weights, if one is: the node's pieces are saved for it first.
+    #[inline]
+    fn write_node(
+        &mut self,
+        wm: Option<&mut CowWriter<'_>>,
+        ww: Option<&mut CowWriter<'_>>,
+        i: usize,
+        mean: f64,
+        weight: i64,
+    ) {
+        if let Some(w) = wm {
+            w.before_write_values(&self.mean, i..i + 1);
+        }
+        if let Some(w) = ww {
+            w.before_write_values(&self.weight, i..i + 1);
+        }
         self.mean[i] = mean;
         self.weight[i] = weight;
+    }
+
+    /// A digest with the given fields whose `merged_nodes` centroids are all 0 until
+    /// [`TDigest::load_nodes`] fills them: the header of a chunked dump.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn with_nodes_to_load(
+        compression: f64,
+        min: f64,
+        max: f64,
+        merged_nodes: usize,
+        unmerged_nodes: usize,
+        total_compressions: i64,
+        merged_weight: i64,
+        unmerged_weight: i64,
+        max_bytes: u64,
+    ) -> Result<Self, TDigestCreateError> {
+        let mut t = TDigest::from_parts(
+            compression,
+            min,
+            max,
+            merged_nodes,
+            unmerged_nodes,
+            total_compressions,
+            merged_weight,
+            unmerged_weight,
+            max_bytes,
+        )?;
+        t.load_missing = merged_nodes;
+        Ok(t)
+    }
+
+    /// Sets centroids `at..at + n` from a piece of a chunked dump: `n` means, then `n` weights,
+    /// 8 little-endian bytes each ([`TDigest::node_bytes`]). Pieces come in order from the
+    /// first centroid; one that is not the next, is not whole nodes, or goes past the
+    /// centroids is refused, and nothing changes.
+    pub fn load_nodes(&mut self, at: usize, data: &[u8]) -> Result<(), TDigestNodesError> {
+        let expected = self.merged_nodes - self.load_missing;
+        let n = data.len() / TDIGEST_NODE_BYTES;
+        if at != expected || data.len() % TDIGEST_NODE_BYTES != 0 || n > self.load_missing {
+            return Err(TDigestNodesError {
+                at: at as u64,
+                len: data.len() as u64,
+                expected: expected as u64,
+                merged: self.merged_nodes as u64,
+            });
+        }
+        let (means, weights) = data.split_at(8 * n);
+        let (gm, gw) = (self.mean.cow_guard(), self.weight.cow_guard());
+        let (mut wm, mut ww) = (gm.as_ref().map(|g| g.writer()), gw.as_ref().map(|g| g.writer()));
+        for (i, (m, w)) in means.chunks_exact(8).zip(weights.chunks_exact(8)).enumerate() {
+            let m = f64::from_le_bytes(m.try_into().expect("8 bytes"));
+            let w = i64::from_le_bytes(w.try_into().expect("8 bytes"));
+            self.write_node(wm.as_mut(), ww.as_mut(), at + i, m, w);
+        }
+        self.load_missing -= n;
+        Ok(())
+    }
+
+    /// Centroids a chunked load has not filled yet: not 0 after the last piece means pieces
+    /// were missing.
+    pub fn load_missing(&self) -> usize {
+        self.load_missing
+    }
+
+    /// Appends the piece of a chunked dump holding nodes `range`: their means, then their
+    /// weights, 8 little-endian bytes each (the weights exact, not as the RDB's doubles).
+    pub fn node_bytes(&self, range: core::ops::Range<usize>, out: &mut Vec<u8>) {
+        out.reserve(range.len() * TDIGEST_NODE_BYTES);
+        for m in &self.mean[range.clone()] {
+            out.extend_from_slice(&m.to_le_bytes());
+        }
+        for w in &self.weight[range] {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+    }
+
+    /// The digest as it is now, to be dumped later while it keeps changing: the header of its
+    /// chunked dump (`save_tdigest_chunked_header`, made now), and the node arrays guarded,
+    /// writers copying aside only the [`COW_PIECE`](crate::bits::COW_PIECE)-sized pieces they
+    /// change before the snapshot has read them. Between compressions an add writes one node
+    /// past the centroids, so it saves at most one piece of each array; a compression rewrites
+    /// every node and saves every piece the snapshot has not read yet (a copy of the centroids,
+    /// beside the sort it does anyway). `None` for small arrays (copied) and for a digest with
+    /// buffered nodes (its dump is the one-chunk RDB form, see the command layer).
+    pub fn freeze(&self) -> Option<FrozenTDigest> {
+        if self.unmerged_nodes > 0 {
+            return None;
+        }
+        let mean = self.mean.freeze()?;
+        let Some(weight) = self.weight.freeze() else {
+            return None; // the arrays are the same size: both are huge or neither
+        };
+        let mut header = Vec::new();
+        super::rdb::save_tdigest_chunked_header(
+            self,
+            &mut super::rdb::ModuleFieldWriter { out: &mut header },
+        );
+        Some(FrozenTDigest { header, merged: self.merged_nodes, mean, weight })
     }
 
     /// `TDIGEST.ADD`'s step for one value: one observation of weight 1 (§7.2). The command
@@ -384,8 +532,7 @@ impl TDigest {
         if value > self.max {
             self.max = value;
         }
-        self.mean[pos] = value;
-        self.weight[pos] = weight;
+        self.set_node(pos, value, weight);
         self.unmerged_nodes += 1;
         self.unmerged_weight = unmerged;
         Ok(())
@@ -398,13 +545,22 @@ impl TDigest {
             return;
         }
         let n = self.merged_nodes + self.unmerged_nodes;
+        // The sort and the merge rewrite nodes 0..n: a snapshot reading them gets its pieces
+        // saved first, all at once.
+        let (gm, gw) = (self.mean.cow_guard(), self.weight.cow_guard());
+        if let Some(g) = &gm {
+            g.writer().before_write_values(&self.mean, 0..n);
+        }
+        if let Some(g) = &gw {
+            g.writer().before_write_values(&self.weight, 0..n);
+        }
         quicksort(&mut self.mean[..n], &mut self.weight[..n]);
         let total = self.merged_weight as f64 + self.unmerged_weight as f64;
         if total <= 1.0 {
             return;
         }
         let normalizer = self.compression / (((2.0 * PI) * total) * total.ln());
-        let (mean, weight) = (&mut self.mean, &mut self.weight);
+        let (mean, weight) = (&mut self.mean[..], &mut self.weight[..]);
         let mut cur = 0;
         let mut so_far = 0.0;
         for i in 1..n {
@@ -455,7 +611,7 @@ impl TDigest {
     fn walk(&self, index: f64, so_far: &mut f64, pos: &mut usize) -> f64 {
         let n = self.merged_nodes;
         let total = self.merged_weight as f64;
-        let (mean, weight) = (&self.mean, &self.weight);
+        let (mean, weight) = (&self.mean[..], &self.weight[..]);
         let lw = weight[0] as f64;
         let rw = weight[n - 1] as f64;
         let rm = mean[n - 1];
@@ -560,7 +716,7 @@ impl TDigest {
     fn cdf_compressed(&self, x: f64) -> f64 {
         let n = self.merged_nodes;
         let total = self.merged_weight as f64;
-        let (mean, weight, min, max) = (&self.mean, &self.weight, self.min, self.max);
+        let (mean, weight, min, max) = (&self.mean[..], &self.weight[..], self.min, self.max);
         if x < min {
             return 0.0;
         }
@@ -779,6 +935,45 @@ fn quicksort(mean: &mut [f64], weight: &mut [i64]) {
     }
 }
 
+/// A digest as it was when [`TDigest::freeze`] was called. Dropping it ends the copy-on-write.
+#[derive(Debug)]
+pub struct FrozenTDigest {
+    /// `save_tdigest_chunked_header` at the freeze.
+    header: Vec<u8>,
+    /// Centroids at the freeze.
+    merged: usize,
+    mean: CowHandle,
+    weight: CowHandle,
+}
+
+impl FrozenTDigest {
+    /// The chunked dump's header at the freeze.
+    pub fn header(&self) -> &[u8] {
+        &self.header
+    }
+
+    /// Centroids at the freeze.
+    pub fn merged_nodes(&self) -> usize {
+        self.merged
+    }
+
+    /// Appends the piece holding centroids `range` as they were at the freeze, as
+    /// [`TDigest::node_bytes`] gives it. Each node is read once: read them front to back.
+    pub fn node_bytes(&self, range: core::ops::Range<usize>, out: &mut Vec<u8>) {
+        let range = range.start.min(self.merged)..range.end.min(self.merged);
+        // Grown here, not while a piece is read under the guard's lock.
+        out.reserve(range.len() * TDIGEST_NODE_BYTES);
+        let start = out.len();
+        self.mean.read(8 * range.start, 8 * range.len(), out);
+        self.weight.read(8 * range.start, 8 * range.len(), out);
+        if cfg!(target_endian = "big") {
+            for word in out[start..].chunks_exact_mut(8) {
+                word.reverse();
+            }
+        }
+    }
+}
+
 /// Builds `TDIGEST.MERGE`'s result (§7.6): [`TDigestMerge::new`] with the compression of
 /// [`tdigest_merge_compression`], [`TDigestMerge::absorb`] the old destination (unless
 /// OVERRIDE) and then every listed source in order, [`TDigestMerge::finish`]. Absorbing
@@ -947,5 +1142,170 @@ mod tests {
         assert_eq!((i.merged_nodes, i.unmerged_nodes, i.merged_weight), (14, 0, 286102294921875));
         assert_eq!(i.total_compressions, 57);
         assert_eq!(d.rank(2.0), 145414387265993);
+    }
+
+    /// The snapshot's view of a compressed digest now: the chunked header, then its centroids
+    /// in pieces of 100 000 nodes.
+    fn dumped(t: &TDigest) -> Vec<u8> {
+        let mut out = Vec::new();
+        super::super::rdb::save_tdigest_chunked_header(
+            t,
+            &mut super::super::rdb::ModuleFieldWriter { out: &mut out },
+        );
+        for at in (0..t.merged_nodes).step_by(100_000) {
+            t.node_bytes(at..t.merged_nodes.min(at + 100_000), &mut out);
+        }
+        out
+    }
+
+    /// The frozen view, read in pieces of 100 000 nodes as a snapshot would.
+    fn frozen_dump(f: &FrozenTDigest) -> Vec<u8> {
+        let mut out = f.header().to_vec();
+        let mut at = 0;
+        while at < f.merged_nodes() {
+            f.node_bytes(at..at + 100_000, &mut out);
+            at += 100_000;
+        }
+        out
+    }
+
+    /// A digest of compression 200 000 (1.2 M nodes, 9.6 MB per array: huge storage, 37
+    /// copy-on-write pieces each) holding 500 000 centroids of weight 1 (16 pieces of each
+    /// array), as a chunked load builds it.
+    fn big_digest() -> TDigest {
+        let n = 500_000;
+        let mut t =
+            TDigest::with_nodes_to_load(200_000.0, 0.0, (n - 1) as f64, n, 0, 1, n as i64, 0, u64::MAX)
+                .unwrap();
+        let mut piece = Vec::new();
+        piece.extend((0..n).flat_map(|i| (i as f64).to_le_bytes()));
+        piece.extend((0..n).flat_map(|_| 1i64.to_le_bytes()));
+        t.load_nodes(0, &piece).unwrap();
+        t
+    }
+
+    /// Each kind of write, alone while the digest is frozen, changes the live digest and leaves
+    /// the frozen dump as it was, whether the digest is dropped before it is read or not: an add
+    /// (buffered), a compression (a quantile query, TDIGEST.MERGE's sources, a save), an add
+    /// that fills the buffer and compresses, a reset followed by an add, a chunked load. One
+    /// write at a time, so that a write skipping its guard fails.
+    #[test]
+    fn every_write_alone_keeps_the_frozen_dump() {
+        assert!(TDigest::new(100.0, u64::MAX).unwrap().freeze().is_none(), "small: copied");
+        if !cfg!(target_os = "linux") {
+            return; // no huge-page storage, so nothing freezes
+        }
+        type NamedWrite = (&'static str, Box<dyn Fn(&mut TDigest)>);
+        let ops: Vec<NamedWrite> = vec![
+            ("add", Box::new(|t: &mut TDigest| t.add(-5.0).unwrap())),
+            (
+                "compress",
+                Box::new(|t: &mut TDigest| {
+                    t.add(-5.0).unwrap();
+                    t.add(1e30).unwrap();
+                    t.quantiles(&[0.5]);
+                }),
+            ),
+            (
+                "add that compresses",
+                Box::new(|t: &mut TDigest| {
+                    // Distinct values: the quicksort is quadratic on long runs of equal means.
+                    let mut k = 0u64;
+                    while t.merged_nodes + t.unmerged_nodes + 2 < t.cap {
+                        k += 1;
+                        t.add((k * 7919 % 1_000_003) as f64 + 0.5).unwrap();
+                    }
+                    let before = t.total_compressions;
+                    t.add_weighted(7.0, 1).unwrap();
+                    t.add_weighted(7.0, 1).unwrap();
+                    assert_eq!(t.total_compressions, before + 1);
+                }),
+            ),
+            (
+                "reset and add",
+                Box::new(|t: &mut TDigest| {
+                    t.reset();
+                    t.add(1.5).unwrap();
+                    t.add(2.5).unwrap();
+                    t.compress();
+                }),
+            ),
+            ("set_node", Box::new(|t: &mut TDigest| t.set_node(0, -1.0, 1))),
+        ];
+        for (name, op) in &ops {
+            for drop_first in [false, true] {
+                let mut t = big_digest();
+                let before = dumped(&t);
+                let frozen = t.freeze().expect("a large digest freezes");
+                op(&mut t);
+                if t.unmerged_nodes > 0 {
+                    let mut c = t.clone();
+                    c.compress();
+                    assert_ne!(dumped(&c), before, "{name} changed the digest");
+                } else {
+                    assert_ne!(dumped(&t), before, "{name} changed the digest");
+                }
+                if drop_first {
+                    drop(t);
+                }
+                assert!(
+                    frozen_dump(&frozen) == before,
+                    "{name} changed the frozen dump (drop first: {drop_first})"
+                );
+            }
+        }
+    }
+
+    /// Between compressions an add saves at most one piece of each array (the one its node
+    /// lies in), not the centroids.
+    #[test]
+    fn an_add_copies_only_the_pieces_it_touches() {
+        if !cfg!(target_os = "linux") {
+            return;
+        }
+        let mut t = big_digest();
+        let frozen = t.freeze().unwrap();
+        for i in 0..1000 {
+            t.add(i as f64).unwrap();
+        }
+        assert!(frozen.mean.saved_pieces() <= 2 && frozen.weight.saved_pieces() <= 2);
+        assert!(frozen.mean.saved_pieces() >= 1 && frozen.weight.saved_pieces() >= 1);
+    }
+
+    /// A chunked load takes the centroids in order, whole nodes, and counts what is missing.
+    #[test]
+    fn centroids_load_in_order_and_missing_ones_are_counted() {
+        let t = digest(100.0, &(1..=500).map(f64::from).collect::<Vec<_>>());
+        let mut t = t;
+        t.compress();
+        let n = t.merged_nodes;
+        let mut bytes = Vec::new();
+        t.node_bytes(0..10, &mut bytes);
+        let mut rest = Vec::new();
+        t.node_bytes(10..n, &mut rest);
+        let mut l = TDigest::with_nodes_to_load(
+            100.0,
+            t.min,
+            t.max,
+            n,
+            0,
+            t.total_compressions,
+            t.merged_weight,
+            0,
+            u64::MAX,
+        )
+        .unwrap();
+        assert_eq!(l.load_missing(), n);
+        assert!(l.load_nodes(1, &bytes).is_err(), "not the first piece");
+        assert!(l.load_nodes(0, &bytes[..17]).is_err(), "not whole nodes");
+        l.load_nodes(0, &bytes).unwrap();
+        assert!(l.load_nodes(0, &bytes).is_err(), "again");
+        let mut too_long = rest.clone();
+        too_long.extend_from_slice(&[0; 16]);
+        assert!(l.load_nodes(10, &too_long).is_err(), "past the centroids");
+        assert_eq!(l.load_missing(), n - 10);
+        l.load_nodes(10, &rest).unwrap();
+        assert_eq!(l.load_missing(), 0);
+        assert_eq!(l, t);
     }
 }

@@ -36,6 +36,9 @@
 //! # Ok::<(), sift::compat::redisbloom::TopKCreateError>(())
 //! ```
 
+use std::borrow::Cow;
+
+use crate::bits::{CowHandle, Storage};
 use crate::hash::murmur2_32;
 
 /// The C library's `RAND_MAX`: draws are integers in [0, 2^31 − 1].
@@ -189,13 +192,39 @@ pub enum TopKCreateError {
 #[error("increment must be an integer in [0, 100000]")]
 pub struct TopKIncrementError;
 
-/// One bucket of the table: a fingerprint and its counter (both 0 when empty).
+/// One bucket of the table: a fingerprint and its counter (both 0 when empty). Laid out as the
+/// RDB string stores it (fingerprint, then counter), so that on a little-endian machine the
+/// table's memory is its RDB bytes and a snapshot reads it without converting.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(C)]
 pub struct TopKBucket {
     /// `MurmurHash2(item, 1919)` of the owner.
     pub fp: u32,
     /// The owner's counter.
     pub count: u32,
+}
+
+// SAFETY: two `u32`s in `repr(C)`: no padding bytes, and all zeros is a valid (empty) bucket.
+unsafe impl crate::bits::Zeroable for TopKBucket {}
+
+/// Bytes of one bucket in the RDB string and in memory.
+pub const TOPK_BUCKET_BYTES: usize = 8;
+
+/// A piece of buckets that is not the next one of a chunked load ([`TopK::load_buckets`]): the
+/// pieces come in order, each a whole number of buckets, and together exactly the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{len} bytes of buckets at {at}: expected the piece at {expected} of a {table}-byte table, whole buckets"
+)]
+pub struct TopKBucketsError {
+    /// Where the piece starts, in bytes.
+    pub at: u64,
+    /// Its length.
+    pub len: u64,
+    /// Where the next piece must start.
+    pub expected: u64,
+    /// Bytes of the table.
+    pub table: u64,
 }
 
 /// One slot of the min-heap.
@@ -237,8 +266,13 @@ pub struct TopK {
     width: u32,
     depth: u32,
     decay: f64,
-    buckets: Vec<TopKBucket>,
+    /// `depth × width` buckets, row-major. Large tables in huge-page storage, which a snapshot
+    /// can read while the buckets change ([`TopK::freeze`]).
+    buckets: Storage<TopKBucket>,
     heap: Vec<TopKSlot>,
+    /// Bytes of buckets a chunked load has still to fill ([`TopK::load_buckets`]); 0 otherwise.
+    /// Not part of equality.
+    load_missing: u64,
     /// `decay^i` for i in 0..256: by `pow` at creation, by repeated multiplication after an RDB
     /// load (§6.6). Not part of equality: the two differ at most in the last bit.
     table: Box<[f64; 256]>,
@@ -300,14 +334,17 @@ impl TopK {
         if bytes > max_bytes as u128 {
             return Err(TopKCreateError::InsufficientMemory);
         }
-        let buckets = try_filled(cells, TopKBucket::default()).ok_or(TopKCreateError::InsufficientMemory)?;
+        let buckets = usize::try_from(cells)
+            .ok()
+            .and_then(|n| Storage::zeroed(n).ok())
+            .ok_or(TopKCreateError::InsufficientMemory)?;
         let heap = try_filled(k as u64, TopKSlot::default()).ok_or(TopKCreateError::InsufficientMemory)?;
         let mut table = Box::new([0.0; 256]);
         for (i, t) in table.iter_mut().enumerate() {
             *t = decay.powf(i as f64);
         }
         let negligible_from = negligible_from(table[255]);
-        Ok(TopK { k, width, depth, decay, buckets, heap, table, negligible_from })
+        Ok(TopK { k, width, depth, decay, buckets, heap, load_missing: 0, table, negligible_from })
     }
 
     /// Rebuilds a Top-K from its RDB fields (§10.4); the caller checked the shapes. The decay
@@ -317,7 +354,7 @@ impl TopK {
         width: u32,
         depth: u32,
         decay: f64,
-        buckets: Vec<TopKBucket>,
+        buckets: Storage<TopKBucket>,
         heap: Vec<TopKSlot>,
     ) -> Self {
         debug_assert_eq!(buckets.len() as u64, width as u64 * depth as u64);
@@ -328,7 +365,90 @@ impl TopK {
             table[i] = table[i - 1] * decay;
         }
         let negligible_from = negligible_from(table[255]);
-        TopK { k, width, depth, decay, buckets, heap, table, negligible_from }
+        TopK { k, width, depth, decay, buckets, heap, load_missing: 0, table, negligible_from }
+    }
+
+    /// A Top-K whose buckets are all empty until [`TopK::load_buckets`] fills them, with the
+    /// heap given: the header of a chunked dump (`load_topk_chunked_header`, after its checks).
+    /// `None` when the allocation fails.
+    pub(crate) fn with_buckets_to_load(
+        k: u32,
+        width: u32,
+        depth: u32,
+        decay: f64,
+        heap: Vec<TopKSlot>,
+    ) -> Option<Self> {
+        let cells = usize::try_from(width as u64 * depth as u64).ok()?;
+        let mut t = TopK::from_parts(k, width, depth, decay, Storage::zeroed(cells).ok()?, heap);
+        t.load_missing = (cells * TOPK_BUCKET_BYTES) as u64;
+        Some(t)
+    }
+
+    /// Sets the buckets of bytes `at..at + data.len()` of the table's RDB string to `data`: the
+    /// next piece of a chunked dump, after its header. Pieces must come in order, from the
+    /// table's first byte, each a whole number of buckets and within the table; anything else
+    /// is refused, and nothing changes.
+    pub fn load_buckets(&mut self, at: u64, data: &[u8]) -> Result<(), TopKBucketsError> {
+        let table = (self.buckets.len() * TOPK_BUCKET_BYTES) as u64;
+        let expected = table - self.load_missing;
+        let len = data.len() as u64;
+        if at != expected || len > self.load_missing || len % TOPK_BUCKET_BYTES as u64 != 0 {
+            return Err(TopKBucketsError { at, len, expected, table });
+        }
+        let first = at as usize / TOPK_BUCKET_BYTES;
+        let range = first..first + data.len() / TOPK_BUCKET_BYTES;
+        // A snapshot may be reading the table (a load into a live value): the pieces are saved
+        // for it first, as every other write does.
+        let guard = self.buckets.cow_guard();
+        let mut w = guard.as_ref().map(|g| g.writer());
+        if let Some(w) = w.as_mut() {
+            w.before_write_values(&self.buckets, range.clone());
+        }
+        for (b, raw) in self.buckets[range].iter_mut().zip(data.chunks_exact(TOPK_BUCKET_BYTES)) {
+            *b = TopKBucket {
+                fp: u32::from_le_bytes(raw[..4].try_into().expect("4 bytes")),
+                count: u32::from_le_bytes(raw[4..].try_into().expect("4 bytes")),
+            };
+        }
+        drop(w);
+        self.load_missing -= len;
+        Ok(())
+    }
+
+    /// Bytes of buckets a chunked load has not filled yet: not 0 after the last piece means
+    /// pieces were missing.
+    pub fn load_missing(&self) -> u64 {
+        self.load_missing
+    }
+
+    /// Bytes `range` of the buckets' RDB string (fingerprint and counter of each bucket,
+    /// little-endian): the table's own memory on a little-endian machine.
+    pub fn bucket_bytes(&self, range: core::ops::Range<usize>) -> Cow<'_, [u8]> {
+        let all = crate::bits::as_bytes(&self.buckets[..]);
+        if cfg!(target_endian = "little") {
+            Cow::Borrowed(&all[range])
+        } else {
+            let mut out = all[range].to_vec();
+            to_le_words(&mut out);
+            Cow::Owned(out)
+        }
+    }
+
+    /// Bytes of the buckets' RDB string: 8 per bucket.
+    pub fn bucket_bytes_len(&self) -> usize {
+        self.buckets.len() * TOPK_BUCKET_BYTES
+    }
+
+    /// The Top-K as it is now, to be dumped later while it keeps changing: the snapshot's
+    /// header (`save_topk_chunked_header`: the shape, the decay and the heap, copied now), and
+    /// the buckets guarded, writers copying aside only the [`COW_PIECE`](crate::bits::COW_PIECE)
+    /// -sized pieces they change before the snapshot has read them. `None` for a table small
+    /// enough to copy.
+    pub fn freeze(&self) -> Option<FrozenTopK> {
+        let buckets = self.buckets.freeze()?;
+        let mut header = Vec::new();
+        super::rdb::save_topk_chunked_header(self, &mut super::rdb::ModuleFieldWriter { out: &mut header });
+        Some(FrozenTopK { header, buckets })
     }
 
     pub(crate) fn slot(fp: u32, item: Option<Vec<u8>>, count: u32) -> TopKSlot {
@@ -353,7 +473,7 @@ impl TopK {
     }
     /// The buckets, row-major.
     pub fn buckets(&self) -> &[TopKBucket] {
-        &self.buckets
+        &self.buckets[..]
     }
     /// The heap array, slot 0 (the minimum) first.
     pub fn heap(&self) -> &[TopKSlot] {
@@ -409,6 +529,10 @@ impl TopK {
     }
 
     fn add_units(&mut self, item: &[u8], incr: u32, rng: &mut impl DecayRandom) -> Option<Vec<u8>> {
+        // Every change to the buckets goes through `w` when a snapshot is reading them: the
+        // bucket's piece is saved for it first.
+        let guard = self.buckets.cow_guard();
+        let mut w = guard.as_ref().map(|g| g.writer());
         let fp = murmur2_32(item, TOPK_FINGERPRINT_SEED);
         let heap_min = self.heap[0].count;
         let mut max_count = 0u32;
@@ -436,8 +560,14 @@ impl TopK {
                     }
                 }
             }
-            self.buckets[i] = b;
+            if b != self.buckets[i] {
+                if let Some(w) = w.as_mut() {
+                    w.before_write_values(&self.buckets, i..i + 1);
+                }
+                self.buckets[i] = b;
+            }
         }
+        drop(w);
         if max_count < heap_min {
             return None;
         }
@@ -492,6 +622,47 @@ impl TopK {
             .take_while(|s| s.count != 0)
             .map(|s| (s.item.as_deref().unwrap_or(b""), s.count))
             .collect()
+    }
+}
+
+/// Turns the native-endian `u32`s of `bytes` into little-endian ones (a no-op on little-endian
+/// machines).
+fn to_le_words(bytes: &mut [u8]) {
+    for word in bytes.chunks_exact_mut(4) {
+        let v = u32::from_ne_bytes(word.try_into().expect("4 bytes"));
+        word.copy_from_slice(&v.to_le_bytes());
+    }
+}
+
+/// A Top-K as it was when [`TopK::freeze`] was called. Dropping it ends the copy-on-write.
+#[derive(Debug)]
+pub struct FrozenTopK {
+    /// `save_topk_chunked_header` at the freeze: the shape, the decay and the heap.
+    header: Vec<u8>,
+    buckets: CowHandle,
+}
+
+impl FrozenTopK {
+    /// The snapshot header at the freeze (`save_topk_chunked_header`).
+    pub fn header(&self) -> &[u8] {
+        &self.header
+    }
+
+    /// Bytes of the buckets' RDB string.
+    pub fn buckets_len(&self) -> usize {
+        self.buckets.len()
+    }
+
+    /// Appends the buckets' RDB bytes `from..from + n` as they were at the freeze (clipped to
+    /// [`FrozenTopK::buckets_len`]). Each byte is read once: read them front to back, in pieces
+    /// of whole buckets.
+    pub fn read_buckets(&self, from: usize, n: usize, out: &mut Vec<u8>) {
+        let n = n.min(self.buckets.len().saturating_sub(from));
+        // Grown here, not while a piece is read under the guard's lock.
+        out.reserve(n);
+        let start = out.len();
+        self.buckets.read(from, n, out);
+        to_le_words(&mut out[start..]);
     }
 }
 
@@ -730,7 +901,7 @@ mod tests {
         for decay in [0.5, 0.9, 0.918, 0.9199, 0.92, 0.925, 0.95, 0.99, 0.999, 0.99999, 1.0] {
             let created = TopK::reserve(1, 1, 1, decay, u64::MAX).unwrap();
             let loaded =
-                TopK::from_parts(1, 1, 1, decay, vec![TopKBucket::default()], vec![TopKSlot::default()]);
+                TopK::from_parts(1, 1, 1, decay, Storage::zeroed(1).unwrap(), vec![TopKSlot::default()]);
             for t in [&created, &loaded] {
                 let mut count = 256u32;
                 while count < 1_000_000 {
@@ -780,6 +951,140 @@ mod tests {
         assert_eq!(topk_reply_item(b"\xff\0"), b"\xff");
         assert_eq!(topk_reply_item(b""), b"");
         assert_eq!(topk_reply_item(b"abc"), b"abc");
+    }
+
+    /// The snapshot's view of `t` now: the chunked header, then the buckets' bytes.
+    fn dumped(t: &TopK) -> Vec<u8> {
+        let mut out = Vec::new();
+        super::super::rdb::save_topk_chunked_header(
+            t,
+            &mut super::super::rdb::ModuleFieldWriter { out: &mut out },
+        );
+        out.extend_from_slice(&t.bucket_bytes(0..t.bucket_bytes_len()));
+        out
+    }
+
+    /// The frozen view, read in pieces of 3 MiB (whole buckets) as a snapshot would.
+    fn frozen_dump(f: &FrozenTopK) -> Vec<u8> {
+        let mut out = f.header().to_vec();
+        let mut at = 0;
+        while at < f.buckets_len() {
+            f.read_buckets(at, 3 << 20, &mut out);
+            at += 3 << 20;
+        }
+        out
+    }
+
+    /// A table of 2 rows of 600 000 buckets (9.6 MB: huge storage, 37 copy-on-write pieces),
+    /// some items added.
+    fn big_topk() -> TopK {
+        let mut t = TopK::reserve(5, 600_000, 2, 0.9, u64::MAX).unwrap();
+        let mut rng = CRand::default();
+        for i in 0..3000u32 {
+            t.add(format!("item{}", i % 500).as_bytes(), &mut rng);
+        }
+        t
+    }
+
+    /// A kind of write, by name, for the tests that run each alone.
+    type NamedWrite<'a> = (&'static str, Box<dyn Fn(&mut TopK) + 'a>);
+
+    /// Each kind of write, alone while the table is frozen, changes the live Top-K and leaves
+    /// the frozen dump as it was, whether the Top-K is dropped before it is read or not: an
+    /// add (TOPK.ADD), an increment (TOPK.INCRBY, TOPK.INCRBYSEEDED), a collision that decays
+    /// another item's bucket. One write at a time, so that a write skipping its guard fails.
+    #[test]
+    fn every_write_alone_keeps_the_frozen_dump() {
+        assert!(TopK::reserve(5, 100, 3, 0.9, u64::MAX).unwrap().freeze().is_none(), "small: copied");
+        if !cfg!(target_os = "linux") {
+            return; // no huge-page storage, so nothing freezes
+        }
+        let ops: Vec<NamedWrite<'_>> = vec![
+            ("add", Box::new(|t: &mut TopK| drop(t.add(b"a new item", &mut CRand::default())))),
+            ("incr_by", Box::new(|t: &mut TopK| drop(t.incr_by(b"item7", 50, &mut CRand::new(3)).unwrap()))),
+            (
+                "decay",
+                Box::new(|t: &mut TopK| {
+                    // Decay 1 on a bucket another item owns: every draw but RAND_MAX decrements
+                    // it (the search ends: 500 items own buckets in row 0).
+                    let row0 = (0..).map(|i| format!("c{i}")).find(|c| {
+                        let b = t.buckets()[(murmur2_32(c.as_bytes(), 0) % t.width()) as usize];
+                        b.count > 0 && b.fp != murmur2_32(c.as_bytes(), TOPK_FINGERPRINT_SEED)
+                    });
+                    let c = row0.expect("an item colliding with an occupied bucket");
+                    t.decay = 1.0;
+                    *t.table = [1.0; 256];
+                    t.add(c.as_bytes(), &mut || 0u32);
+                }),
+            ),
+        ];
+        for (name, op) in &ops {
+            for drop_first in [false, true] {
+                let mut t = big_topk();
+                let before = dumped(&t);
+                let frozen = t.freeze().expect("a large table freezes");
+                assert!(t.freeze().is_none(), "frozen already");
+                op(&mut t);
+                assert_ne!(dumped(&t), before, "{name} changed the Top-K");
+                if drop_first {
+                    drop(t);
+                }
+                assert!(
+                    frozen_dump(&frozen) == before,
+                    "{name} changed the frozen dump (drop first: {drop_first})"
+                );
+            }
+        }
+    }
+
+    /// An add copies aside only the pieces of the table it changes: at most one per row.
+    #[test]
+    fn an_add_copies_only_the_pieces_it_touches() {
+        if !cfg!(target_os = "linux") {
+            return;
+        }
+        use crate::bits::COW_PIECE;
+        let mut t = big_topk();
+        let at_freeze = t.bucket_bytes(0..t.bucket_bytes_len()).to_vec();
+        let frozen = t.freeze().unwrap();
+        assert_eq!(frozen.buckets.len().div_ceil(COW_PIECE), 37);
+        let changed = |t: &TopK| {
+            let live = t.bucket_bytes(0..t.bucket_bytes_len());
+            let mut p: Vec<usize> =
+                (0..live.len()).filter(|&i| live[i] != at_freeze[i]).map(|i| i / COW_PIECE).collect();
+            p.dedup();
+            p.len()
+        };
+        let mut rng = CRand::default();
+        for i in 0..10u32 {
+            let saved = frozen.buckets.saved_pieces();
+            t.add(format!("x{i}").as_bytes(), &mut rng);
+            assert!(frozen.buckets.saved_pieces() <= saved + 2, "two rows, two pieces at most");
+            assert_eq!(frozen.buckets.saved_pieces(), changed(&t), "after add {i}");
+        }
+        assert!(frozen.buckets.saved_pieces() >= 5);
+    }
+
+    /// A chunked load takes the pieces in order, whole buckets, and counts what is missing.
+    #[test]
+    fn buckets_load_in_order_and_missing_ones_are_counted() {
+        let mut rng = CRand::default();
+        let mut t = TopK::reserve(3, 10, 2, 0.9, u64::MAX).unwrap();
+        for i in 0..40u32 {
+            t.add(&i.to_le_bytes(), &mut rng);
+        }
+        let bytes = t.bucket_bytes(0..160).to_vec();
+        let mut l = TopK::with_buckets_to_load(3, 10, 2, 0.9, t.heap().to_vec()).unwrap();
+        assert_eq!(l.load_missing(), 160);
+        assert!(l.load_buckets(8, &bytes[8..16]).is_err(), "not the first piece");
+        assert!(l.load_buckets(0, &bytes[..12]).is_err(), "not whole buckets");
+        l.load_buckets(0, &bytes[..80]).unwrap();
+        assert_eq!(l.load_missing(), 80);
+        assert!(l.load_buckets(0, &bytes[..8]).is_err(), "again");
+        assert!(l.load_buckets(80, &[0; 88]).is_err(), "past the end");
+        l.load_buckets(80, &bytes[80..]).unwrap();
+        assert_eq!(l.load_missing(), 0);
+        assert_eq!(l, t);
     }
 
     #[test]
