@@ -500,6 +500,23 @@ pub fn sample_runs(len: usize, run: usize, max: usize) -> impl Iterator<Item = c
 /// Bytes of a guarded array a writer copies aside before its first change to them.
 pub const COW_PIECE: usize = 256 << 10;
 
+/// The copy-on-write tests' measure of what a write changed: the pieces (of [`COW_PIECE`] bytes,
+/// in order) in which an array's live elements differ from a copy taken at the freeze.
+#[cfg(test)]
+pub(crate) fn pieces_differing<T: PartialEq>(live: &[T], at_freeze: &[T]) -> Vec<usize> {
+    assert_eq!(live.len(), at_freeze.len(), "the same array");
+    let size = std::mem::size_of::<T>();
+    let mut pieces: Vec<usize> = live
+        .iter()
+        .zip(at_freeze)
+        .enumerate()
+        .filter(|(_, (a, b))| a != b)
+        .map(|(i, _)| i * size / COW_PIECE)
+        .collect();
+    pieces.dedup();
+    pieces
+}
+
 /// Number of guarded arrays: writers look a guard up only when it is not 0.
 static GUARDED: AtomicUsize = AtomicUsize::new(0);
 /// The guards, by the address of the array they guard (a few at a time: one per large array a

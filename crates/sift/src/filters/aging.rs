@@ -967,12 +967,8 @@ impl Persist for AgingBloom {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::filters::blocked_bloom::tests::{splitmix, upper_bound};
+    use crate::filters::blocked_bloom::tests::{digest, upper_bound};
     use crate::format::{assert_each_write_keeps_frozen, NamedWrite};
-
-    fn digest(st: &mut u64) -> Digest {
-        Digest { h1: splitmix(st), h2: splitmix(st) }
-    }
 
     /// The last `window` insertions are members after every insertion, on both kernels, for
     /// several shapes, including windows that are not a multiple of `l`.
@@ -1357,15 +1353,7 @@ pub(crate) mod tests {
         let frozen = f.freeze().unwrap();
         let g = frozen.guard(0);
         assert_eq!(g.len() / COW_PIECE, 32);
-        let changed = |f: &AgingBloom| {
-            let mut p: Vec<usize> = (0..at_freeze.len())
-                .filter(|&i| f.ring.words()[i] != at_freeze[i])
-                .map(|i| i * 4 / COW_PIECE)
-                .collect();
-            p.sort_unstable();
-            p.dedup();
-            p.len()
-        };
+        let changed = |f: &AgingBloom| crate::bits::pieces_differing(f.ring.words(), &at_freeze).len();
         for i in 0..12u32 {
             let saved = g.saved_pieces();
             if i % 2 == 0 {

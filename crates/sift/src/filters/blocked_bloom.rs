@@ -837,6 +837,11 @@ pub(crate) mod tests {
         z ^ (z >> 31)
     }
 
+    /// A deterministic test digest: two SplitMix64 draws.
+    pub(crate) fn digest(st: &mut u64) -> Digest {
+        Digest { h1: splitmix(st), h2: splitmix(st) }
+    }
+
     /// 99.9% one-sided binomial upper bound on the measured rate of `trials` trials at rate `p`.
     pub(crate) fn upper_bound(p: f64, trials: f64) -> f64 {
         p + 3.1 * (p * (1.0 - p) / trials).sqrt()
@@ -1361,10 +1366,7 @@ pub(crate) mod tests {
         assert_eq!(g.len() / COW_PIECE, 32);
         let changed = |f: &BlockedBloom| {
             let live = bytes(f);
-            let mut p: Vec<usize> =
-                (0..live.len()).filter(|&i| live[i] != at_freeze[i]).map(|i| i / COW_PIECE).collect();
-            p.dedup();
-            p.len()
+            crate::bits::pieces_differing(&live, &at_freeze).len()
         };
         let mut st = 99;
         for i in 0..20 {

@@ -692,6 +692,7 @@ impl Persist for Bloom {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::filters::blocked_bloom::tests::digest;
     use crate::format::{assert_each_write_keeps_frozen, NamedWrite};
 
     /// The staged batch query of large filters answers what one query at a time answers, for
@@ -1116,11 +1117,6 @@ mod tests {
         f
     }
 
-    fn digest(st: &mut u64) -> Digest {
-        use crate::filters::blocked_bloom::tests::splitmix;
-        Digest { h1: splitmix(st), h2: splitmix(st) }
-    }
-
     /// Each kind of write, alone while the filter is frozen, changes the live filter and leaves
     /// the frozen file as it was at the freeze, whether the filter is dropped before the file is
     /// written or not: one insert (with the unrolled `k = 7` and with the loop of `k = 20`), a
@@ -1171,11 +1167,7 @@ mod tests {
         assert_eq!(g.len() / COW_PIECE, 32);
         let changed = |f: &Bloom| {
             let live = bytes(f);
-            let mut p: Vec<usize> =
-                (0..live.len()).filter(|&i| live[i] != at_freeze[i]).map(|i| i / COW_PIECE).collect();
-            p.sort_unstable();
-            p.dedup();
-            p.len()
+            crate::bits::pieces_differing(&live, &at_freeze).len()
         };
         let mut st = 99;
         for i in 0..5 {

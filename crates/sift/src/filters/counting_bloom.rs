@@ -518,15 +518,7 @@ mod tests {
         let frozen = f.freeze().unwrap();
         let g = frozen.guard(0);
         assert_eq!(g.len() / COW_PIECE, 32);
-        let changed = |f: &CountingBloom| {
-            let mut p: Vec<usize> = (0..at_freeze.len())
-                .filter(|&i| f.words[i] != at_freeze[i])
-                .map(|i| i * 8 / COW_PIECE)
-                .collect();
-            p.sort_unstable();
-            p.dedup();
-            p.len()
-        };
+        let changed = |f: &CountingBloom| crate::bits::pieces_differing(&f.words[..], &at_freeze).len();
         for i in 0..5u32 {
             let saved = g.saved_pieces();
             f.insert(format!("x{i}"));

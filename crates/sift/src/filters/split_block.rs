@@ -422,6 +422,7 @@ impl Persist for SplitBlockBloom {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::filters::blocked_bloom::tests::digest;
     use parquet::bloom_filter::Sbbf;
 
     fn parquet_bitset(s: &Sbbf) -> Vec<u8> {
@@ -684,11 +685,6 @@ mod tests {
         f
     }
 
-    fn digest(st: &mut u64) -> Digest {
-        use crate::filters::blocked_bloom::tests::splitmix;
-        Digest { h1: splitmix(st), h2: splitmix(st) }
-    }
-
     /// Each kind of write, alone while the filter is frozen, changes the live filter and leaves
     /// the frozen file as it was at the freeze, whether the filter is dropped before the file is
     /// written or not: one insert, a batch insert, a clear.
@@ -733,10 +729,7 @@ mod tests {
         assert_eq!(g.len() / COW_PIECE, 32);
         let changed = |f: &SplitBlockBloom| {
             let live = f.to_parquet_bytes();
-            let mut p: Vec<usize> =
-                (0..live.len()).filter(|&i| live[i] != at_freeze[i]).map(|i| i / COW_PIECE).collect();
-            p.dedup();
-            p.len()
+            crate::bits::pieces_differing(&live, &at_freeze).len()
         };
         let mut st = 99;
         for i in 0..20 {

@@ -676,12 +676,8 @@ impl Persist for TimeLimitedBloom {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::filters::blocked_bloom::tests::{splitmix, upper_bound};
+    use crate::filters::blocked_bloom::tests::{digest, splitmix, upper_bound};
     use crate::format::{assert_each_write_keeps_frozen, NamedWrite};
-
-    fn digest(st: &mut u64) -> Digest {
-        Digest { h1: splitmix(st), h2: splitmix(st) }
-    }
 
     /// The due time cached in the ring is the one computed in full after every kind of step
     /// (steady insertions, a rate above the plan filling the spares, gaps shorter and longer

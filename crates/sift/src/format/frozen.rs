@@ -176,7 +176,7 @@ impl FrozenFile {
     }
 }
 
-/// A kind of write, by name, for [`assert_each_write_keeps_frozen`].
+/// A kind of write, by name, for [`assert_each_write_keeps_frozen`] and [`assert_each_write_keeps`].
 #[cfg(test)]
 pub(crate) type NamedWrite<'a, F> = (&'static str, Box<dyn Fn(&mut F) + 'a>);
 
@@ -191,18 +191,35 @@ pub(crate) fn assert_each_write_keeps_frozen<F>(
     freeze: fn(&F) -> Option<FrozenFile>,
     ops: &[NamedWrite<'_, F>],
 ) {
+    assert_each_write_keeps(make, &to_bytes, &freeze, &FrozenFile::to_vec, ops);
+}
+
+/// [`assert_each_write_keeps_frozen`] for any frozen view `Z` of a value `F` (a sketch's frozen
+/// counters, buckets or nodes), `read` and `read_frozen` being what a snapshot would write of
+/// the live value and of the frozen view.
+#[cfg(test)]
+pub(crate) fn assert_each_write_keeps<F, Z>(
+    make: &dyn Fn() -> F,
+    read: &dyn Fn(&F) -> Vec<u8>,
+    freeze: &dyn Fn(&F) -> Option<Z>,
+    read_frozen: &dyn Fn(&Z) -> Vec<u8>,
+    ops: &[NamedWrite<'_, F>],
+) {
     for (name, op) in ops {
         for drop_first in [false, true] {
             let mut f = make();
-            let before = to_bytes(&f);
-            let frozen = freeze(&f).expect("a large filter freezes");
+            let before = read(&f);
+            let frozen = freeze(&f).expect("a large value freezes");
             assert!(freeze(&f).is_none(), "frozen already");
             op(&mut f);
-            assert_ne!(to_bytes(&f), before, "{name} changed the filter");
+            assert_ne!(read(&f), before, "{name} changed the value");
             if drop_first {
                 drop(f);
             }
-            assert!(frozen.to_vec() == before, "{name} changed the frozen file (drop first: {drop_first})");
+            assert!(
+                read_frozen(&frozen) == before,
+                "{name} changed the frozen dump (drop first: {drop_first})"
+            );
         }
     }
 }

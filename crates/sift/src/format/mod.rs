@@ -30,7 +30,7 @@ pub(crate) use chain::{encode_chain, split_chain};
 pub use frozen::FrozenFile;
 pub(crate) use frozen::Part as FrozenPart;
 #[cfg(test)]
-pub(crate) use frozen::{assert_each_write_keeps_frozen, NamedWrite};
+pub(crate) use frozen::{assert_each_write_keeps, assert_each_write_keeps_frozen, NamedWrite};
 pub use params::{ParamReader, ParamWriter};
 pub use stream::StreamEncoder;
 pub(crate) use stream::{words_file_range, write_words};

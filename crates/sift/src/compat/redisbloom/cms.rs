@@ -674,9 +674,6 @@ mod tests {
         c
     }
 
-    /// A kind of write, by name, for the tests that run each alone.
-    type NamedWrite<'a, T> = (&'static str, Box<dyn Fn(&mut T) + 'a>);
-
     /// Each kind of write, alone while the sketch is frozen, changes the live sketch and leaves
     /// the frozen fields as they were, whether the sketch is dropped before they are read or
     /// not: an increment, a merge into the sketch. One write at a time, so that a write skipping
@@ -692,7 +689,7 @@ mod tests {
             o.incr_by(b"o", 3);
             o
         };
-        let ops: Vec<NamedWrite<'_, CountMinSketch>> = vec![
+        let ops: Vec<crate::format::NamedWrite<'_, CountMinSketch>> = vec![
             ("incr_by", Box::new(|c: &mut CountMinSketch| assert_eq!(c.incr_by(b"new item", 9), 9))),
             (
                 "merge",
@@ -701,19 +698,13 @@ mod tests {
                 }),
             ),
         ];
-        for (name, op) in &ops {
-            for drop_first in [false, true] {
-                let mut c = big_sketch();
-                let before = fields(&c);
-                let frozen = c.freeze().expect("a large sketch freezes");
-                op(&mut c);
-                assert_ne!(fields(&c), before, "{name} changed the sketch");
-                if drop_first {
-                    drop(c);
-                }
-                assert!(frozen_fields(&frozen) == before, "{name} changed the frozen fields");
-            }
-        }
+        crate::format::assert_each_write_keeps(
+            &big_sketch,
+            &fields,
+            &CountMinSketch::freeze,
+            &frozen_fields,
+            &ops,
+        );
     }
 
     /// An increment copies aside only the pieces of the counters it changes: one per row.
@@ -729,10 +720,7 @@ mod tests {
         assert_eq!(frozen.cells.len() / COW_PIECE, 32);
         let changed = |c: &CountMinSketch| {
             let live = c.cells_le();
-            let mut p: Vec<usize> =
-                (0..live.len()).filter(|&i| live[i] != at_freeze[i]).map(|i| i / COW_PIECE).collect();
-            p.dedup();
-            p.len()
+            crate::bits::pieces_differing(live, &at_freeze).len()
         };
         for i in 0..10u32 {
             let saved = frozen.cells.saved_pieces();

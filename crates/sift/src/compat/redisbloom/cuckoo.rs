@@ -1088,10 +1088,7 @@ mod tests {
         assert_eq!(g.saved_pieces(), 0);
         let changed = |cf: &CuckooFilter| {
             let live = cf.filters()[0].slots();
-            let mut p: Vec<usize> =
-                (0..live.len()).filter(|&i| live[i] != at_freeze[i]).map(|i| i / COW_PIECE).collect();
-            p.dedup();
-            p.len()
+            crate::bits::pieces_differing(live, &at_freeze).len()
         };
         for i in 1000..1040u32 {
             let saved = g.saved_pieces();

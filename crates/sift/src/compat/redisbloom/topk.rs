@@ -986,9 +986,6 @@ mod tests {
         t
     }
 
-    /// A kind of write, by name, for the tests that run each alone.
-    type NamedWrite<'a> = (&'static str, Box<dyn Fn(&mut TopK) + 'a>);
-
     /// Each kind of write, alone while the table is frozen, changes the live Top-K and leaves
     /// the frozen dump as it was, whether the Top-K is dropped before it is read or not: an
     /// add (TOPK.ADD), an increment (TOPK.INCRBY, TOPK.INCRBYSEEDED), a collision that decays
@@ -999,7 +996,7 @@ mod tests {
         if !cfg!(target_os = "linux") {
             return; // no huge-page storage, so nothing freezes
         }
-        let ops: Vec<NamedWrite<'_>> = vec![
+        let ops: Vec<crate::format::NamedWrite<'_, TopK>> = vec![
             ("add", Box::new(|t: &mut TopK| drop(t.add(b"a new item", &mut CRand::default())))),
             ("incr_by", Box::new(|t: &mut TopK| drop(t.incr_by(b"item7", 50, &mut CRand::new(3)).unwrap()))),
             (
@@ -1018,23 +1015,7 @@ mod tests {
                 }),
             ),
         ];
-        for (name, op) in &ops {
-            for drop_first in [false, true] {
-                let mut t = big_topk();
-                let before = dumped(&t);
-                let frozen = t.freeze().expect("a large table freezes");
-                assert!(t.freeze().is_none(), "frozen already");
-                op(&mut t);
-                assert_ne!(dumped(&t), before, "{name} changed the Top-K");
-                if drop_first {
-                    drop(t);
-                }
-                assert!(
-                    frozen_dump(&frozen) == before,
-                    "{name} changed the frozen dump (drop first: {drop_first})"
-                );
-            }
-        }
+        crate::format::assert_each_write_keeps(&big_topk, &dumped, &TopK::freeze, &frozen_dump, &ops);
     }
 
     /// An add copies aside only the pieces of the table it changes: at most one per row.
@@ -1050,10 +1031,7 @@ mod tests {
         assert_eq!(frozen.buckets.len().div_ceil(COW_PIECE), 37);
         let changed = |t: &TopK| {
             let live = t.bucket_bytes(0..t.bucket_bytes_len());
-            let mut p: Vec<usize> =
-                (0..live.len()).filter(|&i| live[i] != at_freeze[i]).map(|i| i / COW_PIECE).collect();
-            p.dedup();
-            p.len()
+            crate::bits::pieces_differing(&live, &at_freeze).len()
         };
         let mut rng = CRand::default();
         for i in 0..10u32 {

@@ -742,12 +742,7 @@ fn an_insert_during_a_freeze_copies_only_the_pieces_it_touches() {
     let frozen = f.freeze().unwrap();
     let g = frozen.guard(0);
     assert_eq!(g.len().div_ceil(COW_PIECE), 17, "16 pieces and the guard bytes'");
-    let changed = |f: &Cuckoo| {
-        let mut p: Vec<usize> =
-            (0..at_freeze.len()).filter(|&i| f.table[i] != at_freeze[i]).map(|i| i / COW_PIECE).collect();
-        p.dedup();
-        p.len()
-    };
+    let changed = |f: &Cuckoo| crate::bits::pieces_differing(&f.table[..], &at_freeze).len();
     for i in 0..5u32 {
         let saved = g.saved_pieces();
         f.try_insert(format!("x{i}")).unwrap();

@@ -893,11 +893,7 @@ fn a_write_during_a_freeze_copies_only_the_pieces_it_touches() {
     // The same writes go to an unfrozen copy, where a candidate write is tried first.
     let mut mirror = f.clone();
     let bytes = |f: &Quotient| f.blocks.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
-    let pieces = |a: &[u8], b: &[u8]| {
-        let mut p: Vec<usize> = (0..a.len()).filter(|&i| a[i] != b[i]).map(|i| i / COW_PIECE).collect();
-        p.dedup();
-        p
-    };
+    let pieces = crate::bits::pieces_differing::<u8>;
     let at_freeze = bytes(&f);
     let want_file = f.to_bytes();
     let frozen = f.freeze().unwrap();
