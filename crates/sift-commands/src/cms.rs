@@ -424,9 +424,7 @@ mod tests {
     }
 
     fn load(chunks: &[(i64, Vec<u8>)], cx: &LoadContext) -> Result<CountMinSketch, String> {
-        let ty = crate::TypeInfo::of::<CountMinSketch>();
-        let v = ty.load_chunks(chunks.iter().map(|(p, d)| (*p, &d[..])), cx)?;
-        Ok(*v.into_any().downcast::<CountMinSketch>().unwrap())
+        crate::registry::load_as(chunks, cx)
     }
 
     /// A 40 MB sketch dumps as a small header and its counters in pieces of at most
@@ -482,16 +480,10 @@ mod tests {
     fn missing_or_reordered_pieces_are_refused() {
         let c = forty_mb();
         let chunks = chunks_of(&c);
-        for keep in 1..chunks.len() {
-            let e = load(&chunks[..keep], &LoadContext::default()).unwrap_err();
-            assert!(e.contains("bytes of counters are missing"), "{keep}: {e}");
-        }
-        let mut swapped = chunks.clone();
-        swapped.swap(1, 2);
-        assert!(load(&swapped, &LoadContext::default()).is_err());
-        let mut again = chunks.clone();
-        again.insert(2, chunks[1].clone());
-        assert!(load(&again, &LoadContext::default()).is_err());
+        crate::registry::assert_incomplete_dumps_refused::<CountMinSketch>(
+            &chunks,
+            "bytes of counters are missing",
+        );
         assert_eq!(load(&chunks, &LoadContext::default()), Ok(c));
     }
 

@@ -482,6 +482,32 @@ pub(crate) fn frozen_chunks(frozen: &dyn Frozen) -> Vec<(i64, Vec<u8>)> {
     got
 }
 
+/// A value of type `T` loaded from `chunks` through the registry, as a snapshot's loader does.
+#[cfg(test)]
+pub(crate) fn load_as<T: DataType>(chunks: &[(i64, Vec<u8>)], cx: &LoadContext) -> Result<T, String> {
+    let v = TypeInfo::of::<T>().load_chunks(chunks.iter().map(|(p, d)| (*p, &d[..])), cx)?;
+    Ok(*v.into_any().downcast::<T>().expect("the type loaded"))
+}
+
+/// The chunked loaders' completeness test: every dump of `chunks` cut short is a load error
+/// naming what is `missing`, and one with two pieces swapped or a piece given twice is refused.
+#[cfg(test)]
+pub(crate) fn assert_incomplete_dumps_refused<T: DataType>(chunks: &[(i64, Vec<u8>)], missing: &str) {
+    assert!(chunks.len() >= 3, "a header and two pieces at least");
+    let cx = LoadContext::default();
+    for keep in 1..chunks.len() {
+        let e = load_as::<T>(&chunks[..keep], &cx).unwrap_err();
+        assert!(e.contains(missing), "{keep} chunks: {e}");
+    }
+    let mut swapped = chunks.to_vec();
+    swapped.swap(1, 2);
+    assert!(load_as::<T>(&swapped, &cx).is_err(), "two pieces swapped");
+    let mut again = chunks.to_vec();
+    again.insert(2, chunks[1].clone());
+    assert!(load_as::<T>(&again, &cx).is_err(), "a piece twice");
+    assert!(load_as::<T>(chunks, &cx).is_ok(), "the whole dump loads");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -551,9 +551,7 @@ mod tests {
     }
 
     fn load(chunks: &[(i64, Vec<u8>)], cx: &LoadContext) -> Result<TDigest, String> {
-        let ty = crate::TypeInfo::of::<TDigest>();
-        let v = ty.load_chunks(chunks.iter().map(|(p, d)| (*p, &d[..])), cx)?;
-        Ok(*v.into_any().downcast::<TDigest>().unwrap())
+        crate::registry::load_as(chunks, cx)
     }
 
     fn rdb_fields(t: &TDigest) -> Vec<u8> {
@@ -579,13 +577,7 @@ mod tests {
         assert_eq!(at, t.merged_nodes());
         assert_eq!(load(&chunks, &LoadContext::default()), Ok(t.clone()));
         assert_eq!(load(&[(0, rdb_fields(&t))], &LoadContext::default()), Ok(t.clone()));
-        for keep in 1..chunks.len() {
-            let e = load(&chunks[..keep], &LoadContext::default()).unwrap_err();
-            assert!(e.contains("centroids are missing"), "{keep}: {e}");
-        }
-        let mut swapped = chunks.clone();
-        swapped.swap(1, 2);
-        assert!(load(&swapped, &LoadContext::default()).is_err());
+        crate::registry::assert_incomplete_dumps_refused::<TDigest>(&chunks, "centroids are missing");
         let mut tight = LoadContext::default();
         tight.limits.max_bytes = 16 * t.capacity() as u64 - 1;
         assert!(load(&chunks[..1], &tight).is_err(), "the header is checked within the load limits");

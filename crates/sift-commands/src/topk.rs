@@ -455,9 +455,7 @@ mod tests {
     }
 
     fn load(chunks: &[(i64, Vec<u8>)], cx: &LoadContext) -> Result<TopK, String> {
-        let ty = crate::TypeInfo::of::<TopK>();
-        let v = ty.load_chunks(chunks.iter().map(|(p, d)| (*p, &d[..])), cx)?;
-        Ok(*v.into_any().downcast::<TopK>().unwrap())
+        crate::registry::load_as(chunks, cx)
     }
 
     /// A 40 MB Top-K dumps as a small header (the shape and the heap) and its buckets in pieces
@@ -555,16 +553,7 @@ mod tests {
     fn missing_or_misplaced_pieces_are_refused() {
         let t = forty_mb();
         let chunks = crate::registry::live_chunks(&t);
-        for keep in 1..chunks.len() {
-            let e = load(&chunks[..keep], &LoadContext::default()).unwrap_err();
-            assert!(e.contains("bytes of buckets are missing"), "{keep}: {e}");
-        }
-        let mut swapped = chunks.clone();
-        swapped.swap(1, 2);
-        assert!(load(&swapped, &LoadContext::default()).is_err());
-        let mut again = chunks.clone();
-        again.insert(2, chunks[1].clone());
-        assert!(load(&again, &LoadContext::default()).is_err());
+        crate::registry::assert_incomplete_dumps_refused::<TopK>(&chunks, "bytes of buckets are missing");
         let small = TopK::reserve(2, 10, 2, 0.9, u64::MAX).unwrap();
         let header = crate::registry::live_chunks(&small).remove(0);
         for (pos, data) in [(1i64, vec![0u8; 8]), (162, vec![0; 8]), (9, vec![0; 7]), (i64::MIN, vec![])] {
