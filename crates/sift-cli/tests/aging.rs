@@ -11,23 +11,13 @@ mod support;
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use serde_json::Value;
 use sift::prelude::*;
 use sift::{AgingBloom, TimeLimitedBloom};
 use support::*;
 
-fn sift() -> Command {
-    Command::cargo_bin("sift").expect("the sift binary is built")
-}
-
-/// Runs, checks that nothing panicked, and returns (status code, stdout, stderr).
-fn run(cmd: &mut Command) -> (i32, String, String) {
-    let out = cmd.output().expect("runs");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!stderr.contains("panicked"), "a panic: {stderr}");
-    (out.status.code().expect("exited normally"), String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
-}
+mod common;
+use common::{run, sift};
 
 /// `sift query [extra] FILE` of `keys` on stdin: each key's answer, in order.
 fn answers(file: &Path, keys: &[String], extra: &[&str]) -> Vec<bool> {

@@ -4,23 +4,13 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command as StdCommand, Stdio};
 
-use assert_cmd::Command;
 use predicates::prelude::*;
 
-fn sift() -> Command {
-    Command::cargo_bin("sift").expect("the sift binary is built")
-}
+mod common;
+use common::{run, sift};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join(name)
-}
-
-/// Runs, checks that nothing panicked, and returns (status code, stdout, stderr).
-fn run(cmd: &mut Command) -> (i32, String, String) {
-    let out = cmd.output().expect("runs");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!stderr.contains("panicked"), "a panic: {stderr}");
-    (out.status.code().expect("exited normally"), String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
 }
 
 fn keys_file(dir: &Path, n: u32) -> PathBuf {

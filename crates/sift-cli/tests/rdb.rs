@@ -4,22 +4,12 @@
 
 use std::path::PathBuf;
 
-use assert_cmd::Command;
 
-fn sift() -> Command {
-    Command::cargo_bin("sift").expect("the sift binary is built")
-}
+mod common;
+use common::{run, sift};
 
 fn rdb_fixture(name: &str) -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../sift/tests/fixtures/rdb")).join(name)
-}
-
-/// Runs, checks that nothing panicked, and returns (status code, stdout, stderr).
-fn run(cmd: &mut Command) -> (i32, String, String) {
-    let out = cmd.output().expect("runs");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!stderr.contains("panicked"), "a panic: {stderr}");
-    (out.status.code().expect("exited normally"), String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
 }
 
 fn keys_json() -> serde_json::Value {

@@ -7,22 +7,12 @@ mod support;
 
 use std::path::Path;
 
-use assert_cmd::Command;
 use sift::prelude::*;
 use sift::BlockedBloom;
 use support::*;
 
-fn sift() -> Command {
-    Command::cargo_bin("sift").expect("the sift binary is built")
-}
-
-/// Runs, checks that nothing panicked, and returns (status code, stdout, stderr).
-fn run(cmd: &mut Command) -> (i32, String, String) {
-    let out = cmd.output().expect("runs");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!stderr.contains("panicked"), "a panic: {stderr}");
-    (out.status.code().expect("exited normally"), String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
-}
+mod common;
+use common::{run, sift};
 
 fn build(dir: &Path, name: &str, keys: &[String]) -> std::path::PathBuf {
     let input = dir.join(format!("{name}.txt"));
