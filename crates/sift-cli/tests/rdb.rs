@@ -4,7 +4,6 @@
 
 use std::path::PathBuf;
 
-
 mod common;
 use common::{run, sift};
 
