@@ -159,6 +159,18 @@ pub trait Frozen: Send + Sync {
     /// Appends the chunk at `cursor` to `out` (0: the header) and returns its `pos` and the next
     /// cursor, or `None` after the last. Each chunk is read once, in order.
     fn dump_chunk(&self, cursor: u64, out: &mut Vec<u8>) -> Option<(i64, u64)>;
+    /// For a chunk too large to hold in memory at once (a large filter's whole file): its `pos`,
+    /// the next cursor and its length in bytes, the chunk then being written in pieces by
+    /// [`Frozen::write_chunk`]; `None` (the default) for a chunk taken whole with
+    /// [`Frozen::dump_chunk`].
+    fn streamed_chunk(&self, _cursor: u64) -> Option<(i64, u64, u64)> {
+        None
+    }
+    /// Writes the chunk at `cursor` that [`Frozen::streamed_chunk`] announced to `out`, in
+    /// pieces: exactly the length it gave.
+    fn write_chunk(&self, cursor: u64, _out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        Err(std::io::Error::other(format!("chunk {cursor} is not streamed")))
+    }
 }
 
 /// A value of a registered data type, as a store holds it: [`DataType`] without its static

@@ -253,6 +253,22 @@ impl crate::Frozen for FrozenSift {
             }
         }
     }
+
+    /// The filter's file (gigabytes for a large filter): written in pieces as they are read
+    /// from the copy-on-write guards, never built whole beside the filter.
+    fn streamed_chunk(&self, cursor: u64) -> Option<(i64, u64, u64)> {
+        match (&self.file, cursor) {
+            (FrozenFilter::File(file), 1) => Some((1, 2, file.len())),
+            _ => None,
+        }
+    }
+
+    fn write_chunk(&self, cursor: u64, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        match (&self.file, cursor) {
+            (FrozenFilter::File(file), 1) => file.write_to(out),
+            _ => Err(std::io::Error::other(format!("chunk {cursor} is not streamed"))),
+        }
+    }
 }
 
 /// `SF.LOADCHUNK` commands sending `bytes` in pieces of [`REWRITE_PIECE`], each with its

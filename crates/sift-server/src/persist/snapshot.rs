@@ -195,14 +195,33 @@ pub fn write_held(
                 sink(&u32::try_from(f.chunk_count()).unwrap_or(u32::MAX).to_le_bytes(), 0)?;
                 let mut cursor = 0;
                 let mut written = 0u64;
-                loop {
-                    buf.clear();
-                    let Some((pos, next)) = f.dump_chunk(cursor, &mut buf) else { break };
+                let framing = |pos: i64, len: u64| {
                     let mut framing = [0u8; 16];
                     framing[..8].copy_from_slice(&pos.to_le_bytes());
-                    framing[8..].copy_from_slice(&(buf.len() as u64).to_le_bytes());
-                    sink(&framing, 0)?;
-                    sink(&buf, 0)?;
+                    framing[8..].copy_from_slice(&len.to_le_bytes());
+                    framing
+                };
+                loop {
+                    // A large filter's file goes to the sink in the pieces it is read in: built
+                    // whole, it was a second copy of the filter (gigabytes) for the snapshot.
+                    let next = if let Some((pos, next, len)) = f.streamed_chunk(cursor) {
+                        sink(&framing(pos, len), 0)?;
+                        let mut out = SinkWriter { sink: &mut *sink, written: 0 };
+                        f.write_chunk(cursor, &mut out)?;
+                        if out.written != len {
+                            return Err(std::io::Error::other(format!(
+                                "a frozen value's chunk gave {} bytes, {len} announced",
+                                out.written
+                            )));
+                        }
+                        next
+                    } else {
+                        buf.clear();
+                        let Some((pos, next)) = f.dump_chunk(cursor, &mut buf) else { break };
+                        sink(&framing(pos, buf.len() as u64), 0)?;
+                        sink(&buf, 0)?;
+                        next
+                    };
                     written += 1;
                     cursor = next;
                 }
@@ -218,6 +237,23 @@ pub fn write_held(
         }
     }
     Ok(n)
+}
+
+/// The bytes of a streamed chunk, passed on to a snapshot's sink as they come.
+struct SinkWriter<'a> {
+    sink: &'a mut dyn FnMut(&[u8], u64) -> std::io::Result<()>,
+    written: u64,
+}
+
+impl std::io::Write for SinkWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        (self.sink)(buf, 0)?;
+        self.written += buf.len() as u64;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// A whole snapshot in memory (tests, small keyspaces).
@@ -570,6 +606,41 @@ mod tests {
             assert_eq!(n, 1);
             assert!(written == encoded.0, "the held filter wrote other bytes than the encoded one");
         }
+    }
+
+    /// A held large sift filter (a blocked Bloom filter of 16 MB) reaches the sink in pieces
+    /// of at most a megabyte, never as one buffer of its whole file, and gives the bytes the
+    /// filter encodes to.
+    #[test]
+    fn a_held_large_sift_filter_reaches_the_sink_in_pieces() {
+        use crate::db::{now_ms, shard_of, Db};
+        use sift_commands::sf::{Native, SiftFilter};
+        let mut filter = sift::AnyFilter::Blocked(sift::BlockedBloom::new(6_000_000, 0.0001).unwrap());
+        for i in 0..1000u32 {
+            filter.insert(&i.to_le_bytes()).unwrap();
+        }
+        let sf = SiftFilter::new(Native::new(filter).unwrap());
+        let bytes = sf.filter().unwrap().size_in_bytes();
+        assert!(bytes > 8 << 20, "{bytes}");
+        let db = Db::new();
+        let mut l = db.lock_all();
+        l.insert(Bytes::from_static(b"big"), Value::Data(Box::new(sf)));
+        let now = now_ms();
+        let (encoded, held) = l.with_shard(shard_of(b"big"), |s| {
+            (encode_shard(s, now, &mut |_| {}), hold_shard(s, now, &mut |_| {}))
+        });
+        assert_eq!(held.len(), 1);
+        assert!(matches!(held[0], Held::Frozen(..)), "{held:?}");
+        let (mut written, mut largest) = (Vec::new(), 0);
+        let n = write_held(held, &mut |b, _| {
+            largest = largest.max(b.len());
+            written.extend_from_slice(b);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(n, 1);
+        assert!(written == encoded.0, "the held filter wrote other bytes than the encoded one");
+        assert!(largest <= 1 << 20, "one write to the sink of {largest} bytes");
     }
 
     proptest! {
