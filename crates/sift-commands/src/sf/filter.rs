@@ -228,10 +228,10 @@ impl Native {
     /// (copy-on-write of its large array: [`BlockedBloom::freeze`], [`ScalableBloom::freeze`],
     /// [`CountingBloom::freeze`], [`sift::AgingBloom::freeze`], [`sift::TimeLimitedBloom::freeze`],
     /// [`Cuckoo::freeze`], [`sift::ScalableCuckoo::freeze`], [`Quotient::freeze`],
-    /// [`sift::Bloom::freeze`], [`sift::SplitBlockBloom::freeze`]);
-    /// `None` for a small filter, and for the kinds without copy-on-write (Guava's Bloom filter,
-    /// which `SF.LOAD` can make; the static kinds are shared instead: [`Native::share_static`]),
-    /// which the caller copies whole.
+    /// [`sift::Bloom::freeze`], [`sift::SplitBlockBloom::freeze`],
+    /// [`sift::compat::guava::GuavaBloom::freeze`]: every kind that takes writes);
+    /// `None` for a small filter, which the caller copies whole, and for the static kinds, which
+    /// are shared instead ([`Native::share_static`]).
     pub fn freeze(&self) -> Option<sift::format::FrozenFile> {
         match &*self.0 {
             AnyFilter::Bloom(f) => f.freeze(),
@@ -244,6 +244,7 @@ impl Native {
             AnyFilter::TimeLimited(f) => f.freeze(),
             AnyFilter::Cuckoo(f) => f.freeze(),
             AnyFilter::ScalableCuckoo(f) => f.freeze(),
+            AnyFilter::Guava(f) => f.freeze(),
             _ => None,
         }
     }

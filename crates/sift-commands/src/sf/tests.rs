@@ -239,8 +239,8 @@ use crate::registry::frozen_chunks;
 
 /// A frozen blocked filter, a frozen scalable chain (with a pending upload after it), a frozen
 /// counting filter, frozen aging filters (by count and by time), frozen cuckoo filters (one
-/// table and a chain), a frozen quotient filter, and the classic and split-block Bloom filters
-/// `SF.LOAD` makes, give the chunks a snapshot of the live value stores at the freeze, byte for
+/// table and a chain), a frozen quotient filter, and the classic, split-block and Guava Bloom
+/// filters `SF.LOAD` makes, give the chunks a snapshot of the live value stores at the freeze, byte for
 /// byte (the sift file with its CRC), though inserts change the filter before they are read.
 /// Small filters are not frozen.
 #[test]
@@ -275,10 +275,13 @@ fn a_frozen_value_gives_the_snapshot_chunks_of_the_freeze() {
         (scalable_cuckoo, 0),
         (quotient, 0),
     ];
-    // The kinds only `SF.LOAD` makes: a classic and a split-block Bloom filter of 6 MB each.
+    // The kinds only `SF.LOAD` makes: a classic, a split-block and a Guava Bloom filter of 6 MB
+    // each (Guava's file keeps its words big-endian: the frozen file must too).
+    use sift::compat::guava::{GuavaBloom, Strategy};
     let loaded = [
         sift::Bloom::with_params(48 << 20, 7, sift::hash::Hasher::default()).unwrap().to_bytes(),
         sift::SplitBlockBloom::with_num_bytes(6 << 20).unwrap().to_bytes(),
+        GuavaBloom::with_params(48 << 20, 7, Strategy::Murmur128Mitz64).unwrap().to_bytes(),
     ];
     let values = specs
         .iter()
@@ -313,6 +316,9 @@ fn a_frozen_value_gives_the_snapshot_chunks_of_the_freeze() {
     let quotient =
         SiftFilter::new(Spec { kind: ReserveKind::Quotient, capacity: 1000, ..blocked }.create().unwrap());
     assert!(crate::Data::freeze(&quotient).is_none(), "a small quotient filter is copied");
+    let guava = GuavaBloom::new(1000, 0.01).unwrap().to_bytes();
+    let guava = SiftFilter::new(Native::from_bytes(&guava).unwrap());
+    assert!(crate::Data::freeze(&guava).is_none(), "a small Guava filter is copied");
 }
 
 /// A static filter (here an xor filter) is frozen by sharing it, whatever its size: the frozen

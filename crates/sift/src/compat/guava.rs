@@ -36,7 +36,9 @@
 //! # Ok::<(), sift::Error>(())
 //! ```
 
+use crate::bits::{CowGuard, Storage};
 use crate::error::{Error, FormatError, Result};
+use crate::format::{FrozenFile, FrozenPart};
 use crate::hash::murmur3_x64_128;
 
 /// Guava's `BloomFilterStrategies`, by ordinal.
@@ -75,7 +77,9 @@ pub const MAX_WORDS: u64 = i32::MAX as u64;
 pub struct GuavaBloom {
     strategy: Strategy,
     k: u32,
-    words: Vec<u64>,
+    /// The bit array, in memory order (written big-endian, as Java's `long`s); in huge-page
+    /// memory when large, so that a snapshot can read it copy-on-write ([`GuavaBloom::freeze`]).
+    words: Storage<u64>,
     /// Set bits, kept up to date so `expected_fpp` costs nothing (Guava keeps the same count).
     ones: u64,
 }
@@ -139,7 +143,7 @@ impl GuavaBloom {
                 expected: "between 1 and 2^31 - 1 words of 64 bits (a Java long[])",
             });
         }
-        let words = crate::bits::try_zeroed::<u64>(words as usize)?;
+        let words = Storage::zeroed(words as usize)?;
         Ok(GuavaBloom { strategy, k: hashes, words, ones: 0 })
     }
 
@@ -223,6 +227,30 @@ impl GuavaBloom {
 
     /// Inserts the item whose MurmurHash3_x64_128 (seed 0) is `(h1, h2)`.
     pub fn put_hash(&mut self, h1: u64, h2: u64) -> bool {
+        match self.words.cow_guard() {
+            None => self.set_probes(h1, h2),
+            Some(g) => self.set_probes_guarded(&g, h1, h2),
+        }
+    }
+
+    /// [`GuavaBloom::put_hash`] while a snapshot reads the words ([`GuavaBloom::freeze`]): the
+    /// pieces of the item's `k` words are saved first (the same probes the insert sets), and
+    /// the insert happens under the guard's lock.
+    #[cold]
+    fn set_probes_guarded(&mut self, g: &CowGuard, h1: u64, h2: u64) -> bool {
+        let mut w = g.writer();
+        let words = &self.words;
+        Self::probes(self.strategy, self.k, self.bit_size(), h1, h2, |j| {
+            let x = (j >> 6) as usize;
+            w.before_write_values(words, x..x + 1);
+            true
+        });
+        self.set_probes(h1, h2)
+    }
+
+    /// Sets the item's `k` bits; `true` if one was clear.
+    #[inline]
+    fn set_probes(&mut self, h1: u64, h2: u64) -> bool {
         let mut changed = 0u64;
         let m = self.bit_size();
         let words = &mut self.words;
@@ -251,13 +279,17 @@ impl GuavaBloom {
         })
     }
 
+    /// The stream's header: strategy, `k`, word count.
+    fn header(&self) -> [u8; HEADER_LEN] {
+        let n = (self.words.len() as u32).to_be_bytes();
+        [self.strategy.ordinal(), self.k as u8, n[0], n[1], n[2], n[3]]
+    }
+
     /// `writeTo(out)`: the stream bytes (see the [module documentation](self)).
     pub fn write_to(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(HEADER_LEN + 8 * self.words.len());
-        out.push(self.strategy.ordinal());
-        out.push(self.k as u8);
-        out.extend_from_slice(&(self.words.len() as u32).to_be_bytes());
-        for w in &self.words {
+        out.extend_from_slice(&self.header());
+        for w in self.words.iter() {
             out.extend_from_slice(&w.to_be_bytes());
         }
         out
@@ -301,7 +333,7 @@ impl GuavaBloom {
         if avail > needed {
             return Err(FormatError::TrailingBytes { extra: avail - needed }.into());
         }
-        let mut v = crate::bits::try_zeroed::<u64>(words as usize)?;
+        let mut v = Storage::<u64>::zeroed(words as usize)?;
         for (w, b) in v.iter_mut().zip(bytes[HEADER_LEN..].chunks_exact(8)) {
             *w = u64::from_be_bytes(b.try_into().expect("8 bytes"));
         }
@@ -310,11 +342,42 @@ impl GuavaBloom {
     }
 }
 
+/// The hash a Guava filter's sift file names: MurmurHash3_x64_128, seed 0.
+fn file_hasher() -> crate::hash::Hasher {
+    crate::hash::Hasher::new(crate::hash::HashKind::Murmur3_128, 0)
+}
+
+impl GuavaBloom {
+    /// The parameter block of the sift file: words, hashes, strategy ordinal.
+    fn params(&self) -> crate::format::ParamWriter {
+        let mut p = crate::format::ParamWriter::new();
+        p.u64(self.words.len() as u64).u32(self.k).u32(self.strategy.ordinal() as u32);
+        p
+    }
+
+    /// The filter's sift file as it is now ([`crate::Persist::to_bytes`]), to be written later
+    /// while the filter keeps changing: the stream header is copied, the words are guarded
+    /// ([`crate::bits::COW_PIECE`]-sized pieces copied aside by the inserts that reach them
+    /// before the file has been written) and written as Guava's big-endian `long`s, so that no
+    /// insert waits for a copy of the whole filter. `None` for a filter small enough to copy
+    /// (not in its own huge-page allocation) or already frozen.
+    pub fn freeze(&self) -> Option<FrozenFile> {
+        let g = self.words.freeze()?;
+        let parts = vec![FrozenPart::Bytes(self.header().to_vec()), FrozenPart::WordsBigEndian(g)];
+        Some(FrozenFile::new(
+            crate::format::FilterKind::Guava,
+            file_hasher(),
+            self.params().as_bytes(),
+            parts,
+        ))
+    }
+}
+
 /// Guava's filter through sift's traits, so the tools that serve any filter (the `SF.*` commands)
 /// serve it too: items are hashed with MurmurHash3_x64_128, seed 0, as [`GuavaBloom::put`] does.
 impl crate::traits::Filter for GuavaBloom {
     fn hasher(&self) -> crate::hash::Hasher {
-        crate::hash::Hasher::new(crate::hash::HashKind::Murmur3_128, 0)
+        file_hasher()
     }
 
     #[inline]
@@ -356,11 +419,13 @@ impl crate::traits::Persist for GuavaBloom {
     /// parameters 16, and the CRC32C trailer 4). Hash id 6
     /// (MurmurHash3_x64_128), seed 0.
     fn to_bytes(&self) -> Vec<u8> {
-        let mut p = crate::format::ParamWriter::new();
-        p.u64(self.words.len() as u64).u32(self.k).u32(self.strategy.ordinal() as u32);
-        let hasher = crate::hash::Hasher::new(crate::hash::HashKind::Murmur3_128, 0);
         let body = self.write_to();
-        let mut e = crate::format::Encoder::new(Self::KIND, hasher, p.as_bytes(), body.len() as u64);
+        let mut e = crate::format::Encoder::new(
+            Self::KIND,
+            file_hasher(),
+            self.params().as_bytes(),
+            body.len() as u64,
+        );
         e.payload().extend_from_slice(&body);
         e.finish()
     }
@@ -374,7 +439,7 @@ impl crate::traits::Persist for GuavaBloom {
         if g.words.len() as u64 != words || g.k != k || g.strategy.ordinal() as u32 != strategy {
             return Err(FormatError::InvalidParams("guava: parameters disagree with the payload").into());
         }
-        if raw.hasher() != crate::hash::Hasher::new(crate::hash::HashKind::Murmur3_128, 0) {
+        if raw.hasher() != file_hasher() {
             return Err(FormatError::InvalidParams("guava: hash must be murmur3-128 with seed 0").into());
         }
         Ok(g)
@@ -511,5 +576,85 @@ mod tests {
         let bound = p + 3.1 * (p * (1.0 - p) / n as f64).sqrt();
         assert!((fp as f64 / n as f64) < bound * 1.05, "measured {fp}/{n}, expected {p}");
         assert!((g.approximate_element_count() as f64 - 20_000.0).abs() < 400.0);
+    }
+
+    /// A filter of 8 MiB of words (huge storage on Linux, so it freezes: 32 copy-on-write
+    /// pieces) with `strategy`, 7 hashes and 20,000 items.
+    fn big_guava(strategy: Strategy) -> GuavaBloom {
+        let mut g = GuavaBloom::with_params(64 << 20, 7, strategy).unwrap();
+        for i in 0..20_000u32 {
+            g.put(&i.to_le_bytes());
+        }
+        g
+    }
+
+    /// Each kind of write, alone while the filter is frozen, changes the live filter and leaves
+    /// the frozen file as it was at the freeze (the bytes `to_bytes` gave then, words
+    /// big-endian), whether the filter is dropped before the file is written or not: one put
+    /// (each strategy), one insert through the traits, a batch insert.
+    #[test]
+    fn every_write_alone_keeps_the_frozen_file() {
+        use crate::format::{assert_each_write_keeps_frozen, NamedWrite};
+        use crate::traits::{Filter, Insert, Persist};
+        assert!(GuavaBloom::new(1000, 0.01).unwrap().freeze().is_none(), "small: copied");
+        if !cfg!(target_os = "linux") {
+            return; // no huge-page storage, so nothing freezes
+        }
+        let g = big_guava(Strategy::Murmur128Mitz64);
+        let frozen = g.freeze().unwrap();
+        assert!(frozen.to_vec() == g.to_bytes(), "unchanged: the same bytes as to_bytes");
+        drop(frozen);
+        let batch: Vec<Vec<u8>> = (0..5000u32).map(|i| format!("batch-{i}").into_bytes()).collect();
+        for strategy in [Strategy::Murmur128Mitz64, Strategy::Murmur128Mitz32] {
+            let ops: Vec<NamedWrite<'_, GuavaBloom>> = vec![
+                ("put", Box::new(|f: &mut GuavaBloom| assert!(f.put(b"one more")))),
+                (
+                    "insert",
+                    Box::new(|f: &mut GuavaBloom| {
+                        let d = f.hasher().digest(b"through the traits");
+                        assert!(f.insert_digest(d))
+                    }),
+                ),
+                ("batch insert", Box::new(|f: &mut GuavaBloom| assert!(f.insert_many(&batch) > 4900))),
+            ];
+            assert_each_write_keeps_frozen(
+                &|| big_guava(strategy),
+                |f| f.to_bytes(),
+                GuavaBloom::freeze,
+                &ops,
+            );
+        }
+        drop(g.freeze());
+        assert!(g.freeze().is_some(), "once written, the frozen file lets go");
+    }
+
+    /// While a snapshot reads the filter, a put copies aside only the pieces of the words it
+    /// sets (at most `k`): the pieces saved are exactly those where the live words now differ
+    /// from the frozen ones.
+    #[test]
+    fn a_put_during_a_freeze_copies_only_the_pieces_it_touches() {
+        if !cfg!(target_os = "linux") {
+            return;
+        }
+        use crate::bits::COW_PIECE;
+        use crate::traits::Persist;
+        let mut g = big_guava(Strategy::Murmur128Mitz64);
+        let at_freeze = g.words().to_vec();
+        let want = g.to_bytes();
+        let frozen = g.freeze().unwrap();
+        let guard = frozen.guard(0);
+        assert_eq!(guard.len() / COW_PIECE, 32);
+        for i in 0..5u32 {
+            let saved = guard.saved_pieces();
+            assert!(g.put(format!("new-{i}").as_bytes()));
+            assert!(guard.saved_pieces() <= saved + 7, "seven words written, seven pieces at most");
+            assert_eq!(
+                guard.saved_pieces(),
+                crate::bits::pieces_differing(g.words(), &at_freeze).len(),
+                "after put {i}"
+            );
+        }
+        assert!(guard.saved_pieces() > 7 && guard.saved_pieces() < 32, "{}", guard.saved_pieces());
+        assert!(frozen.to_vec() == want, "the frozen file is the filter at the freeze");
     }
 }

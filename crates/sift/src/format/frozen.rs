@@ -39,6 +39,9 @@ pub(crate) enum Part {
     /// The first `len` bytes (a whole number of words) of a guarded array of 64-bit words in
     /// memory order (a quotient table without its guard word); written little-endian.
     WordsPrefix(CowHandle, u64),
+    /// An array of 64-bit words in memory order, guarded while the snapshot reads it; written
+    /// big-endian (Guava's `long[]` as Java's `DataOutputStream` writes it).
+    WordsBigEndian(CowHandle),
     /// Payload bytes copied at the freeze.
     Bytes(Vec<u8>),
     /// A member file of a chain, preceded by its length as a `u64`.
@@ -48,7 +51,7 @@ pub(crate) enum Part {
 impl Part {
     fn len(&self) -> u64 {
         match self {
-            Part::Words(g) | Part::Words32(g) => g.len() as u64,
+            Part::Words(g) | Part::Words32(g) | Part::WordsBigEndian(g) => g.len() as u64,
             Part::Prefix(g, len) | Part::WordsPrefix(g, len) => (*len).min(g.len() as u64),
             Part::Bytes(b) => b.len() as u64,
             Part::Member(f) => 8 + f.len(),
@@ -90,7 +93,11 @@ impl FrozenFile {
     /// is only a copy).
     pub(crate) fn is_guarded(&self) -> bool {
         self.parts.iter().any(|p| match p {
-            Part::Words(_) | Part::Words32(_) | Part::Prefix(..) | Part::WordsPrefix(..) => true,
+            Part::Words(_)
+            | Part::Words32(_)
+            | Part::Prefix(..)
+            | Part::WordsPrefix(..)
+            | Part::WordsBigEndian(_) => true,
             Part::Bytes(_) => false,
             Part::Member(f) => f.is_guarded(),
         })
@@ -102,9 +109,11 @@ impl FrozenFile {
         fn all<'a>(f: &'a FrozenFile, out: &mut Vec<&'a crate::bits::CowGuard>) {
             for p in &f.parts {
                 match p {
-                    Part::Words(g) | Part::Words32(g) | Part::Prefix(g, _) | Part::WordsPrefix(g, _) => {
-                        out.push(g)
-                    }
+                    Part::Words(g)
+                    | Part::Words32(g)
+                    | Part::Prefix(g, _)
+                    | Part::WordsPrefix(g, _)
+                    | Part::WordsBigEndian(g) => out.push(g),
                     Part::Bytes(_) => {}
                     Part::Member(m) => all(m, out),
                 }
@@ -146,13 +155,19 @@ impl FrozenFile {
                     enc.payload(&f.len().to_le_bytes())?;
                     f.write_dyn(&mut Payload(&mut enc))?;
                 }
-                Part::Words(g) | Part::Words32(g) | Part::Prefix(g, _) | Part::WordsPrefix(g, _) => {
+                Part::Words(g)
+                | Part::Words32(g)
+                | Part::Prefix(g, _)
+                | Part::WordsPrefix(g, _)
+                | Part::WordsBigEndian(g) => {
                     // Bytes of a word to put in little-endian order (1: bytes as they are).
                     let word = match part {
                         Part::Words(_) | Part::WordsPrefix(..) => 8,
                         Part::Words32(_) => 4,
                         _ => 1,
                     };
+                    // Words to put in big-endian order instead: reversed on a little-endian host.
+                    let big = matches!(part, Part::WordsBigEndian(_));
                     let len = part.len() as usize;
                     buf.reserve(READ_BUF.min(len));
                     let mut at = 0;
@@ -162,6 +177,11 @@ impl FrozenFile {
                         g.read(at, n, &mut buf);
                         if cfg!(target_endian = "big") && word > 1 {
                             for w in buf.chunks_exact_mut(word) {
+                                w.reverse();
+                            }
+                        }
+                        if big && cfg!(target_endian = "little") {
+                            for w in buf.chunks_exact_mut(8) {
                                 w.reverse();
                             }
                         }
